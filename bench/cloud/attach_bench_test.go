@@ -1,0 +1,254 @@
+// Package cloud_test benchmarks the fake cloud's attach path: attach+detach through HTTP on a
+// real loopback server, with the durable bbolt store on disk, against a bare gorilla/mux JSON
+// handler that stores nothing, so the cost of durability is visible.
+//
+//	go test -run '^$' -bench AttachDetach -benchtime 2s ./bench/cloud/
+//
+// The target (≥ 50% of the bare handler's ops/s) is about what a cloud serves: many concurrent
+// callers (the external-attacher runs many workers, and every node's driver talks to the same
+// cloud), measured by the parallel sub-benchmarks. The sequential ones are fsync-bound by
+// design: one caller waits for each acknowledged change to reach the disk before it sends the
+// next, so they measure the disk's fsync latency, not the cloud's throughput.
+package cloud_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
+)
+
+const (
+	// clients is about how many requests a busy cloud has in flight: a few external-attacher
+	// workers per controller plus node plugins.
+	clients = 64
+	// nodes spreads the volumes so that no instance reaches its attach limit.
+	nodes = 8
+)
+
+// serve runs h on 127.0.0.1:0 until the benchmark ends and returns its URL.
+func serve(b *testing.B, h http.Handler) string {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	b.Cleanup(func() { _ = hs.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+// client keeps a connection per concurrent caller alive; http.DefaultTransport keeps only two
+// idle ones per host, so with more callers most requests would dial a new connection, for both
+// sides alike, and the benchmark would measure TCP set-up.
+func client(b *testing.B, url string) *cloud.Client {
+	b.Helper()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 2 * clients
+	b.Cleanup(tr.CloseIdleConnections)
+	c, err := cloud.NewClient(url, cloud.WithToken("bench"), cloud.WithHTTPClient(&http.Client{Transport: tr}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+// target is a cloud under test and the volumes its callers attach, one per caller.
+type target struct {
+	c    *cloud.Client
+	vols []string
+}
+
+func nodeOf(i int) string { return fmt.Sprint("node-", i%nodes) }
+
+// durableCloud is a real fake cloud with its store on disk and n volumes to attach.
+func durableCloud(b *testing.B, n int) target {
+	b.Helper()
+	seed := server.Seed{
+		InstanceTypes: []cloud.InstanceType{{Name: "huge", MaxAttachments: 128}},
+		Quotas:        &store.Limits{Attachments: 10 * int64(n), Volumes: 10 * int64(n), CapacityBytes: 1 << 40},
+	}
+	for i := range nodes {
+		seed.Instances = append(seed.Instances, store.SeedInstance{CreateInstanceRequest: cloud.CreateInstanceRequest{ID: nodeOf(i), Zone: "z", InstanceType: "huge"}})
+	}
+	srv, err := server.New(server.Config{
+		DataDir: b.TempDir(),
+		Tokens:  []server.Token{{Token: "bench", Role: server.RoleDriver}},
+		Seed:    seed,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = srv.Close() })
+	t := target{c: client(b, serve(b, srv.Handler()))}
+	for i := range n {
+		v, err := t.c.CreateVolume(context.Background(), cloud.CreateVolumeRequest{Name: fmt.Sprint("bench-", i), SizeBytes: 1, Zone: "z"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		t.vols = append(t.vols, v.ID)
+	}
+	return t
+}
+
+// bareCloud answers attach and detach with the same JSON shapes and no storage at all.
+func bareCloud(b *testing.B, n int) target {
+	b.Helper()
+	r := mux.NewRouter()
+	handler := func(w http.ResponseWriter, req *http.Request) {
+		var in cloud.AttachRequest
+		dec := json.NewDecoder(req.Body)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&in); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		id := mux.Vars(req)["id"]
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(cloud.Attachment{VolumeID: id, InstanceID: in.InstanceID, Device: store.DevicePrefix + id, Revision: 1})
+	}
+	r.HandleFunc("/v1/volumes/{id}/attach", handler).Methods(http.MethodPost)
+	r.HandleFunc("/v1/volumes/{id}/detach", handler).Methods(http.MethodPost)
+	t := target{c: client(b, serve(b, r))}
+	for i := range n {
+		t.vols = append(t.vols, fmt.Sprintf("vol-%08x", i+1))
+	}
+	return t
+}
+
+// cycle attaches volume i to its node and detaches it again; it returns how long the attach
+// took.
+func (t target) cycle(ctx context.Context, i int) (time.Duration, error) {
+	start := time.Now()
+	if _, err := t.c.AttachVolume(ctx, t.vols[i], nodeOf(i)); err != nil {
+		return 0, err
+	}
+	attach := time.Since(start)
+	if err := t.c.DetachVolume(ctx, t.vols[i], nodeOf(i)); err != nil {
+		return 0, err
+	}
+	return attach, nil
+}
+
+// result is one measured run: attach+detach cycles (two requests each) in elapsed time, and
+// every attach's latency.
+type result struct {
+	cycles  int
+	elapsed time.Duration
+	attach  []time.Duration
+}
+
+func (r result) opsPerSec() float64 { return float64(2*r.cycles) / r.elapsed.Seconds() }
+
+func (r result) p99() time.Duration {
+	if len(r.attach) == 0 {
+		return 0
+	}
+	slices.Sort(r.attach)
+	return r.attach[(len(r.attach)*99)/100]
+}
+
+func (r result) report(b *testing.B, prefix string) {
+	b.ReportMetric(r.opsPerSec(), prefix+"ops/s")
+	b.ReportMetric(float64(r.p99().Microseconds())/1000, prefix+"p99-attach-ms")
+}
+
+// sequential runs b.N cycles from one caller on volume 0.
+func sequential(b *testing.B, t target) result {
+	b.Helper()
+	ctx := context.Background()
+	r := result{cycles: b.N, attach: make([]time.Duration, 0, b.N)}
+	start := time.Now()
+	for range b.N {
+		d, err := t.cycle(ctx, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.attach = append(r.attach, d)
+	}
+	r.elapsed = time.Since(start)
+	return r
+}
+
+// parallelism is the b.SetParallelism value that gives at least clients goroutines.
+func parallelism() int {
+	procs := runtime.GOMAXPROCS(0)
+	return (clients + procs - 1) / procs
+}
+
+// parallel runs b.N cycles from parallelism()×GOMAXPROCS callers, each on its own volume.
+func parallel(b *testing.B, t target) result {
+	b.Helper()
+	ctx := context.Background()
+	var (
+		next atomic.Int64
+		mu   sync.Mutex
+		r    = result{cycles: b.N, attach: make([]time.Duration, 0, b.N)}
+	)
+	b.SetParallelism(parallelism())
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(next.Add(1) - 1)
+		lat := make([]time.Duration, 0, 256)
+		defer func() {
+			mu.Lock()
+			r.attach = append(r.attach, lat...)
+			mu.Unlock()
+		}()
+		for pb.Next() {
+			d, err := t.cycle(ctx, i)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			lat = append(lat, d)
+		}
+	})
+	r.elapsed = time.Since(start)
+	return r
+}
+
+// BenchmarkAttachDetach reports ops/s (each attach or detach request is one op) and the p99
+// attach latency of the durable fake cloud and of the bare handler, one caller at a time and
+// with many concurrent callers, and durable/bare, the share of the bare handler's throughput
+// the durable store keeps (target ≥ 0.5 for the parallel case).
+func BenchmarkAttachDetach(b *testing.B) {
+	n := parallelism() * runtime.GOMAXPROCS(0)
+	durable := durableCloud(b, n)
+	bare := bareCloud(b, n)
+	for _, mode := range []struct {
+		name string
+		run  func(*testing.B, target) result
+	}{
+		{"sequential", sequential},
+		{fmt.Sprint("parallel-", n), parallel},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			b.Run("durable", func(b *testing.B) { mode.run(b, durable).report(b, "") })
+			b.Run("bare", func(b *testing.B) { mode.run(b, bare).report(b, "") })
+			b.Run("ratio", func(b *testing.B) {
+				// Both sides run the same number of cycles, back to back in one run so that
+				// machine load affects them alike.
+				rd := mode.run(b, durable)
+				rb := mode.run(b, bare)
+				rd.report(b, "durable-")
+				rb.report(b, "bare-")
+				b.ReportMetric(rd.opsPerSec()/rb.opsPerSec(), "durable/bare")
+			})
+		})
+	}
+}

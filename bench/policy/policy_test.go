@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestCompare replays every trace on a smaller cluster and checks what the comparison is
+// for: same seed, same numbers; the policy fails fewer attaches than both other reporters;
+// it writes CSINode far less than the naive reporter under noise.
+func TestCompare(t *testing.T) {
+	p := defaultParams()
+	p.Nodes = 4
+	p.ArrivalPS /= 2
+	a, err := compare(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := compare(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("two runs with seed %d differ:\n%v\n%v", p.Seed, a, b)
+	}
+	var policy, static, naive result
+	for _, sc := range scenarios(p.Nodes) {
+		policy.add(a[sc.name]["policy"])
+		static.add(a[sc.name]["static"])
+		naive.add(a[sc.name]["naive"])
+		if w := a[sc.name]["static"].Writes; w != 0 {
+			t.Errorf("%s: the static reporter wrote CSINode %d times", sc.name, w)
+		}
+	}
+	if policy.AttachFailures >= naive.AttachFailures || policy.AttachFailures*4 >= static.AttachFailures {
+		t.Errorf("attach failures: policy %d, naive %d, static %d", policy.AttachFailures, naive.AttachFailures, static.AttachFailures)
+	}
+	if g := checkGoals(p, a); !g.writesMet() {
+		t.Errorf("writes under noise: %s", g)
+	}
+}
+
+func TestRunPrintsTableAndRejectsBadFlags(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"-nodes=2", "-duration=1h40m"}, &out, &errOut); err != nil {
+		t.Fatalf("run: %v (%s)", err, errOut.String())
+	}
+	for _, want := range []string{"| scenario | reporter |", "| noise | policy |", "Goal 1", "Goal 2"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	err := run(context.Background(), []string{"-nodes=0", "-period=1500ms", "-quota-share=half", "-duration=1m"}, &out, &errOut)
+	if err == nil {
+		t.Fatal("run with bad flags = nil")
+	}
+	for _, want := range []string{"nodes", "period", "quota-share", "duration"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}

@@ -1,0 +1,432 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
+)
+
+// params are the knobs of one comparison run; all times are in simulated seconds.
+type params struct {
+	Seed       uint64
+	Nodes      int
+	Limit      int // per-instance attach limit
+	OutOfBand  int
+	Quota      int64 // account attachment quota when not squeezed
+	Duration   int   // seconds per scenario
+	Period     int   // kubelet NodeGetInfo period (CSIDriver nodeAllocatableUpdatePeriodSeconds)
+	ArrivalPS  float64
+	MeanLife   float64 // seconds a pod keeps its volume once running
+	RetryEvery int     // seconds between attach retries of the external-attacher
+	RejectWait int     // seconds the kubelet waits on a failed attach before it rejects the pod
+	Capacity   capacity.Config
+}
+
+func defaultParams() params {
+	return params{
+		Seed: 1, Nodes: 8, Limit: 16, OutOfBand: 1, Quota: 1000,
+		Duration: 2 * 3600, Period: 10, ArrivalPS: 100.0 / 600, MeanLife: 600,
+		RetryEvery: 10, RejectWait: 120,
+		Capacity: capacity.DefaultConfig(),
+	}
+}
+
+// world is the cloud's truth.
+type world struct {
+	limit, oob, attached []int
+	quota, external      int64
+	rev                  uint64
+	lookupDown           bool
+}
+
+func newWorld(p params) *world {
+	w := &world{quota: p.Quota, rev: 1}
+	for range p.Nodes {
+		w.limit = append(w.limit, p.Limit)
+		w.oob = append(w.oob, p.OutOfBand)
+		w.attached = append(w.attached, 0)
+	}
+	return w
+}
+
+func (w *world) used() int64 {
+	u := w.external
+	for _, a := range w.attached {
+		u += int64(a)
+	}
+	return u
+}
+
+func (w *world) capacity(i int) cloud.Capacity {
+	return cloud.Capacity{
+		InstanceID: fmt.Sprintf("node-%d", i), AttachLimit: w.limit[i], OutOfBandSlots: w.oob[i],
+		Attached: w.attached[i], QuotaHeadroom: max(0, w.quota-w.used()), Instances: len(w.limit),
+		Revision: w.rev,
+	}
+}
+
+// attach is the cloud's atomic check: the node's slots and the account quota.
+func (w *world) attach(i int) bool {
+	if w.attached[i] >= w.limit[i]-w.oob[i] || w.used() >= w.quota {
+		return false
+	}
+	w.attached[i]++
+	w.rev++
+	return true
+}
+
+func (w *world) detach(i int) { w.attached[i]--; w.rev++ }
+
+// scenario is a capacity trace: events at given seconds, and optionally ±1 noise of other
+// tenants' attachments (which moves every node's quota headroom).
+type scenario struct {
+	name     string
+	about    string
+	events   []event
+	noise    bool  // other tenants' attachments flip between 4 and 5
+	oobNoise bool  // every node's out-of-band slots flip between 1 and 2
+	quota    int64 // 0: params.Quota
+}
+
+type event struct {
+	at    int
+	apply func(w *world)
+}
+
+func setLimit(nodes []int, limit int) func(*world) {
+	return func(w *world) {
+		for _, n := range nodes {
+			w.limit[n] = limit
+		}
+		w.rev++
+	}
+}
+
+func addOOB(nodes []int, d int) func(*world) {
+	return func(w *world) {
+		for _, n := range nodes {
+			w.oob[n] += d
+		}
+		w.rev++
+	}
+}
+
+// scenarios returns the traces for a cluster of nodes ≥ 2 nodes: "half" is the first half of
+// the nodes, "quarter" the next quarter (at least one node).
+func scenarios(nodes int) []scenario {
+	var half, quarter []int
+	for n := range nodes / 2 {
+		half = append(half, n)
+	}
+	for n := nodes / 2; n < nodes/2+max(1, nodes/4); n++ {
+		quarter = append(quarter, n)
+	}
+	return []scenario{
+		{name: "step", about: "limit 16→8 on half the nodes at 20m, back at 50m; +6 out-of-band slots on a quarter 70m–100m",
+			events: []event{{1200, setLimit(half, 8)}, {3000, setLimit(half, 16)}, {4200, addOOB(quarter, 6)}, {6000, addOOB(quarter, -6)}}},
+		{name: "outage", about: "capacity lookups fail 20m–40m; limit 16→8 on half the nodes at 25m (during it), back at 60m",
+			events: []event{
+				{1200, func(w *world) { w.lookupDown = true }},
+				{1500, setLimit(half, 8)},
+				{2400, func(w *world) { w.lookupDown = false }},
+				{3600, setLimit(half, 16)}}},
+		{name: "noise", about: "±1 noise: each node's out-of-band slots flip between 1 and 2 (every ~15s on average, independently); quota loose",
+			oobNoise: true},
+		{name: "quota-noise", about: "attachment quota 112 nearly saturated by the pods; other tenants hold 4 or 5 attachments, flipping every ~7s",
+			noise: true, quota: 112},
+		{name: "squeeze", about: "attachment quota cut to use+2 at 20m, restored at 50m",
+			events: []event{
+				{1200, func(w *world) { w.quota = w.used() + 2; w.rev++ }},
+				{3000, func(w *world) { w.quota = 1000; w.rev++ }}}},
+	}
+}
+
+// workload is the same for every reporter of a scenario: arrivals per second, lifetimes per
+// pod, and the other tenants' usage per second.
+type workload struct {
+	arrivals []int
+	lifetime []int
+	external []int64
+	oob      [][]int // [second][node], when the scenario has oobNoise
+}
+
+func newWorkload(p params, sc scenario, idx int) workload {
+	rng := rand.New(rand.NewPCG(p.Seed, uint64(idx)))
+	wl := workload{arrivals: make([]int, p.Duration), external: make([]int64, p.Duration)}
+	ext := int64(4)
+	for t := range p.Duration {
+		n := poisson(rng, p.ArrivalPS)
+		wl.arrivals[t] = n
+		for range n {
+			wl.lifetime = append(wl.lifetime, max(1, int(rng.ExpFloat64()*p.MeanLife)))
+		}
+		if sc.noise && rng.Float64() < 1.0/7 {
+			ext = 9 - ext // 4 ↔ 5
+		}
+		if sc.noise {
+			wl.external[t] = ext
+		}
+		if sc.oobNoise {
+			row := make([]int, p.Nodes)
+			for n := range row {
+				row[n] = p.OutOfBand
+				if t > 0 {
+					row[n] = wl.oob[t-1][n]
+				}
+				if rng.Float64() < 1.0/15 {
+					row[n] = 2*p.OutOfBand + 1 - row[n] // 1 ↔ 2
+				}
+			}
+			wl.oob = append(wl.oob, row)
+		}
+	}
+	return wl
+}
+
+func poisson(rng *rand.Rand, lambda float64) int {
+	l, k, pr := math.Exp(-lambda), 0, 1.0
+	for {
+		pr *= rng.Float64()
+		if pr <= l {
+			return k
+		}
+		k++
+	}
+}
+
+// reporter is what the kubelet asks for a node's count.
+type reporter interface {
+	value(node int) int64
+	// step lets time pass by one second.
+	step()
+}
+
+type staticReporter struct{ v []int64 }
+
+func (s *staticReporter) value(n int) int64 { return s.v[n] }
+func (s *staticReporter) step()             {}
+
+// naiveReporter reports the raw value of every lookup, and its last one when a lookup fails.
+type naiveReporter struct {
+	w     *world
+	share capacity.QuotaShare
+	last  []int64
+}
+
+func (r *naiveReporter) value(n int) int64 {
+	if !r.w.lookupDown {
+		r.last[n] = capacity.Reportable(capacity.Raw(r.w.capacity(n), r.share))
+	}
+	return r.last[n]
+}
+func (r *naiveReporter) step() {}
+
+// oracleReporter sees the truth even during an outage: the reference for "needed" waiting.
+type oracleReporter struct {
+	w     *world
+	share capacity.QuotaShare
+}
+
+func (r *oracleReporter) value(n int) int64 {
+	return capacity.Reportable(capacity.Raw(r.w.capacity(n), r.share))
+}
+func (r *oracleReporter) step() {}
+
+// policyReporter is the real capacity.Reporter of each node on a fake clock.
+type policyReporter struct {
+	clk  *clocktesting.FakeClock
+	reps []*capacity.Reporter
+}
+
+type simSource struct {
+	w *world
+	n int
+}
+
+func (s simSource) GetCapacity(_ context.Context, _ string) (*cloud.Capacity, error) {
+	if s.w.lookupDown {
+		return nil, cloud.NewError(cloud.CodeUnavailable, "outage")
+	}
+	c := s.w.capacity(s.n)
+	return &c, nil
+}
+
+func newPolicyReporter(p params, w *world) (*policyReporter, error) {
+	pr := &policyReporter{clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	for n := range p.Nodes {
+		r, err := capacity.NewReporter(p.Capacity, simSource{w, n}, fmt.Sprintf("node-%d", n), pr.clk, prometheus.NewRegistry())
+		if err != nil {
+			return nil, err
+		}
+		pr.reps = append(pr.reps, r)
+	}
+	return pr, nil
+}
+
+func (r *policyReporter) value(n int) int64 {
+	v, _ := r.reps[n].MaxVolumesPerNode(context.Background())
+	return v
+}
+func (r *policyReporter) step() { r.clk.Step(time.Second) }
+
+// result is what one reporter did on one scenario.
+type result struct {
+	AttachFailures int     // placements whose attach the cloud refused: the count was stale
+	Rejected       int     // pods the kubelet failed after RejectWait (VolumeAttachmentLimitExceeded)
+	Writes         int     // CSINode allocatable.count changes after registration
+	PendingPodMin  float64 // pod-minutes Pending (no node with a free count)
+	StuckPodMin    float64 // pod-minutes on a node waiting for a refused attach
+	Started        int
+}
+
+func (a *result) add(b result) {
+	a.AttachFailures += b.AttachFailures
+	a.Rejected += b.Rejected
+	a.Writes += b.Writes
+	a.PendingPodMin += b.PendingPodMin
+	a.StuckPodMin += b.StuckPodMin
+	a.Started += b.Started
+}
+
+type podState int
+
+const (
+	pending podState = iota
+	attaching
+	running
+	gone
+)
+
+type pod struct {
+	life     int
+	state    podState
+	node     int
+	placedAt int
+	nextTry  int
+	failed   bool
+	endAt    int
+}
+
+// simulate replays one scenario against one reporter, second by second: the cloud changes,
+// pods end and arrive, each node's kubelet copies the reported value every Period seconds,
+// the scheduler places Pending pods where scheduled volumes < count, and the attacher asks
+// the cloud, retrying a refused attach until the kubelet rejects the pod after RejectWait.
+func simulate(p params, sc scenario, wl workload, w *world, rep reporter) result {
+	var res result
+	count := make([]int64, p.Nodes)
+	scheduled := make([]int, p.Nodes)
+	for n := range p.Nodes {
+		count[n] = rep.value(n)
+	}
+	kubeletCopy := func(n int) {
+		if v := rep.value(n); v != count[n] {
+			count[n] = v
+			res.Writes++
+		}
+	}
+	var pods []*pod
+	var queue []*pod // Pending, FIFO
+	next := 0
+	evi := 0
+	for t := range p.Duration {
+		for evi < len(sc.events) && sc.events[evi].at <= t {
+			sc.events[evi].apply(w)
+			evi++
+		}
+		if sc.noise && wl.external[t] != w.external {
+			w.external = wl.external[t]
+			w.rev++
+		}
+		if sc.oobNoise {
+			for n, o := range wl.oob[t] {
+				if w.oob[n] != o {
+					w.oob[n] = o
+					w.rev++
+				}
+			}
+		}
+		for _, pd := range pods {
+			if pd.state == running && pd.endAt == t {
+				w.detach(pd.node)
+				scheduled[pd.node]--
+				pd.state = gone
+			}
+		}
+		for range wl.arrivals[t] {
+			pd := &pod{life: wl.lifetime[next]}
+			next++
+			pods = append(pods, pd)
+			queue = append(queue, pd)
+		}
+		for n := range p.Nodes {
+			if (t+n*p.Period/p.Nodes)%p.Period == 0 && t > 0 {
+				kubeletCopy(n)
+			}
+		}
+		// Scheduler: identical pods, so when one does not fit none does.
+		for len(queue) > 0 {
+			best, free := -1, int64(0)
+			for n := range p.Nodes {
+				if f := count[n] - int64(scheduled[n]); f > free {
+					best, free = n, f
+				}
+			}
+			if best < 0 {
+				break
+			}
+			pd := queue[0]
+			queue = queue[1:]
+			*pd = pod{life: pd.life, state: attaching, node: best, placedAt: t, nextTry: t}
+			scheduled[best]++
+		}
+		// Attacher.
+		for _, pd := range pods {
+			if pd.state != attaching || pd.nextTry > t {
+				continue
+			}
+			if w.attach(pd.node) {
+				pd.state, pd.endAt = running, t+pd.life
+				res.Started++
+				continue
+			}
+			if !pd.failed {
+				pd.failed = true
+				res.AttachFailures++
+			}
+			if t-pd.placedAt >= p.RejectWait {
+				res.Rejected++
+				scheduled[pd.node]--
+				kubeletCopy(pd.node)
+				pd.state = pending
+				queue = append(queue, pd)
+				continue
+			}
+			pd.nextTry = t + p.RetryEvery
+		}
+		res.PendingPodMin += float64(len(queue)) / 60
+		if t%60 == 0 {
+			live := pods[:0]
+			for _, pd := range pods {
+				if pd.state != gone {
+					live = append(live, pd)
+				}
+			}
+			pods = live
+		}
+		for _, pd := range pods {
+			if pd.state == attaching && pd.failed {
+				res.StuckPodMin += 1.0 / 60
+			}
+		}
+		rep.step()
+	}
+	return res
+}

@@ -1,0 +1,21 @@
+// Command driver is the fakecloud-csi CSI driver (disk.fakecloud.dev): the controller and/or
+// node plugin, and the `nodeinfo` and `probe` subcommands that query a running plugin.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "driver:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"k8s.io/klog/v2"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	csidriver "github.com/fakecloud/fakecloud-csi/pkg/csi"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
+	"github.com/fakecloud/fakecloud-csi/pkg/version"
+)
+
+// run is the whole program: `driver [flags]` serves; `driver nodeinfo|probe` query a plugin.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	opts := csidriver.DefaultOptions()
+	opts.Version = version.Version
+	root := &cobra.Command{
+		Use:           "driver",
+		Short:         "CSI driver " + csidriver.DriverName + " for the fake cloud",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.ShowVersion {
+				_, err := fmt.Fprintln(stdout, version.String("driver"))
+				return err
+			}
+			return serve(cmd.Context(), opts)
+		},
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	opts.AddFlags(root.Flags())
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	root.PersistentFlags().AddGoFlagSet(klogFlags)
+	root.AddCommand(queryCommand(stdout, "nodeinfo", "Print NodeGetInfo of a running node plugin as JSON",
+		func(ctx context.Context, conn *grpc.ClientConn) (proto.Message, error) {
+			return csi.NewNodeClient(conn).NodeGetInfo(ctx, &csi.NodeGetInfoRequest{}, grpc.WaitForReady(true))
+		}))
+	root.AddCommand(queryCommand(stdout, "probe", "Print Probe of a running plugin as JSON; fails when not ready",
+		func(ctx context.Context, conn *grpc.ClientConn) (proto.Message, error) {
+			resp, err := csi.NewIdentityClient(conn).Probe(ctx, &csi.ProbeRequest{}, grpc.WaitForReady(true))
+			if err == nil && resp.GetReady() != nil && !resp.GetReady().GetValue() {
+				return resp, errors.New("plugin is not ready")
+			}
+			return resp, err
+		}))
+	return root.ExecuteContext(ctx)
+}
+
+// queryCommand is a subcommand that dials --endpoint, makes one call (waiting up to --timeout
+// for the plugin to listen) and prints the answer as JSON, also when call returns an answer
+// with an error.
+func queryCommand(stdout io.Writer, name, short string, call func(context.Context, *grpc.ClientConn) (proto.Message, error)) *cobra.Command {
+	endpoint := csidriver.DefaultOptions().Endpoint
+	timeout := 30 * time.Second
+	cmd := &cobra.Command{
+		Use:   name,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			network, addr, err := csidriver.ParseEndpoint(endpoint)
+			if err != nil {
+				return err
+			}
+			target := "unix://" + addr
+			if network == "tcp" {
+				target = "passthrough:///" + addr
+			}
+			conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				return fmt.Errorf("dial %s: %w", endpoint, err)
+			}
+			defer conn.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			resp, callErr := call(ctx, conn)
+			if resp != nil && !isNil(resp) {
+				b, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(resp)
+				if err != nil {
+					return err
+				}
+				if _, err := fmt.Fprintln(stdout, string(b)); err != nil {
+					return err
+				}
+			}
+			if callErr != nil {
+				return fmt.Errorf("%s on %s: %w", name, endpoint, callErr)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&endpoint, "endpoint", endpoint, "CSI endpoint of the plugin: unix:///path/csi.sock or tcp://host:port")
+	cmd.Flags().DurationVar(&timeout, "timeout", timeout, "how long to wait for the answer")
+	return cmd
+}
+
+// isNil reports whether m is a typed nil pointer, as a failed gRPC call returns.
+func isNil(m proto.Message) bool { return !m.ProtoReflect().IsValid() }
+
+// serve wires the options into a cloud client, capacity reporter and mounter and runs the
+// driver until ctx ends.
+func serve(ctx context.Context, opts csidriver.Options) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	clientOpts := []cloud.Option{cloud.WithUserAgent("fakecloud-csi/" + opts.Version)}
+	if opts.CloudTokenFile != "" {
+		clientOpts = append(clientOpts, cloud.WithTokenFile(opts.CloudTokenFile))
+	}
+	client, err := cloud.NewClient(opts.CloudURL, clientOpts...)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	d, err := csidriver.NewForCloud(opts, client, mount.NewLinux(), reg)
+	if err != nil {
+		return err
+	}
+	return d.Run(ctx)
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+)
+
+func TestRunVersionAndBadFlags(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"--version"}, &out, &errOut); err != nil || strings.TrimSpace(out.String()) == "" {
+		t.Fatalf("--version: %v, output %q", err, out.String())
+	}
+	for name, args := range map[string][]string{
+		"node without node id": {"--mode=node"},
+		"bad endpoint":         {"--mode=controller", "--endpoint=/tmp/x.sock"},
+		"unknown flag":         {"--no-such-flag"},
+		"unknown subcommand":   {"nodeinf"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := run(context.Background(), args, &out, &errOut); err == nil {
+				t.Errorf("run(%v) = nil, want an error", args)
+			}
+		})
+	}
+}
+
+// fakeCloudAPI answers the few routes a node plugin uses, like the real server would.
+func fakeCloudAPI(t *testing.T) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	writeJSON := func(w http.ResponseWriter, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	mux.HandleFunc("GET /v1/instances/i-1", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, cloud.Instance{ID: "i-1", Zone: "zone-a", InstanceType: "t", AttachLimit: 8, OutOfBandSlots: 1, Attachments: []string{}})
+	})
+	mux.HandleFunc("GET /v1/instances/i-1/capacity", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, cloud.Capacity{InstanceID: "i-1", AttachLimit: 8, OutOfBandSlots: 1, QuotaHeadroom: 100, Instances: 1, Revision: 3, ObservedAt: time.Now()})
+	})
+	mux.HandleFunc("GET /v1/volumes", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, cloud.VolumeList{Volumes: []cloud.Volume{}})
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestServeAndNodeinfo(t *testing.T) {
+	api := fakeCloudAPI(t)
+	dir, err := os.MkdirTemp("", "drv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	endpoint := "--endpoint=unix://" + filepath.Join(dir, "csi.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var serveOut, serveErr bytes.Buffer
+	go func() {
+		done <- run(ctx, []string{"--mode=all", "--node-id=i-1", endpoint, "--cloud-url=" + api.URL,
+			"--state-dir=" + filepath.Join(dir, "state"), "-v=2"}, &serveOut, &serveErr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"nodeinfo", endpoint, "--timeout=20s"}, &out, &errOut); err != nil {
+		t.Fatalf("nodeinfo: %v (%s)", err, errOut.String())
+	}
+	var info struct {
+		NodeID             string `json:"nodeId"`
+		MaxVolumesPerNode  string `json:"maxVolumesPerNode"`
+		AccessibleTopology struct {
+			Segments map[string]string `json:"segments"`
+		} `json:"accessibleTopology"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &info); err != nil {
+		t.Fatalf("nodeinfo output is not JSON: %v\n%s", err, out.String())
+	}
+	if info.NodeID != "i-1" || info.MaxVolumesPerNode != "7" || info.AccessibleTopology.Segments["topology.disk.fakecloud.dev/zone"] != "zone-a" {
+		t.Errorf("nodeinfo = %+v, want i-1, 7 slots (8 - 1 out-of-band), zone-a", info)
+	}
+
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out.Reset()
+		err := run(context.Background(), []string{"probe", endpoint, "--timeout=5s"}, &out, &errOut)
+		var probe struct {
+			Ready bool `json:"ready"`
+		}
+		if err == nil && json.Unmarshal(out.Bytes(), &probe) == nil && probe.Ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("probe never ready: %v %s", err, out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve returned %v after cancel, want nil", err)
+		}
+		done <- nil
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not stop after cancel")
+	}
+}

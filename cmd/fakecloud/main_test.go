@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+)
+
+func TestOptionsValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want []string // substrings of the error; empty means valid
+	}{
+		{"defaults need a tokens file", nil, []string{"--tokens-file"}},
+		{"demo", []string{"--auth=none"}, nil},
+		{"tokens", []string{"--tokens-file=t.yaml"}, nil},
+		{"all problems at once", []string{"--auth=magic", "--max-body-bytes=0", "--listen=", "--auto-register", "--default-zone="},
+			[]string{"--auth=\"magic\"", "--max-body-bytes", "--listen", "--default-zone"}},
+		{"tokens file with no auth", []string{"--auth=none", "--tokens-file=t.yaml"}, []string{"ignored"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var o Options
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Validate()
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate accepted %v", tt.args)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"--version"}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "fakecloud ") {
+		t.Fatalf("--version printed %q", out.String())
+	}
+}
+
+func TestRunRejectsBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	badSeed := filepath.Join(dir, "seed.yaml")
+	if err := os.WriteFile(badSeed, []byte("instances:\n- id: n\n  zone: z\n  instanceType: nope\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	typo := filepath.Join(dir, "typo.yaml")
+	if err := os.WriteFile(typo, []byte("instanceTypo: []\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badTokens := filepath.Join(dir, "tokens.yaml")
+	if err := os.WriteFile(badTokens, []byte("tokens:\n- token: x\n  role: root\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--auth=none", "--seed=" + badSeed},
+		{"--auth=none", "--seed=" + typo},
+		{"--tokens-file=" + badTokens},
+		{"--auth=none", "--auto-register", "--default-instance-type=huge"},
+		{"--auth=none", "extra-arg"},
+	} {
+		var out bytes.Buffer
+		if err := run(context.Background(), append(args, "--listen=127.0.0.1:0"), &out, &out); err == nil {
+			t.Errorf("run(%v) succeeded", args)
+		}
+	}
+}
+
+// TestRunServesExamplesAndStopsCleanly starts the binary's run with the example files and a
+// data dir, uses it, and cancels it.
+func TestRunServesExamplesAndStopsCleanly(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // a tiny window for another process to take the port; acceptable in tests
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var out bytes.Buffer
+	go func() {
+		done <- run(ctx, []string{"--listen=" + addr, "--data-dir=" + t.TempDir(), "--seed=../../examples/seed.yaml",
+			"--tokens-file=../../examples/tokens.yaml"}, &out, &out)
+	}()
+	c, err := cloud.NewClient("http://"+addr, cloud.WithToken("demo-driver-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var capErr error
+	for range 100 {
+		var resp *http.Response
+		if resp, capErr = http.Get("http://" + addr + "/readyz"); capErr == nil {
+			resp.Body.Close()
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if capErr != nil {
+		t.Fatalf("server never became ready: %v", capErr)
+	}
+	types, err := c.ListInstanceTypes(context.Background())
+	if err != nil || len(types) != 3 {
+		t.Fatalf("instance types %v, %v", types, err)
+	}
+	instances, err := c.ListInstances(context.Background())
+	if err != nil || len(instances) != 3 {
+		t.Fatalf("instances %v, %v", instances, err)
+	}
+	zones := map[string]bool{}
+	for _, in := range instances {
+		zones[in.Zone] = true
+		if in.OutOfBandSlots != 1 {
+			t.Errorf("instance %s has %d out-of-band slots, want 1", in.ID, in.OutOfBandSlots)
+		}
+	}
+	if len(zones) != 2 {
+		t.Errorf("zones %v, want 2", zones)
+	}
+	q, err := c.GetQuotas(context.Background())
+	if err != nil || q.Attachments.Limit != 40 || q.Volumes.Limit != 100 || q.CapacityBytes.Limit != 1<<40 {
+		t.Fatalf("quotas %+v, %v", q, err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run after cancel: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("run did not return after cancel")
+	}
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# `make run`: the fake cloud, one controller plugin and one node plugin per seeded instance, all
+# as local processes (no Kubernetes). Prints where everything listens and curl lines, shows
+# NodeGetInfo move when capacity changes, then keeps running until Ctrl-C.
+#   RUN_DIR=/tmp/x make run          keep state and logs elsewhere (default: a new temp dir)
+#   FAKECLOUD_PORT=8080              the fake cloud's port on 127.0.0.1
+#   DEMO=0                           skip the before/after demo
+#   EXIT_AFTER_DEMO=1                stop after the demo (CI uses this to prove `make run`)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BIN=${BIN:-bin}
+SEED=${SEED:-examples/seed.yaml}
+TOKENS=${TOKENS:-examples/tokens.yaml}
+PORT=${FAKECLOUD_PORT:-8080}
+HTTP_BASE=${DRIVER_HTTP_PORT_BASE:-9808}
+RUN_DIR=${RUN_DIR:-$(mktemp -d -t fakecloud-csi-run.XXXXXX)}
+CLOUD="http://127.0.0.1:${PORT}"
+ADMIN=demo-admin-token
+mkdir -p "$RUN_DIR/logs"
+
+pids=()
+cleanup() {
+  local rc=$?
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if [[ $rc -ne 0 ]]; then
+    echo "run.sh failed; logs in $RUN_DIR/logs:" >&2
+    tail -n 20 "$RUN_DIR"/logs/*.log >&2 || true
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+wait_for() { # wait_for DESCRIPTION COMMAND...: poll up to 20 s
+  local what=$1; shift
+  for _ in $(seq 1 100); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
+  echo "timed out waiting for $what" >&2; return 1
+}
+
+if (echo >"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then
+  echo "port $PORT is in use; set FAKECLOUD_PORT" >&2; exit 1
+fi
+
+"$BIN/fakecloud" --listen="127.0.0.1:$PORT" --data-dir="$RUN_DIR/cloud" --seed="$SEED" \
+  --auth=tokens --tokens-file="$TOKENS" >"$RUN_DIR/logs/fakecloud.log" 2>&1 &
+pids+=($!)
+wait_for "fake cloud on $CLOUD" curl -fsS "$CLOUD/readyz"
+
+grep -q 'token: demo-driver-token' "$TOKENS" || { echo "$TOKENS lacks demo-driver-token" >&2; exit 1; }
+printf '%s' demo-driver-token >"$RUN_DIR/driver-token"
+
+"$BIN/driver" --mode=controller --endpoint="unix://$RUN_DIR/controller/csi.sock" \
+  --cloud-url="$CLOUD" --cloud-token-file="$RUN_DIR/driver-token" --state-dir="$RUN_DIR/controller" \
+  --http-addr="127.0.0.1:$HTTP_BASE" >"$RUN_DIR/logs/controller.log" 2>&1 &
+pids+=($!)
+
+mapfile -t nodes < <(awk '/^instances:/{f=1;next} /^[a-z]/{f=0} f && /- id:/{print $3}' "$SEED")
+port=$HTTP_BASE
+for n in "${nodes[@]}"; do
+  port=$((port + 1))
+  "$BIN/driver" --mode=node --node-id="$n" --endpoint="unix://$RUN_DIR/$n/csi.sock" \
+    --cloud-url="$CLOUD" --cloud-token-file="$RUN_DIR/driver-token" --state-dir="$RUN_DIR/$n" \
+    --http-addr="127.0.0.1:$port" --capacity-min-interval=1s >"$RUN_DIR/logs/node-$n.log" 2>&1 &
+  pids+=($!)
+done
+wait_for "controller plugin" "$BIN/driver" probe --endpoint="unix://$RUN_DIR/controller/csi.sock"
+for n in "${nodes[@]}"; do
+  wait_for "node plugin $n" "$BIN/driver" probe --endpoint="unix://$RUN_DIR/$n/csi.sock"
+done
+
+cat <<INFO
+
+fakecloud-csi is running (state and logs: $RUN_DIR)
+  fake cloud         $CLOUD   tokens: admin=$ADMIN driver=demo-driver-token reader=demo-reader-token
+  controller plugin  unix://$RUN_DIR/controller/csi.sock   http://127.0.0.1:$HTTP_BASE/metrics
+INFO
+port=$HTTP_BASE
+for n in "${nodes[@]}"; do
+  port=$((port + 1))
+  echo "  node plugin $n  unix://$RUN_DIR/$n/csi.sock   http://127.0.0.1:$port/debug/capacity"
+done
+n0=${nodes[0]}
+cat <<CURL
+
+Try:
+  curl -s -H 'Authorization: Bearer demo-reader-token' $CLOUD/v1/instances/$n0/capacity
+  curl -s -X PATCH -H 'Authorization: Bearer $ADMIN' -d '{"outOfBandSlots": 2}' $CLOUD/v1/instances/$n0
+  curl -s -X PATCH -H 'Authorization: Bearer $ADMIN' -d '{"attachments": 0}' $CLOUD/v1/quotas
+  curl -s -X POST  -H 'Authorization: Bearer $ADMIN' -d '{"operation":"AttachVolume","error":"Throttled"}' $CLOUD/v1/faults
+  $BIN/driver nodeinfo --endpoint=unix://$RUN_DIR/$n0/csi.sock
+CURL
+
+nodeinfo() { "$BIN/driver" nodeinfo --endpoint="unix://$RUN_DIR/$1/csi.sock"; }
+if [[ "${DEMO:-1}" == 1 ]]; then
+  n1=${nodes[1]:-$n0}
+  echo; echo "== Demo: NodeGetInfo of $n1 before, then 2 more slots taken out of band"
+  nodeinfo "$n1"
+  curl -fsS -X PATCH -H "Authorization: Bearer $ADMIN" -d '{"outOfBandSlots": 3}' "$CLOUD/v1/instances/$n1" >/dev/null
+  sleep 1.5 # the node plugin looks the cloud up at most once per --capacity-min-interval (1s here)
+  echo "== after PATCH /v1/instances/$n1 {\"outOfBandSlots\": 3}:"
+  nodeinfo "$n1"
+  curl -fsS -X PATCH -H "Authorization: Bearer $ADMIN" -d '{"attachments": 0}' "$CLOUD/v1/quotas" >/dev/null
+  sleep 1.5
+  echo "== after PATCH /v1/quotas {\"attachments\": 0} (no headroom: the count falls to the floor, 1, never 0):"
+  nodeinfo "$n1"
+  curl -fsS -X POST -H "Authorization: Bearer $ADMIN" "$CLOUD/v1/reset" >/dev/null
+  echo "== POST /v1/reset: back to the seed"
+fi
+if [[ "${EXIT_AFTER_DEMO:-0}" == 1 ]]; then exit 0; fi
+echo; echo "Press Ctrl-C to stop."
+wait

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The one gate before tests: formatting, vet and tidy go.mod files in every module of the repo.
+# It changes nothing; it prints what is wrong and exits non-zero.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fail=0
+modules=$(git ls-files --cached --others --exclude-standard -- '*go.mod' | xargs -n1 dirname | sort -u)
+
+unformatted=$(git ls-files --cached --others --exclude-standard -- '*.go' | xargs -r gofmt -l)
+if [[ -n "$unformatted" ]]; then
+  echo "gofmt would change:"; echo "$unformatted"; fail=1
+fi
+
+for m in $modules; do
+  echo "== $m: go vet, go mod tidy -diff"
+  (cd "$m" && go vet ./...) || fail=1
+  (cd "$m" && go mod tidy -diff) || { echo "$m: go.mod/go.sum not tidy (run: cd $m && go mod tidy)"; fail=1; }
+done
+
+# Programs we run but do not import live in tools/go.mod, never in the main module.
+if grep -qE 'k8s.io/kubernetes |sigs.k8s.io/kind |csi-test/v5/cmd' go.mod; then
+  echo "go.mod: a tool or k8s.io/kubernetes leaked into the main module"; fail=1
+fi
+exit $fail

@@ -1,0 +1,549 @@
+package cloud
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// InstanceList is the body of GET /v1/instances, sorted by ID.
+type InstanceList struct {
+	Instances []Instance `json:"instances"`
+}
+
+// InstanceTypeList is the body of GET /v1/instance-types, sorted by name.
+type InstanceTypeList struct {
+	InstanceTypes []InstanceType `json:"instanceTypes"`
+}
+
+// FaultList is the body of GET /v1/faults, in creation (evaluation) order.
+type FaultList struct {
+	Faults []FaultRule `json:"faults"`
+}
+
+// EventList is the body of GET /v1/events: the retained events after the asked revision
+// (or sequence number), oldest first, and the revision current when they were read.
+type EventList struct {
+	Events   []Event `json:"events"`
+	Revision uint64  `json:"revision"`
+}
+
+// RevisionResponse is the body of mutations that return no resource (deletes, detach,
+// reset, clearing faults): the global revision after the change, or the current one when
+// nothing changed.
+type RevisionResponse struct {
+	Revision uint64 `json:"revision"`
+}
+
+// DefaultTimeout is the per-request timeout of a Client unless WithTimeout or
+// WithHTTPClient says otherwise.
+const DefaultTimeout = 30 * time.Second
+
+// maxErrorBody bounds how much of an error response the client reads.
+const maxErrorBody = 64 << 10
+
+// Client is the Go client of the fake cloud's HTTP API (fakecloud-api.md). It is safe for
+// concurrent use. Every method returns a *Error (match it with errors.Is(err, ErrX) or
+// CodeOf) for a non-2xx answer; transport failures are returned wrapped, with no cloud code,
+// and context errors stay errors.Is(err, context.DeadlineExceeded / context.Canceled).
+type Client struct {
+	base      *url.URL
+	http      *http.Client
+	userAgent string
+	token     string
+	tokenFile string
+}
+
+// Option configures a Client.
+type Option func(*Client) error
+
+// WithToken sends "Authorization: Bearer token" on every request.
+func WithToken(token string) Option {
+	return func(c *Client) error {
+		c.token = token
+		return nil
+	}
+}
+
+// WithTokenFile reads the bearer token from path (surrounding whitespace trimmed) on every
+// request, so a rotated token file takes effect without a restart. The file must be readable
+// when the client is created.
+func WithTokenFile(path string) Option {
+	return func(c *Client) error {
+		if _, err := readToken(path); err != nil {
+			return err
+		}
+		c.tokenFile = path
+		return nil
+	}
+}
+
+// WithHTTPClient uses hc for every request (its Timeout applies unless WithTimeout follows).
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) error {
+		if hc == nil {
+			return errors.New("nil http client")
+		}
+		copied := *hc
+		c.http = &copied
+		return nil
+	}
+}
+
+// WithTimeout bounds each request, including reading the body; 0 means no bound beyond the
+// context's.
+func WithTimeout(d time.Duration) Option {
+	return func(c *Client) error {
+		if d < 0 {
+			return fmt.Errorf("negative timeout %v", d)
+		}
+		c.http.Timeout = d
+		return nil
+	}
+}
+
+// WithUserAgent sets the User-Agent header, e.g. "fakecloud-csi/v0.1.0".
+func WithUserAgent(ua string) Option {
+	return func(c *Client) error {
+		c.userAgent = ua
+		return nil
+	}
+}
+
+// NewClient returns a client of the fake cloud at baseURL (e.g. "http://127.0.0.1:8080").
+// It makes no network calls.
+func NewClient(baseURL string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return nil, fmt.Errorf("cloud URL %q: %w", baseURL, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("cloud URL %q: want http(s)://host[:port]", baseURL)
+	}
+	c := &Client{base: u, http: &http.Client{Timeout: DefaultTimeout}, userAgent: "fakecloud-client"}
+	for _, o := range opts {
+		if err := o(c); err != nil {
+			return nil, fmt.Errorf("cloud client: %w", err)
+		}
+	}
+	return c, nil
+}
+
+func readToken(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(data))
+	if tok == "" {
+		return "", fmt.Errorf("token file %s is empty", path)
+	}
+	return tok, nil
+}
+
+// do sends one request with an optional JSON body and decodes a 2xx JSON answer into out
+// (when non-nil). Any other answer becomes a *Error through responseError.
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any, header http.Header) error {
+	// path is already escaped (see esc), so it is appended to the URL text, not to URL.Path.
+	target := strings.TrimSuffix(c.base.String(), "/") + path
+	if len(query) > 0 {
+		target += "?" + query.Encode()
+	}
+	var body io.Reader
+	if in != nil {
+		data, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode %s %s: %w", method, path, err)
+		}
+		body = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, body)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", c.userAgent)
+	token := c.token
+	if c.tokenFile != "" {
+		if token, err = readToken(c.tokenFile); err != nil {
+			return fmt.Errorf("%s %s: %w", method, path, err)
+		}
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer func() {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+		_ = resp.Body.Close()
+	}()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("%s %s: %w", method, path, responseError(resp))
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decode %s %s answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// responseError turns a non-2xx response into a *Error: the JSON error body when there is
+// one, otherwise a code derived from the status (e.g. a proxy's HTML 502 is Unavailable).
+// HTTPStatus and RetryAfter come from the response itself.
+func responseError(resp *http.Response) *Error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var e Error
+	if err := json.Unmarshal(data, &e); err != nil || e.Code == "" {
+		code := codeForStatus(resp.StatusCode)
+		msg := strings.TrimSpace(string(data))
+		if len(msg) > 200 {
+			msg = msg[:200] + "..."
+		}
+		e = Error{Code: code, Message: fmt.Sprintf("HTTP %d %s", resp.StatusCode, msg), Retryable: code.Retryable()}
+	}
+	if e.RequestID == "" {
+		e.RequestID = resp.Header.Get("X-Request-Id")
+	}
+	e.HTTPStatus = resp.StatusCode
+	e.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	return &e
+}
+
+// codeForStatus picks the code for an answer without a cloud error body.
+func codeForStatus(status int) Code {
+	switch status {
+	case http.StatusBadRequest:
+		return CodeInvalidArgument
+	case http.StatusUnauthorized:
+		return CodeUnauthenticated
+	case http.StatusForbidden:
+		return CodeAccessDenied
+	case http.StatusNotFound:
+		return CodeNotFound
+	case http.StatusMethodNotAllowed:
+		return CodeMethodNotAllowed
+	case http.StatusPreconditionFailed:
+		return CodePreconditionFailed
+	case http.StatusRequestEntityTooLarge:
+		return CodePayloadTooLarge
+	case http.StatusTooManyRequests:
+		return CodeThrottled
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return CodeUnavailable
+	default:
+		return CodeInternalError
+	}
+}
+
+// parseRetryAfter reads Retry-After as seconds or an HTTP date; 0 when absent or malformed.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.Atoi(v); err == nil && secs >= 0 {
+		return time.Duration(secs) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+func ifMatchHeader(rev uint64) http.Header {
+	if rev == 0 {
+		return nil
+	}
+	return http.Header{"If-Match": {strconv.Quote(strconv.FormatUint(rev, 10))}}
+}
+
+func esc(id string) string { return url.PathEscape(id) }
+
+// GetInstance calls GET /v1/instances/{id}. Codes: InstanceNotFound (unless the server
+// auto-registers it for a driver), Unauthenticated, AccessDenied, plus faults injected on
+// GetInstance (any code).
+func (c *Client) GetInstance(ctx context.Context, id string) (*Instance, error) {
+	var out Instance
+	if err := c.do(ctx, http.MethodGet, "/v1/instances/"+esc(id), nil, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListInstances calls GET /v1/instances. Codes: Unauthenticated, AccessDenied.
+func (c *Client) ListInstances(ctx context.Context) ([]Instance, error) {
+	var out InstanceList
+	if err := c.do(ctx, http.MethodGet, "/v1/instances", nil, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return out.Instances, nil
+}
+
+// CreateInstance calls POST /v1/instances (admin), idempotent on ID. Codes: InvalidArgument
+// (missing fields, negative slots, unknown type), AlreadyExists (same ID, other fields),
+// Unauthenticated, AccessDenied.
+func (c *Client) CreateInstance(ctx context.Context, req CreateInstanceRequest) (*Instance, error) {
+	var out Instance
+	if err := c.do(ctx, http.MethodPost, "/v1/instances", nil, req, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PatchInstance calls PATCH /v1/instances/{id} (admin) without a precondition; see
+// PatchInstanceIfMatch. Codes: InvalidArgument, InstanceNotFound, Unauthenticated,
+// AccessDenied.
+func (c *Client) PatchInstance(ctx context.Context, id string, p InstancePatch) (*Instance, error) {
+	return c.PatchInstanceIfMatch(ctx, id, p, 0)
+}
+
+// PatchInstanceIfMatch is PatchInstance with If-Match: the instance's Revision must still be
+// rev (0: no precondition), else PreconditionFailed.
+func (c *Client) PatchInstanceIfMatch(ctx context.Context, id string, p InstancePatch, rev uint64) (*Instance, error) {
+	var out Instance
+	if err := c.do(ctx, http.MethodPatch, "/v1/instances/"+esc(id), nil, p, &out, ifMatchHeader(rev)); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetCapacity calls GET /v1/instances/{id}/capacity: the raw capacity facts at one revision.
+// Codes: InstanceNotFound (unless auto-registered), Unauthenticated, AccessDenied, plus faults
+// injected on GetCapacity (typically Unavailable or Throttled).
+func (c *Client) GetCapacity(ctx context.Context, instanceID string) (*Capacity, error) {
+	var out Capacity
+	if err := c.do(ctx, http.MethodGet, "/v1/instances/"+esc(instanceID)+"/capacity", nil, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListInstanceTypes calls GET /v1/instance-types. Codes: Unauthenticated, AccessDenied.
+func (c *Client) ListInstanceTypes(ctx context.Context) ([]InstanceType, error) {
+	var out InstanceTypeList
+	if err := c.do(ctx, http.MethodGet, "/v1/instance-types", nil, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return out.InstanceTypes, nil
+}
+
+// CreateVolume calls POST /v1/volumes, idempotent on Name. Codes: InvalidArgument,
+// AlreadyExists (same name, other parameters), SnapshotNotFound, VolumeQuotaExceeded,
+// CapacityQuotaExceeded, Unauthenticated, AccessDenied, plus faults on CreateVolume.
+func (c *Client) CreateVolume(ctx context.Context, req CreateVolumeRequest) (*Volume, error) {
+	var out Volume
+	if err := c.do(ctx, http.MethodPost, "/v1/volumes", nil, req, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetVolume calls GET /v1/volumes/{id}. Codes: VolumeNotFound, Unauthenticated,
+// AccessDenied, plus faults on GetVolume.
+func (c *Client) GetVolume(ctx context.Context, id string) (*Volume, error) {
+	var out Volume
+	if err := c.do(ctx, http.MethodGet, "/v1/volumes/"+esc(id), nil, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListVolumes calls GET /v1/volumes?maxResults=&pageToken= (maxResults 0: server default of
+// 100; at most 1000). Codes: InvalidArgument (bad page token), Unauthenticated, AccessDenied,
+// plus faults on ListVolumes.
+func (c *Client) ListVolumes(ctx context.Context, maxResults int, pageToken string) (*VolumeList, error) {
+	q := url.Values{}
+	if maxResults != 0 {
+		q.Set("maxResults", strconv.Itoa(maxResults))
+	}
+	if pageToken != "" {
+		q.Set("pageToken", pageToken)
+	}
+	var out VolumeList
+	if err := c.do(ctx, http.MethodGet, "/v1/volumes", q, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteVolume calls DELETE /v1/volumes/{id}. Codes: VolumeNotFound (already deleted; treat
+// as success for idempotent deletion), VolumeInUse (still attached), Unauthenticated,
+// AccessDenied, plus faults on DeleteVolume.
+func (c *Client) DeleteVolume(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/volumes/"+esc(id), nil, nil, nil, nil)
+}
+
+// AttachVolume calls POST /v1/volumes/{id}/attach, the atomic authority on capacity; a
+// repeat for the same instance returns the same attachment. Codes: AttachmentLimitExceeded,
+// AttachmentQuotaExceeded (real capacity shortage), ZoneMismatch, VolumeInUse (attached
+// elsewhere), VolumeNotFound, InstanceNotFound, InvalidArgument, Unauthenticated,
+// AccessDenied, plus faults on AttachVolume.
+func (c *Client) AttachVolume(ctx context.Context, volumeID, instanceID string) (*Attachment, error) {
+	var out Attachment
+	if err := c.do(ctx, http.MethodPost, "/v1/volumes/"+esc(volumeID)+"/attach", nil, AttachRequest{InstanceID: instanceID}, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DetachVolume calls POST /v1/volumes/{id}/detach; detaching a volume that is not attached
+// to instanceID succeeds. Codes: VolumeNotFound, InvalidArgument, Unauthenticated,
+// AccessDenied, plus faults on DetachVolume.
+func (c *Client) DetachVolume(ctx context.Context, volumeID, instanceID string) error {
+	return c.do(ctx, http.MethodPost, "/v1/volumes/"+esc(volumeID)+"/detach", nil, AttachRequest{InstanceID: instanceID}, nil, nil)
+}
+
+// ResizeVolume calls POST /v1/volumes/{id}/resize; volumes only grow (the same size is a
+// no-op). Codes: InvalidArgument (shrink, size ≤ 0), CapacityQuotaExceeded, VolumeNotFound,
+// Unauthenticated, AccessDenied, plus faults on ResizeVolume.
+func (c *Client) ResizeVolume(ctx context.Context, volumeID string, sizeBytes int64) (*Volume, error) {
+	var out Volume
+	if err := c.do(ctx, http.MethodPost, "/v1/volumes/"+esc(volumeID)+"/resize", nil, ResizeRequest{SizeBytes: sizeBytes}, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CreateSnapshot calls POST /v1/snapshots, idempotent on Name. Codes: InvalidArgument,
+// AlreadyExists (same name, other source), VolumeNotFound, Unauthenticated, AccessDenied,
+// plus faults on CreateSnapshot.
+func (c *Client) CreateSnapshot(ctx context.Context, req CreateSnapshotRequest) (*Snapshot, error) {
+	var out Snapshot
+	if err := c.do(ctx, http.MethodPost, "/v1/snapshots", nil, req, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetSnapshot calls GET /v1/snapshots/{id}. Codes: SnapshotNotFound, Unauthenticated,
+// AccessDenied.
+func (c *Client) GetSnapshot(ctx context.Context, id string) (*Snapshot, error) {
+	var out Snapshot
+	if err := c.do(ctx, http.MethodGet, "/v1/snapshots/"+esc(id), nil, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListSnapshots calls GET /v1/snapshots?snapshotId=&sourceVolumeId=&maxResults=&pageToken=.
+// Codes: InvalidArgument (bad page token), Unauthenticated, AccessDenied, plus faults on
+// ListSnapshots.
+func (c *Client) ListSnapshots(ctx context.Context, o ListSnapshotsOptions) (*SnapshotList, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"snapshotId": o.SnapshotID, "sourceVolumeId": o.SourceVolumeID, "pageToken": o.PageToken} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if o.MaxResults != 0 {
+		q.Set("maxResults", strconv.Itoa(o.MaxResults))
+	}
+	var out SnapshotList
+	if err := c.do(ctx, http.MethodGet, "/v1/snapshots", q, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteSnapshot calls DELETE /v1/snapshots/{id}. Codes: SnapshotNotFound (already deleted;
+// treat as success for idempotent deletion), Unauthenticated, AccessDenied, plus faults on
+// DeleteSnapshot.
+func (c *Client) DeleteSnapshot(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/snapshots/"+esc(id), nil, nil, nil, nil)
+}
+
+// GetQuotas calls GET /v1/quotas. Codes: Unauthenticated, AccessDenied.
+func (c *Client) GetQuotas(ctx context.Context) (*Quotas, error) {
+	var out Quotas
+	if err := c.do(ctx, http.MethodGet, "/v1/quotas", nil, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PatchQuotas calls PATCH /v1/quotas (admin) without a precondition; see
+// PatchQuotasIfMatch. Codes: InvalidArgument (negative or empty), Unauthenticated,
+// AccessDenied.
+func (c *Client) PatchQuotas(ctx context.Context, p QuotasPatch) (*Quotas, error) {
+	return c.PatchQuotasIfMatch(ctx, p, 0)
+}
+
+// PatchQuotasIfMatch is PatchQuotas with If-Match: the quotas' Revision must still be rev
+// (0: no precondition), else PreconditionFailed.
+func (c *Client) PatchQuotasIfMatch(ctx context.Context, p QuotasPatch, rev uint64) (*Quotas, error) {
+	var out Quotas
+	if err := c.do(ctx, http.MethodPatch, "/v1/quotas", nil, p, &out, ifMatchHeader(rev)); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CreateFault calls POST /v1/faults (admin) and returns the rule with its ID. Codes:
+// InvalidArgument (unknown operation or code, bad probability, negative counts),
+// Unauthenticated, AccessDenied.
+func (c *Client) CreateFault(ctx context.Context, r FaultRule) (*FaultRule, error) {
+	var out FaultRule
+	if err := c.do(ctx, http.MethodPost, "/v1/faults", nil, r, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListFaults calls GET /v1/faults: the live rules with their Fired counts. Codes:
+// Unauthenticated, AccessDenied.
+func (c *Client) ListFaults(ctx context.Context) ([]FaultRule, error) {
+	var out FaultList
+	if err := c.do(ctx, http.MethodGet, "/v1/faults", nil, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return out.Faults, nil
+}
+
+// DeleteFault calls DELETE /v1/faults/{id} (admin). Codes: FaultNotFound, Unauthenticated,
+// AccessDenied.
+func (c *Client) DeleteFault(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/faults/"+esc(id), nil, nil, nil, nil)
+}
+
+// ClearFaults calls DELETE /v1/faults (admin), removing every rule. Codes: Unauthenticated,
+// AccessDenied.
+func (c *Client) ClearFaults(ctx context.Context) error {
+	return c.do(ctx, http.MethodDelete, "/v1/faults", nil, nil, nil, nil)
+}
+
+// ListEvents calls GET /v1/events?sinceRevision=N: the retained audit events with
+// Revision > sinceRevision, oldest first (the server keeps the last 10,000). Codes:
+// InvalidArgument, Unauthenticated, AccessDenied.
+func (c *Client) ListEvents(ctx context.Context, sinceRevision uint64) ([]Event, error) {
+	var out EventList
+	q := url.Values{"sinceRevision": {strconv.FormatUint(sinceRevision, 10)}}
+	if err := c.do(ctx, http.MethodGet, "/v1/events", q, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return out.Events, nil
+}
+
+// Reset calls POST /v1/reset (admin): back to the seeded state and seeded fault rules; the
+// revision keeps growing. Codes: Unauthenticated, AccessDenied.
+func (c *Client) Reset(ctx context.Context) error {
+	return c.do(ctx, http.MethodPost, "/v1/reset", nil, nil, nil, nil)
+}

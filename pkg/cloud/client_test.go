@@ -1,0 +1,236 @@
+package cloud_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+)
+
+// errorServer answers every request with status and body, recording the last request.
+func errorServer(t *testing.T, status int, body string, header http.Header) (*httptest.Server, *http.Request) {
+	t.Helper()
+	var last http.Request
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		last = *r.Clone(context.Background())
+		for k, v := range header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(status)
+		fmt.Fprint(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &last
+}
+
+func newClient(t *testing.T, url string, opts ...cloud.Option) *cloud.Client {
+	t.Helper()
+	c, err := cloud.NewClient(url, opts...)
+	if err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	return c
+}
+
+func TestEveryCodeMatchesItsSentinel(t *testing.T) {
+	sentinels := map[cloud.Code]error{
+		cloud.CodeAttachmentLimitExceeded: cloud.ErrAttachmentLimitExceeded,
+		cloud.CodeAttachmentQuotaExceeded: cloud.ErrAttachmentQuotaExceeded,
+		cloud.CodeVolumeQuotaExceeded:     cloud.ErrVolumeQuotaExceeded,
+		cloud.CodeCapacityQuotaExceeded:   cloud.ErrCapacityQuotaExceeded,
+		cloud.CodeAccessDenied:            cloud.ErrAccessDenied,
+		cloud.CodeUnauthenticated:         cloud.ErrUnauthenticated,
+		cloud.CodeZoneMismatch:            cloud.ErrZoneMismatch,
+		cloud.CodeVolumeInUse:             cloud.ErrVolumeInUse,
+		cloud.CodeVolumeNotFound:          cloud.ErrVolumeNotFound,
+		cloud.CodeInstanceNotFound:        cloud.ErrInstanceNotFound,
+		cloud.CodeSnapshotNotFound:        cloud.ErrSnapshotNotFound,
+		cloud.CodeFaultNotFound:           cloud.ErrFaultNotFound,
+		cloud.CodeNotFound:                cloud.ErrNotFound,
+		cloud.CodeAlreadyExists:           cloud.ErrAlreadyExists,
+		cloud.CodeInvalidArgument:         cloud.ErrInvalidArgument,
+		cloud.CodeMethodNotAllowed:        nil, // errors.go has no sentinel; CodeOf is checked
+		cloud.CodePreconditionFailed:      cloud.ErrPreconditionFailed,
+		cloud.CodePayloadTooLarge:         cloud.ErrPayloadTooLarge,
+		cloud.CodeThrottled:               cloud.ErrThrottled,
+		cloud.CodeInternalError:           cloud.ErrInternalError,
+		cloud.CodeUnavailable:             cloud.ErrUnavailable,
+	}
+	for code, sentinel := range sentinels {
+		t.Run(string(code), func(t *testing.T) {
+			body := fmt.Sprintf(`{"code":%q,"message":"m","retryable":%v,"requestId":"req-1"}`, code, code.Retryable())
+			srv, _ := errorServer(t, code.HTTPStatus(), body, nil)
+			_, err := newClient(t, srv.URL).AttachVolume(context.Background(), "vol-1", "node-a")
+			if cloud.CodeOf(err) != code {
+				t.Fatalf("CodeOf(%v) = %q, want %s", err, cloud.CodeOf(err), code)
+			}
+			if sentinel != nil && !errors.Is(err, sentinel) {
+				t.Fatalf("errors.Is(%v, %v) = false", err, sentinel)
+			}
+			for other, s := range sentinels {
+				if other != code && s != nil && errors.Is(err, s) {
+					t.Fatalf("%v also matches %s", err, other)
+				}
+			}
+			var ce *cloud.Error
+			if !errors.As(err, &ce) || ce.HTTPStatus != code.HTTPStatus() || ce.RequestID != "req-1" || ce.Message != "m" {
+				t.Fatalf("error %+v", ce)
+			}
+		})
+	}
+}
+
+func TestNonJSONAndStatusOnlyAnswers(t *testing.T) {
+	tests := []struct {
+		status int
+		body   string
+		want   cloud.Code
+	}{
+		{http.StatusBadGateway, "<html><body>502 Bad Gateway</body></html>", cloud.CodeUnavailable},
+		{http.StatusServiceUnavailable, "", cloud.CodeUnavailable},
+		{http.StatusGatewayTimeout, "upstream timed out", cloud.CodeUnavailable},
+		{http.StatusTooManyRequests, "slow down", cloud.CodeThrottled},
+		{http.StatusNotFound, "404 page not found", cloud.CodeNotFound},
+		{http.StatusUnauthorized, "", cloud.CodeUnauthenticated},
+		{http.StatusForbidden, "", cloud.CodeAccessDenied},
+		{http.StatusInternalServerError, `{"unexpected":true}`, cloud.CodeInternalError},
+		{http.StatusTeapot, "teapot", cloud.CodeInternalError},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
+			srv, _ := errorServer(t, tt.status, tt.body, nil)
+			_, err := newClient(t, srv.URL).GetCapacity(context.Background(), "node-a")
+			var ce *cloud.Error
+			if !errors.As(err, &ce) || ce.Code != tt.want || ce.HTTPStatus != tt.status || ce.Retryable != tt.want.Retryable() {
+				t.Fatalf("got %+v (%v), want code %s", ce, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	future := time.Now().Add(90 * time.Second).UTC().Format(http.TimeFormat)
+	tests := []struct {
+		header   string
+		min, max time.Duration
+	}{
+		{"7", 7 * time.Second, 7 * time.Second},
+		{"0", 0, 0},
+		{future, 80 * time.Second, 91 * time.Second},
+		{"soon", 0, 0},
+		{"", 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.header, func(t *testing.T) {
+			h := http.Header{}
+			if tt.header != "" {
+				h.Set("Retry-After", tt.header)
+			}
+			srv, _ := errorServer(t, 429, `{"code":"Throttled","message":"slow","retryable":true}`, h)
+			_, err := newClient(t, srv.URL).GetInstance(context.Background(), "node-a")
+			var ce *cloud.Error
+			if !errors.As(err, &ce) || ce.RetryAfter < tt.min || ce.RetryAfter > tt.max {
+				t.Fatalf("RetryAfter %v, want in [%v, %v]", ce.RetryAfter, tt.min, tt.max)
+			}
+		})
+	}
+}
+
+func TestTransportAndContextErrors(t *testing.T) {
+	block := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-block:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(block)
+	c := newClient(t, srv.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err := c.GetCapacity(ctx, "node-a")
+	if !errors.Is(err, context.DeadlineExceeded) || cloud.CodeOf(err) != "" {
+		t.Fatalf("deadline: %v (code %q)", err, cloud.CodeOf(err))
+	}
+	canceled, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	if err := c.DeleteVolume(canceled, "vol-1"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled: %v", err)
+	}
+	// A closed port is a transport error, never a cloud code.
+	dead := httptest.NewServer(http.NotFoundHandler())
+	url := dead.URL
+	dead.Close()
+	_, err = newClient(t, url).GetQuotas(context.Background())
+	if err == nil || cloud.CodeOf(err) != "" {
+		t.Fatalf("connection refused: %v (code %q)", err, cloud.CodeOf(err))
+	}
+}
+
+func TestRequestShape(t *testing.T) {
+	var got *http.Request
+	var body string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Clone(context.Background())
+		data := make([]byte, 1024)
+		n, _ := r.Body.Read(data)
+		body = string(data[:n])
+		fmt.Fprint(w, `{"volumeId":"vol/1","instanceId":"node-a","device":"/dev/x","revision":3}`)
+	}))
+	defer srv.Close()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("first\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, srv.URL+"/", cloud.WithTokenFile(tokenFile), cloud.WithUserAgent("test-agent/1"), cloud.WithTimeout(time.Second))
+	a, err := c.AttachVolume(context.Background(), "vol/1", "node-a")
+	if err != nil || a.Device != "/dev/x" || a.Revision != 3 {
+		t.Fatalf("attach: %+v, %v", a, err)
+	}
+	if got.Method != http.MethodPost || got.URL.EscapedPath() != "/v1/volumes/vol%2F1/attach" || body != `{"instanceId":"node-a"}` {
+		t.Fatalf("request %s %s %s", got.Method, got.URL.EscapedPath(), body)
+	}
+	if got.Header.Get("Authorization") != "Bearer first" || got.Header.Get("User-Agent") != "test-agent/1" || got.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("headers %v", got.Header)
+	}
+	// A rotated token file is picked up on the next request.
+	if err := os.WriteFile(tokenFile, []byte("second"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AttachVolume(context.Background(), "vol/1", "node-a"); err != nil || got.Header.Get("Authorization") != "Bearer second" {
+		t.Fatalf("rotated token: %v, header %q", err, got.Header.Get("Authorization"))
+	}
+	if _, err := c.PatchQuotasIfMatch(context.Background(), cloud.QuotasPatch{}, 42); err != nil {
+		// The canned body is not Quotas, but decoding ignores unknown fields.
+		t.Fatalf("patch: %v", err)
+	}
+	if got.Header.Get("If-Match") != `"42"` {
+		t.Fatalf("If-Match %q", got.Header.Get("If-Match"))
+	}
+}
+
+func TestNewClientRejectsBadInput(t *testing.T) {
+	for _, tt := range []struct {
+		url  string
+		opts []cloud.Option
+	}{
+		{"ftp://host", nil},
+		{"127.0.0.1:8080", nil},
+		{"http://", nil},
+		{"http://host", []cloud.Option{cloud.WithTokenFile(filepath.Join(t.TempDir(), "missing"))}},
+		{"http://host", []cloud.Option{cloud.WithTimeout(-time.Second)}},
+		{"http://host", []cloud.Option{cloud.WithHTTPClient(nil)}},
+	} {
+		if _, err := cloud.NewClient(tt.url, tt.opts...); err == nil {
+			t.Errorf("NewClient(%q) succeeded", tt.url)
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package cloud
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Code is a cloud error code, the "code" field of every error body.
+type Code string
+
+// The cloud's error codes. The HTTP status of each is given by HTTPStatus; the gRPC code the
+// driver maps it to is in domain.md, "Error classes".
+const (
+	CodeAttachmentLimitExceeded Code = "AttachmentLimitExceeded" // 409: instance slots full
+	CodeAttachmentQuotaExceeded Code = "AttachmentQuotaExceeded" // 409: account attachment quota
+	CodeVolumeQuotaExceeded     Code = "VolumeQuotaExceeded"     // 409: account volume count quota
+	CodeCapacityQuotaExceeded   Code = "CapacityQuotaExceeded"   // 409: account bytes quota
+	CodeAccessDenied            Code = "AccessDenied"            // 403: token lacks the role
+	CodeUnauthenticated         Code = "Unauthenticated"         // 401: no or unknown token
+	CodeZoneMismatch            Code = "ZoneMismatch"            // 400: volume and instance zones differ
+	CodeVolumeInUse             Code = "VolumeInUse"             // 409: attached elsewhere, or delete while attached
+	CodeVolumeNotFound          Code = "VolumeNotFound"          // 404
+	CodeInstanceNotFound        Code = "InstanceNotFound"        // 404
+	CodeSnapshotNotFound        Code = "SnapshotNotFound"        // 404
+	CodeFaultNotFound           Code = "FaultNotFound"           // 404
+	CodeNotFound                Code = "NotFound"                // 404: no such route
+	CodeAlreadyExists           Code = "AlreadyExists"           // 409: same name, other parameters
+	CodeInvalidArgument         Code = "InvalidArgument"         // 400: malformed or invalid request
+	CodeMethodNotAllowed        Code = "MethodNotAllowed"        // 405
+	CodePreconditionFailed      Code = "PreconditionFailed"      // 412: If-Match did not match
+	CodePayloadTooLarge         Code = "PayloadTooLarge"         // 413: body over the size limit
+	CodeThrottled               Code = "Throttled"               // 429, with Retry-After
+	CodeInternalError           Code = "InternalError"           // 500
+	CodeUnavailable             Code = "Unavailable"             // 503
+)
+
+// HTTPStatus is the HTTP status the cloud answers with for a code; unknown codes are 500.
+func (c Code) HTTPStatus() int {
+	switch c {
+	case CodeAttachmentLimitExceeded, CodeAttachmentQuotaExceeded, CodeVolumeQuotaExceeded,
+		CodeCapacityQuotaExceeded, CodeVolumeInUse, CodeAlreadyExists:
+		return http.StatusConflict
+	case CodeAccessDenied:
+		return http.StatusForbidden
+	case CodeUnauthenticated:
+		return http.StatusUnauthorized
+	case CodeZoneMismatch, CodeInvalidArgument:
+		return http.StatusBadRequest
+	case CodeVolumeNotFound, CodeInstanceNotFound, CodeSnapshotNotFound, CodeFaultNotFound, CodeNotFound:
+		return http.StatusNotFound
+	case CodeMethodNotAllowed:
+		return http.StatusMethodNotAllowed
+	case CodePreconditionFailed:
+		return http.StatusPreconditionFailed
+	case CodePayloadTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case CodeThrottled:
+		return http.StatusTooManyRequests
+	case CodeUnavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// Retryable reports whether a client may retry the same request unchanged and expect a
+// different answer without anyone changing the cloud's state.
+func (c Code) Retryable() bool {
+	switch c {
+	case CodeThrottled, CodeInternalError, CodeUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
+// Known reports whether c is one of the codes above.
+func (c Code) Known() bool {
+	switch c {
+	case CodeAttachmentLimitExceeded, CodeAttachmentQuotaExceeded, CodeVolumeQuotaExceeded,
+		CodeCapacityQuotaExceeded, CodeAccessDenied, CodeUnauthenticated, CodeZoneMismatch,
+		CodeVolumeInUse, CodeVolumeNotFound, CodeInstanceNotFound, CodeSnapshotNotFound,
+		CodeFaultNotFound, CodeNotFound, CodeAlreadyExists, CodeInvalidArgument,
+		CodeMethodNotAllowed, CodePreconditionFailed, CodePayloadTooLarge, CodeThrottled,
+		CodeInternalError, CodeUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
+// Error is a cloud error: the JSON error body of every non-2xx answer,
+// {"code", "message", "retryable", "requestId"}, plus the HTTP status and Retry-After the
+// client saw. errors.Is(err, ErrX) matches on Code alone.
+type Error struct {
+	Code      Code   `json:"code"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable"`
+	RequestID string `json:"requestId,omitempty"`
+	// HTTPStatus and RetryAfter are filled by the client from the response, not the body.
+	HTTPStatus int           `json:"-"`
+	RetryAfter time.Duration `json:"-"`
+}
+
+// NewError returns an error with the code's standard status and retryability.
+func NewError(code Code, format string, args ...any) *Error {
+	return &Error{
+		Code:       code,
+		Message:    fmt.Sprintf(format, args...),
+		Retryable:  code.Retryable(),
+		HTTPStatus: code.HTTPStatus(),
+	}
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return string(e.Code)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// Is matches any *Error with the same Code, so sentinels work with errors.Is.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	if !errors.As(target, &t) {
+		return false
+	}
+	return t.Code == e.Code
+}
+
+// CodeOf returns the cloud code carried by err, or "" when err is not a cloud error (a
+// transport failure or a context error, say).
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// Sentinels for errors.Is; each matches every *Error with its code.
+var (
+	ErrAttachmentLimitExceeded = &Error{Code: CodeAttachmentLimitExceeded}
+	ErrAttachmentQuotaExceeded = &Error{Code: CodeAttachmentQuotaExceeded}
+	ErrVolumeQuotaExceeded     = &Error{Code: CodeVolumeQuotaExceeded}
+	ErrCapacityQuotaExceeded   = &Error{Code: CodeCapacityQuotaExceeded}
+	ErrAccessDenied            = &Error{Code: CodeAccessDenied}
+	ErrUnauthenticated         = &Error{Code: CodeUnauthenticated}
+	ErrZoneMismatch            = &Error{Code: CodeZoneMismatch}
+	ErrVolumeInUse             = &Error{Code: CodeVolumeInUse}
+	ErrVolumeNotFound          = &Error{Code: CodeVolumeNotFound}
+	ErrInstanceNotFound        = &Error{Code: CodeInstanceNotFound}
+	ErrSnapshotNotFound        = &Error{Code: CodeSnapshotNotFound}
+	ErrFaultNotFound           = &Error{Code: CodeFaultNotFound}
+	ErrNotFound                = &Error{Code: CodeNotFound}
+	ErrAlreadyExists           = &Error{Code: CodeAlreadyExists}
+	ErrInvalidArgument         = &Error{Code: CodeInvalidArgument}
+	ErrMethodNotAllowed        = &Error{Code: CodeMethodNotAllowed}
+	ErrPreconditionFailed      = &Error{Code: CodePreconditionFailed}
+	ErrPayloadTooLarge         = &Error{Code: CodePayloadTooLarge}
+	ErrThrottled               = &Error{Code: CodeThrottled}
+	ErrInternalError           = &Error{Code: CodeInternalError}
+	ErrUnavailable             = &Error{Code: CodeUnavailable}
+)

@@ -1,0 +1,138 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
+)
+
+func TestBadInputChangesNothing(t *testing.T) {
+	tc := startCloud(t, server.Config{MaxBodyBytes: 4096})
+	ctx := context.Background()
+	vol := must[*cloud.Volume](t)(tc.driver.CreateVolume(ctx, cloud.CreateVolumeRequest{Name: "v", SizeBytes: 10, Zone: "zone-a"}))
+	must[*cloud.Attachment](t)(tc.driver.AttachVolume(ctx, vol.ID, "node-a"))
+	snap := must[*cloud.Snapshot](t)(tc.driver.CreateSnapshot(ctx, cloud.CreateSnapshotRequest{Name: "s", SourceVolumeID: vol.ID}))
+	other := must[*cloud.Volume](t)(tc.driver.CreateVolume(ctx, cloud.CreateVolumeRequest{Name: "other", SizeBytes: 10, Zone: "zone-b"}))
+
+	tests := []struct {
+		name, method, path, body string
+		header                   []string
+		status                   int
+		code                     cloud.Code
+	}{
+		{"unknown field", "POST", "/v1/volumes", `{"name":"x","sizeBytes":1,"zone":"zone-a","color":"red"}`, nil, 400, cloud.CodeInvalidArgument},
+		{"bad JSON", "POST", "/v1/volumes", `{"name":`, nil, 400, cloud.CodeInvalidArgument},
+		{"wrong JSON type", "POST", "/v1/volumes", `{"name":"x","sizeBytes":"big","zone":"zone-a"}`, nil, 400, cloud.CodeInvalidArgument},
+		{"trailing data", "POST", "/v1/volumes", `{"name":"x","sizeBytes":1,"zone":"zone-a"} {}`, nil, 400, cloud.CodeInvalidArgument},
+		{"empty body", "POST", "/v1/volumes", ``, nil, 400, cloud.CodeInvalidArgument},
+		{"oversize body", "POST", "/v1/volumes", `{"name":"` + strings.Repeat("x", 5000) + `","sizeBytes":1,"zone":"zone-a"}`, nil, 413, cloud.CodePayloadTooLarge},
+		{"oversize trailing data", "POST", "/v1/volumes", `{"name":"x","sizeBytes":1,"zone":"zone-a"}` + strings.Repeat(" ", 5000) + `x`, nil, 413, cloud.CodePayloadTooLarge},
+		{"missing volume name", "POST", "/v1/volumes", `{"sizeBytes":1,"zone":"zone-a"}`, nil, 400, cloud.CodeInvalidArgument},
+		{"zero size", "POST", "/v1/volumes", `{"name":"x","sizeBytes":0,"zone":"zone-a"}`, nil, 400, cloud.CodeInvalidArgument},
+		{"missing zone", "POST", "/v1/volumes", `{"name":"x","sizeBytes":1}`, nil, 400, cloud.CodeInvalidArgument},
+		{"volume name taken", "POST", "/v1/volumes", `{"name":"v","sizeBytes":11,"zone":"zone-a"}`, nil, 409, cloud.CodeAlreadyExists},
+		{"unknown source snapshot", "POST", "/v1/volumes", `{"name":"x","sizeBytes":10,"zone":"zone-a","sourceSnapshotId":"snap-nope"}`, nil, 404, cloud.CodeSnapshotNotFound},
+		{"smaller than snapshot", "POST", "/v1/volumes", `{"name":"x","sizeBytes":9,"zone":"zone-a","sourceSnapshotId":"` + snap.ID + `"}`, nil, 400, cloud.CodeInvalidArgument},
+		{"negative quota", "PATCH", "/v1/quotas", `{"attachments":-1}`, nil, 400, cloud.CodeInvalidArgument},
+		{"negative quota among good ones", "PATCH", "/v1/quotas", `{"volumes":5,"capacityBytes":-5}`, nil, 400, cloud.CodeInvalidArgument},
+		{"empty quota patch", "PATCH", "/v1/quotas", `{}`, nil, 400, cloud.CodeInvalidArgument},
+		{"stale If-Match quotas", "PATCH", "/v1/quotas", `{"volumes":5}`, []string{"If-Match", `"1"`}, 412, cloud.CodePreconditionFailed},
+		{"garbage If-Match", "PATCH", "/v1/quotas", `{"volumes":5}`, []string{"If-Match", `"abc"`}, 400, cloud.CodeInvalidArgument},
+		{"negative slots", "PATCH", "/v1/instances/node-a", `{"outOfBandSlots":-1}`, nil, 400, cloud.CodeInvalidArgument},
+		{"negative limit", "PATCH", "/v1/instances/node-a", `{"attachLimit":-3}`, nil, 400, cloud.CodeInvalidArgument},
+		{"unknown type patch", "PATCH", "/v1/instances/node-a", `{"instanceType":"huge"}`, nil, 400, cloud.CodeInvalidArgument},
+		{"patch missing instance", "PATCH", "/v1/instances/nope", `{"outOfBandSlots":1}`, nil, 404, cloud.CodeInstanceNotFound},
+		{"missing instance id", "POST", "/v1/instances", `{"zone":"zone-a","instanceType":"small"}`, nil, 400, cloud.CodeInvalidArgument},
+		{"unknown instance type", "POST", "/v1/instances", `{"id":"n","zone":"zone-a","instanceType":"huge"}`, nil, 400, cloud.CodeInvalidArgument},
+		{"negative instance slots", "POST", "/v1/instances", `{"id":"n","zone":"zone-a","instanceType":"small","outOfBandSlots":-1}`, nil, 400, cloud.CodeInvalidArgument},
+		{"instance id taken", "POST", "/v1/instances", `{"id":"node-a","zone":"zone-b","instanceType":"small","outOfBandSlots":1}`, nil, 409, cloud.CodeAlreadyExists},
+		{"bad page token", "GET", "/v1/volumes?pageToken=garbage", ``, nil, 400, cloud.CodeInvalidArgument},
+		{"forged page token", "GET", "/v1/volumes?pageToken=djE6c25hcC0wMDAwMDAwMQ", ``, nil, 400, cloud.CodeInvalidArgument},
+		{"negative maxResults", "GET", "/v1/volumes?maxResults=-1", ``, nil, 400, cloud.CodeInvalidArgument},
+		{"bad snapshot page token", "GET", "/v1/snapshots?pageToken=not-base64!", ``, nil, 400, cloud.CodeInvalidArgument},
+		{"fault unknown operation", "POST", "/v1/faults", `{"operation":"Explode","error":"Unavailable"}`, nil, 400, cloud.CodeInvalidArgument},
+		{"fault unknown code", "POST", "/v1/faults", `{"operation":"*","error":"Oops"}`, nil, 400, cloud.CodeInvalidArgument},
+		{"fault probability above 1", "POST", "/v1/faults", `{"operation":"*","error":"Unavailable","probability":1.5}`, nil, 400, cloud.CodeInvalidArgument},
+		{"fault negative count", "POST", "/v1/faults", `{"operation":"*","error":"Unavailable","count":-1}`, nil, 400, cloud.CodeInvalidArgument},
+		{"fault does nothing", "POST", "/v1/faults", `{"operation":"*"}`, nil, 400, cloud.CodeInvalidArgument},
+		{"fault with id", "POST", "/v1/faults", `{"id":"mine","operation":"*","error":"Unavailable"}`, nil, 400, cloud.CodeInvalidArgument},
+		{"delete unknown fault", "DELETE", "/v1/faults/fault-99", ``, nil, 404, cloud.CodeFaultNotFound},
+		{"attach without instance", "POST", "/v1/volumes/" + other.ID + "/attach", `{}`, nil, 400, cloud.CodeInvalidArgument},
+		{"attach to missing instance", "POST", "/v1/volumes/" + other.ID + "/attach", `{"instanceId":"nope"}`, nil, 404, cloud.CodeInstanceNotFound},
+		{"attach missing volume", "POST", "/v1/volumes/vol-nope/attach", `{"instanceId":"node-a"}`, nil, 404, cloud.CodeVolumeNotFound},
+		{"attach across zones", "POST", "/v1/volumes/" + other.ID + "/attach", `{"instanceId":"node-a"}`, nil, 400, cloud.CodeZoneMismatch},
+		{"attach elsewhere", "POST", "/v1/volumes/" + vol.ID + "/attach", `{"instanceId":"node-b"}`, nil, 409, cloud.CodeVolumeInUse},
+		{"delete attached", "DELETE", "/v1/volumes/" + vol.ID, ``, nil, 409, cloud.CodeVolumeInUse},
+		{"shrink", "POST", "/v1/volumes/" + vol.ID + "/resize", `{"sizeBytes":5}`, nil, 400, cloud.CodeInvalidArgument},
+		{"resize past quota", "POST", "/v1/volumes/" + vol.ID + "/resize", `{"sizeBytes":1099511627777}`, nil, 409, cloud.CodeCapacityQuotaExceeded},
+		{"snapshot without source", "POST", "/v1/snapshots", `{"name":"s2"}`, nil, 400, cloud.CodeInvalidArgument},
+		{"snapshot name taken", "POST", "/v1/snapshots", `{"name":"s","sourceVolumeId":"` + other.ID + `"}`, nil, 409, cloud.CodeAlreadyExists},
+		{"get missing snapshot", "GET", "/v1/snapshots/snap-nope", ``, nil, 404, cloud.CodeSnapshotNotFound},
+		{"bad sinceRevision", "GET", "/v1/events?sinceRevision=-1", ``, nil, 400, cloud.CodeInvalidArgument},
+		{"unknown route", "GET", "/v2/volumes", ``, nil, 404, cloud.CodeNotFound},
+		{"wrong method", "PUT", "/v1/volumes", `{}`, nil, 405, cloud.CodeMethodNotAllowed},
+	}
+	before := tc.snapshot(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := tc.do(t, tt.method, tt.path, adminToken, tt.body, tt.header...)
+			e := r.errorBody(t)
+			if r.status != tt.status || e.Code != tt.code {
+				t.Fatalf("got %d %s (%s), want %d %s", r.status, e.Code, e.Message, tt.status, tt.code)
+			}
+			if r.status != tt.code.HTTPStatus() {
+				t.Errorf("status %d is not the code's status %d", r.status, tt.code.HTTPStatus())
+			}
+			if e.Message == "" || e.Retryable != tt.code.Retryable() {
+				t.Errorf("message %q retryable %v: want a message and retryable=%v", e.Message, e.Retryable, tt.code.Retryable())
+			}
+			if after := tc.snapshot(t); !reflect.DeepEqual(before, after) {
+				t.Errorf("state changed:\nbefore %s\nafter  %s", mustJSON(t, before), mustJSON(t, after))
+			}
+		})
+	}
+}
+
+// TestEveryRouteIsDocumented walks the router and checks each route and method is in
+// /openapi.json.
+func TestEveryRouteIsDocumented(t *testing.T) {
+	tc := startCloud(t, server.Config{})
+	r := tc.do(t, http.MethodGet, "/openapi.json", "", "")
+	var doc struct {
+		OpenAPI string                                `json:"openapi"`
+		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(r.body, &doc); err != nil || !strings.HasPrefix(doc.OpenAPI, "3.") {
+		t.Fatalf("openapi.json: %v (openapi %q)", err, doc.OpenAPI)
+	}
+	routes := server.Routes(tc.srv)
+	if len(routes) < 25 {
+		t.Fatalf("only %d routes walked", len(routes))
+	}
+	documented := 0
+	for _, rt := range routes {
+		ops, ok := doc.Paths[rt.Path]
+		if !ok {
+			t.Errorf("route %s %s missing from openapi.json", rt.Method, rt.Path)
+			continue
+		}
+		if _, ok := ops[strings.ToLower(rt.Method)]; !ok {
+			t.Errorf("method %s of %s missing from openapi.json", rt.Method, rt.Path)
+			continue
+		}
+		documented++
+	}
+	total := 0
+	for _, ops := range doc.Paths {
+		total += len(ops)
+	}
+	if total != documented {
+		t.Errorf("openapi.json documents %d operations, the router serves %d", total, documented)
+	}
+}

@@ -1,0 +1,157 @@
+package faults_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/faults"
+)
+
+// fakeClock is a settable clock.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { return c.t }
+
+var attach = faults.Call{Operation: cloud.OperationAttachVolume, InstanceID: "node-a", VolumeID: "vol-1"}
+
+// pattern runs n calls and returns which fired as a string of 1s and 0s.
+func pattern(e *faults.Engine, c faults.Call, n int) string {
+	var b strings.Builder
+	for range n {
+		if out := e.Evaluate(c); out.Err != nil {
+			b.WriteByte('1')
+		} else {
+			b.WriteByte('0')
+		}
+	}
+	return b.String()
+}
+
+func newEngine(t *testing.T, clock *fakeClock, rules ...cloud.FaultRule) *faults.Engine {
+	t.Helper()
+	e := faults.New(clock.now)
+	for _, r := range rules {
+		if _, err := e.Add(r); err != nil {
+			t.Fatalf("Add(%+v): %v", r, err)
+		}
+	}
+	return e
+}
+
+func TestProbabilityIsDeterministicPerSeed(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(0, 0)}
+	rule := cloud.FaultRule{Operation: cloud.OperationAttachVolume, Error: cloud.CodeThrottled, Probability: 0.5, Seed: 7}
+	a := pattern(newEngine(t, clock, rule), attach, 200)
+	b := pattern(newEngine(t, clock, rule), attach, 200)
+	if a != b {
+		t.Fatalf("same seed, different patterns:\n%s\n%s", a, b)
+	}
+	fired := strings.Count(a, "1")
+	if fired < 60 || fired > 140 {
+		t.Fatalf("probability 0.5 fired %d of 200", fired)
+	}
+	rule.Seed = 8
+	if c := pattern(newEngine(t, clock, rule), attach, 200); c == a {
+		t.Fatalf("seeds 7 and 8 gave the same pattern")
+	}
+}
+
+func TestAfterCountCountAndTTL(t *testing.T) {
+	tests := []struct {
+		name string
+		rule cloud.FaultRule
+		want string
+	}{
+		{"always", cloud.FaultRule{Operation: cloud.OperationAttachVolume, Error: cloud.CodeUnavailable}, "111111"},
+		{"afterCount", cloud.FaultRule{Operation: cloud.OperationAttachVolume, Error: cloud.CodeUnavailable, AfterCount: 2}, "001111"},
+		{"count", cloud.FaultRule{Operation: cloud.OperationAttachVolume, Error: cloud.CodeUnavailable, Count: 2}, "110000"},
+		{"afterCount and count", cloud.FaultRule{Operation: cloud.OperationAttachVolume, Error: cloud.CodeUnavailable, AfterCount: 1, Count: 3}, "011100"},
+		{"any operation", cloud.FaultRule{Operation: cloud.OperationAny, Error: cloud.CodeUnavailable}, "111111"},
+		{"other operation", cloud.FaultRule{Operation: cloud.OperationDetachVolume, Error: cloud.CodeUnavailable}, "000000"},
+		{"this instance", cloud.FaultRule{Operation: cloud.OperationAny, InstanceID: "node-a", Error: cloud.CodeUnavailable}, "111111"},
+		{"other instance", cloud.FaultRule{Operation: cloud.OperationAny, InstanceID: "node-b", Error: cloud.CodeUnavailable}, "000000"},
+		{"other volume", cloud.FaultRule{Operation: cloud.OperationAny, VolumeID: "vol-2", Error: cloud.CodeUnavailable}, "000000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := &fakeClock{t: time.Unix(0, 0)}
+			if got := pattern(newEngine(t, clock, tt.rule), attach, 6); got != tt.want {
+				t.Fatalf("fired %s, want %s", got, tt.want)
+			}
+		})
+	}
+
+	t.Run("ttl", func(t *testing.T) {
+		clock := &fakeClock{t: time.Unix(1000, 0)}
+		e := newEngine(t, clock, cloud.FaultRule{Operation: cloud.OperationAny, Error: cloud.CodeUnavailable, TTLSeconds: 30})
+		if rules := e.List(); len(rules) != 1 || rules[0].ExpiresAt == nil || !rules[0].ExpiresAt.Equal(time.Unix(1030, 0)) {
+			t.Fatalf("rules %+v", rules)
+		}
+		if got := pattern(e, attach, 1); got != "1" {
+			t.Fatalf("before expiry: %s", got)
+		}
+		clock.t = clock.t.Add(29 * time.Second)
+		if got := pattern(e, attach, 1); got != "1" {
+			t.Fatalf("1s before expiry: %s", got)
+		}
+		clock.t = clock.t.Add(time.Second)
+		if got := pattern(e, attach, 1); got != "0" {
+			t.Fatalf("at expiry: %s", got)
+		}
+		if rules := e.List(); len(rules) != 0 {
+			t.Fatalf("expired rule still listed: %+v", rules)
+		}
+	})
+}
+
+func TestLatencyAndFirstErrorWins(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(0, 0)}
+	e := newEngine(t, clock,
+		cloud.FaultRule{Operation: cloud.OperationAny, LatencyMS: 20},
+		cloud.FaultRule{Operation: cloud.OperationAttachVolume, Error: cloud.CodeThrottled, LatencyMS: 5},
+		cloud.FaultRule{Operation: cloud.OperationAttachVolume, Error: cloud.CodeAccessDenied},
+	)
+	out := e.Evaluate(attach)
+	if out.Delay != 25*time.Millisecond || out.Err == nil || out.Err.Code != cloud.CodeThrottled || len(out.Fired) != 2 {
+		t.Fatalf("outcome %+v", out)
+	}
+	out = e.Evaluate(faults.Call{Operation: cloud.OperationGetCapacity})
+	if out.Delay != 20*time.Millisecond || out.Err != nil {
+		t.Fatalf("latency-only outcome %+v", out)
+	}
+	rules := e.List()
+	if rules[0].Fired != 2 || rules[1].Fired != 1 || rules[2].Fired != 0 {
+		t.Fatalf("fired counts %d %d %d", rules[0].Fired, rules[1].Fired, rules[2].Fired)
+	}
+}
+
+func TestResetRestoresSeededRules(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(0, 0)}
+	seeded := []cloud.FaultRule{{ID: "outage", Operation: cloud.OperationAny, Error: cloud.CodeUnavailable, Count: 1}}
+	e := faults.New(clock.now)
+	if err := e.Reset(seeded); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Add(cloud.FaultRule{Operation: cloud.OperationAny, LatencyMS: 1}); err != nil {
+		t.Fatal(err)
+	}
+	pattern(e, attach, 3)
+	if err := e.Reset(seeded); err != nil {
+		t.Fatal(err)
+	}
+	rules := e.List()
+	if len(rules) != 1 || rules[0].ID != "outage" || rules[0].Fired != 0 {
+		t.Fatalf("after reset %+v", rules)
+	}
+	if err := e.Delete("outage"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Delete("outage"); cloud.CodeOf(err) != cloud.CodeFaultNotFound {
+		t.Fatalf("second delete: %v", err)
+	}
+	if err := e.Reset([]cloud.FaultRule{{Operation: "Nope", Error: cloud.CodeUnavailable}}); cloud.CodeOf(err) != cloud.CodeInvalidArgument {
+		t.Fatalf("bad seeded rule: %v", err)
+	}
+}

@@ -1,0 +1,388 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/faults"
+)
+
+func (s *Server) healthz(*http.Request, caller) (*reply, error) {
+	return ok(map[string]string{"status": "ok"}, 0), nil
+}
+
+func (s *Server) readyz(*http.Request, caller) (*reply, error) {
+	if err := s.store.Ready(); err != nil {
+		return nil, cloud.NewError(cloud.CodeUnavailable, "store not ready: %v", err)
+	}
+	return ok(map[string]string{"status": "ready"}, 0), nil
+}
+
+func (s *Server) listInstanceTypes(*http.Request, caller) (*reply, error) {
+	types, err := s.store.InstanceTypes()
+	if err != nil {
+		return nil, err
+	}
+	return ok(cloud.InstanceTypeList{InstanceTypes: types}, 0), nil
+}
+
+func (s *Server) createInstance(r *http.Request, _ caller) (*reply, error) {
+	var req cloud.CreateInstanceRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	inst, err := s.store.CreateInstance(req)
+	if err != nil {
+		return nil, err
+	}
+	return created(inst, inst.Revision), nil
+}
+
+func (s *Server) listInstances(*http.Request, caller) (*reply, error) {
+	list, err := s.store.ListInstances()
+	if err != nil {
+		return nil, err
+	}
+	return ok(cloud.InstanceList{Instances: list}, 0), nil
+}
+
+// registration is the instance auto-registration would create for id, or nil when the
+// caller's lookups must not create instances.
+func (s *Server) registration(c caller, id string) *cloud.CreateInstanceRequest {
+	if !s.cfg.AutoRegister || !c.mayRegister() {
+		return nil
+	}
+	return &cloud.CreateInstanceRequest{ID: id, Zone: s.cfg.DefaultZone, InstanceType: s.cfg.DefaultInstanceType}
+}
+
+// ensureRegistered creates instance id when it is missing and the caller may register it.
+func (s *Server) ensureRegistered(c caller, id string, lookupErr error) bool {
+	reg := s.registration(c, id)
+	if reg == nil || !errors.Is(lookupErr, cloud.ErrInstanceNotFound) {
+		return false
+	}
+	_, err := s.store.EnsureInstance(*reg)
+	return err == nil
+}
+
+func (s *Server) getInstance(r *http.Request, c caller) (*reply, error) {
+	id := pathVar(r, "id")
+	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationGetInstance, InstanceID: id}); err != nil {
+		return nil, err
+	}
+	inst, err := s.store.GetInstance(id)
+	if s.ensureRegistered(c, id, err) {
+		inst, err = s.store.GetInstance(id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ok(inst, inst.Revision), nil
+}
+
+func (s *Server) patchInstance(r *http.Request, _ caller) (*reply, error) {
+	var p cloud.InstancePatch
+	if err := decode(r, &p); err != nil {
+		return nil, err
+	}
+	match, err := ifMatch(r)
+	if err != nil {
+		return nil, err
+	}
+	inst, err := s.store.PatchInstance(pathVar(r, "id"), p, match)
+	if err != nil {
+		return nil, err
+	}
+	return ok(inst, inst.Revision), nil
+}
+
+func (s *Server) getCapacity(r *http.Request, c caller) (*reply, error) {
+	id := pathVar(r, "id")
+	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationGetCapacity, InstanceID: id}); err != nil {
+		return nil, err
+	}
+	capacity, err := s.store.Capacity(id)
+	if s.ensureRegistered(c, id, err) {
+		capacity, err = s.store.Capacity(id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ok(capacity, capacity.Revision), nil
+}
+
+func (s *Server) createVolume(r *http.Request, _ caller) (*reply, error) {
+	var req cloud.CreateVolumeRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationCreateVolume}); err != nil {
+		return nil, err
+	}
+	if req.Zone == "" {
+		req.Zone = s.cfg.DefaultZone
+	}
+	v, err := s.store.CreateVolume(req)
+	if err != nil {
+		return nil, err
+	}
+	return created(v, v.Revision), nil
+}
+
+func (s *Server) listVolumes(r *http.Request, _ caller) (*reply, error) {
+	maxResults, err := queryInt(r, "maxResults")
+	if err != nil {
+		return nil, err
+	}
+	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationListVolumes}); err != nil {
+		return nil, err
+	}
+	list, err := s.store.ListVolumes(maxResults, r.URL.Query().Get("pageToken"))
+	if err != nil {
+		return nil, err
+	}
+	return ok(list, 0), nil
+}
+
+func (s *Server) getVolume(r *http.Request, _ caller) (*reply, error) {
+	id := pathVar(r, "id")
+	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationGetVolume, VolumeID: id}); err != nil {
+		return nil, err
+	}
+	v, err := s.store.GetVolume(id)
+	if err != nil {
+		return nil, err
+	}
+	return ok(v, v.Revision), nil
+}
+
+func (s *Server) deleteVolume(r *http.Request, _ caller) (*reply, error) {
+	id := pathVar(r, "id")
+	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationDeleteVolume, VolumeID: id}); err != nil {
+		return nil, err
+	}
+	rev, err := s.store.DeleteVolume(id)
+	if err != nil {
+		return nil, err
+	}
+	return ok(cloud.RevisionResponse{Revision: rev}, rev), nil
+}
+
+func decodeAttach(r *http.Request) (cloud.AttachRequest, error) {
+	var req cloud.AttachRequest
+	if err := decode(r, &req); err != nil {
+		return req, err
+	}
+	if req.InstanceID == "" {
+		return req, cloud.NewError(cloud.CodeInvalidArgument, "instanceId is required")
+	}
+	return req, nil
+}
+
+func (s *Server) attachVolume(r *http.Request, c caller) (*reply, error) {
+	id := pathVar(r, "id")
+	req, err := decodeAttach(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationAttachVolume, VolumeID: id, InstanceID: req.InstanceID}); err != nil {
+		return nil, err
+	}
+	att, err := s.store.Attach(id, req.InstanceID, s.registration(c, req.InstanceID))
+	if err != nil {
+		return nil, err
+	}
+	return ok(att, att.Revision), nil
+}
+
+func (s *Server) detachVolume(r *http.Request, _ caller) (*reply, error) {
+	id := pathVar(r, "id")
+	req, err := decodeAttach(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationDetachVolume, VolumeID: id, InstanceID: req.InstanceID}); err != nil {
+		return nil, err
+	}
+	rev, err := s.store.Detach(id, req.InstanceID)
+	if err != nil {
+		return nil, err
+	}
+	return ok(cloud.RevisionResponse{Revision: rev}, rev), nil
+}
+
+func (s *Server) resizeVolume(r *http.Request, _ caller) (*reply, error) {
+	id := pathVar(r, "id")
+	var req cloud.ResizeRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationResizeVolume, VolumeID: id}); err != nil {
+		return nil, err
+	}
+	v, err := s.store.Resize(id, req.SizeBytes)
+	if err != nil {
+		return nil, err
+	}
+	return ok(v, v.Revision), nil
+}
+
+func (s *Server) createSnapshot(r *http.Request, _ caller) (*reply, error) {
+	var req cloud.CreateSnapshotRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationCreateSnapshot, VolumeID: req.SourceVolumeID}); err != nil {
+		return nil, err
+	}
+	sn, err := s.store.CreateSnapshot(req)
+	if err != nil {
+		return nil, err
+	}
+	return created(sn, sn.Revision), nil
+}
+
+func (s *Server) listSnapshots(r *http.Request, _ caller) (*reply, error) {
+	maxResults, err := queryInt(r, "maxResults")
+	if err != nil {
+		return nil, err
+	}
+	q := r.URL.Query()
+	o := cloud.ListSnapshotsOptions{SnapshotID: q.Get("snapshotId"), SourceVolumeID: q.Get("sourceVolumeId"), MaxResults: maxResults, PageToken: q.Get("pageToken")}
+	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationListSnapshots, VolumeID: o.SourceVolumeID}); err != nil {
+		return nil, err
+	}
+	list, err := s.store.ListSnapshots(o)
+	if err != nil {
+		return nil, err
+	}
+	return ok(list, 0), nil
+}
+
+func (s *Server) getSnapshot(r *http.Request, _ caller) (*reply, error) {
+	sn, err := s.store.GetSnapshot(pathVar(r, "id"))
+	if err != nil {
+		return nil, err
+	}
+	return ok(sn, sn.Revision), nil
+}
+
+func (s *Server) deleteSnapshot(r *http.Request, _ caller) (*reply, error) {
+	id := pathVar(r, "id")
+	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationDeleteSnapshot}); err != nil {
+		return nil, err
+	}
+	rev, err := s.store.DeleteSnapshot(id)
+	if err != nil {
+		return nil, err
+	}
+	return ok(cloud.RevisionResponse{Revision: rev}, rev), nil
+}
+
+func (s *Server) getQuotas(*http.Request, caller) (*reply, error) {
+	q, err := s.store.Quotas()
+	if err != nil {
+		return nil, err
+	}
+	return ok(q, q.Revision), nil
+}
+
+func (s *Server) patchQuotas(r *http.Request, _ caller) (*reply, error) {
+	var p cloud.QuotasPatch
+	if err := decode(r, &p); err != nil {
+		return nil, err
+	}
+	match, err := ifMatch(r)
+	if err != nil {
+		return nil, err
+	}
+	q, err := s.store.PatchQuotas(p, match)
+	if err != nil {
+		return nil, err
+	}
+	return ok(q, q.Revision), nil
+}
+
+func (s *Server) createFault(r *http.Request, _ caller) (*reply, error) {
+	var rule cloud.FaultRule
+	if err := decode(r, &rule); err != nil {
+		return nil, err
+	}
+	added, err := s.faults.Add(rule)
+	if err != nil {
+		return nil, err
+	}
+	rev, err := s.store.RecordMutation(cloud.Event{Type: "FaultCreated", InstanceID: added.InstanceID, VolumeID: added.VolumeID,
+		Detail: fmt.Sprintf("rule=%s operation=%s error=%s latencyMs=%d", added.ID, added.Operation, added.Error, added.LatencyMS)})
+	if err != nil {
+		return nil, err
+	}
+	return created(added, rev), nil
+}
+
+func (s *Server) listFaults(*http.Request, caller) (*reply, error) {
+	return ok(cloud.FaultList{Faults: s.faults.List()}, 0), nil
+}
+
+func (s *Server) deleteFault(r *http.Request, _ caller) (*reply, error) {
+	id := pathVar(r, "id")
+	if err := s.faults.Delete(id); err != nil {
+		return nil, err
+	}
+	rev, err := s.store.RecordMutation(cloud.Event{Type: "FaultDeleted", Detail: "rule=" + id})
+	if err != nil {
+		return nil, err
+	}
+	return ok(cloud.RevisionResponse{Revision: rev}, rev), nil
+}
+
+func (s *Server) clearFaults(*http.Request, caller) (*reply, error) {
+	s.faults.Clear()
+	rev, err := s.store.RecordMutation(cloud.Event{Type: "FaultsCleared"})
+	if err != nil {
+		return nil, err
+	}
+	return ok(cloud.RevisionResponse{Revision: rev}, rev), nil
+}
+
+func (s *Server) listEvents(r *http.Request, _ caller) (*reply, error) {
+	q := r.URL.Query()
+	if q.Has("sinceRevision") && q.Has("sinceSeq") {
+		return nil, cloud.NewError(cloud.CodeInvalidArgument, "sinceRevision and sinceSeq are exclusive")
+	}
+	var (
+		events []cloud.Event
+		rev    uint64
+	)
+	if q.Has("sinceSeq") {
+		seq, err := queryUint(r, "sinceSeq")
+		if err != nil {
+			return nil, err
+		}
+		if events, rev, err = s.store.EventsSinceSeq(seq); err != nil {
+			return nil, err
+		}
+	} else {
+		since, err := queryUint(r, "sinceRevision")
+		if err != nil {
+			return nil, err
+		}
+		if events, rev, err = s.store.Events(since); err != nil {
+			return nil, err
+		}
+	}
+	return ok(cloud.EventList{Events: events, Revision: rev}, 0), nil
+}
+
+func (s *Server) reset(*http.Request, caller) (*reply, error) {
+	rev, err := s.store.Reset(s.cfg.Seed.state())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.faults.Reset(s.cfg.Seed.Faults); err != nil {
+		return nil, err
+	}
+	return ok(cloud.RevisionResponse{Revision: rev}, rev), nil
+}

@@ -1,0 +1,103 @@
+package server
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
+)
+
+// metrics are the server's Prometheus metrics, in a registry of its own (no global state).
+type metrics struct {
+	registry    *prometheus.Registry
+	requests    *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	faultsFired *prometheus.CounterVec
+}
+
+func newMetrics(st *store.Store) *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fakecloud_requests_total",
+			Help: "HTTP requests by route, HTTP status and cloud error code (\"\" on success).",
+		}, []string{"route", "status", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "fakecloud_request_duration_seconds",
+			Help:    "HTTP request latency by route, in seconds, including injected fault latency.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"route"}),
+		faultsFired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fakecloud_faults_fired_total",
+			Help: "Fault rules that fired, by rule ID and operation.",
+		}, []string{"rule", "operation"}),
+	}
+	m.registry.MustRegister(m.requests, m.latency, m.faultsFired, newStateCollector(st),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) observe(route string, status int, code cloud.Code, d time.Duration) {
+	m.requests.WithLabelValues(route, strconv.Itoa(status), string(code)).Inc()
+	m.latency.WithLabelValues(route).Observe(d.Seconds())
+}
+
+// stateCollector reads attachments per instance and quota use from the store at scrape time,
+// so the gauges can never drift from the truth.
+type stateCollector struct {
+	store                                                                          *store.Store
+	descAttachments, descAttachLimit, descOutOfBand, descQuotaUsed, descQuotaLimit *prometheus.Desc
+	descRevision                                                                   *prometheus.Desc
+}
+
+func newStateCollector(st *store.Store) *stateCollector {
+	return &stateCollector{
+		store: st,
+		descAttachments: prometheus.NewDesc("fakecloud_instance_attachments",
+			"Volumes attached to an instance through the API.", []string{"instance"}, nil),
+		descAttachLimit: prometheus.NewDesc("fakecloud_instance_attach_limit",
+			"Effective attach limit of an instance, in slots.", []string{"instance"}, nil),
+		descOutOfBand: prometheus.NewDesc("fakecloud_instance_out_of_band_slots",
+			"Slots of an instance held by things other than API volumes.", []string{"instance"}, nil),
+		descQuotaUsed: prometheus.NewDesc("fakecloud_quota_used",
+			"Account quota use (attachments and volumes are counts, capacityBytes bytes).", []string{"quota"}, nil),
+		descQuotaLimit: prometheus.NewDesc("fakecloud_quota_limit",
+			"Account quota limit (attachments and volumes are counts, capacityBytes bytes).", []string{"quota"}, nil),
+		descRevision: prometheus.NewDesc("fakecloud_revision", "Current global revision.", nil, nil),
+	}
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.descAttachments, c.descAttachLimit, c.descOutOfBand, c.descQuotaUsed, c.descQuotaLimit, c.descRevision} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	instances, err := c.store.ListInstances()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.descAttachments, err)
+		return
+	}
+	for _, in := range instances {
+		ch <- prometheus.MustNewConstMetric(c.descAttachments, prometheus.GaugeValue, float64(len(in.Attachments)), in.ID)
+		ch <- prometheus.MustNewConstMetric(c.descAttachLimit, prometheus.GaugeValue, float64(in.AttachLimit), in.ID)
+		ch <- prometheus.MustNewConstMetric(c.descOutOfBand, prometheus.GaugeValue, float64(in.OutOfBandSlots), in.ID)
+	}
+	q, err := c.store.Quotas()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.descQuotaUsed, err)
+		return
+	}
+	for name, v := range map[string]cloud.Quota{"attachments": q.Attachments, "volumes": q.Volumes, "capacityBytes": q.CapacityBytes} {
+		ch <- prometheus.MustNewConstMetric(c.descQuotaUsed, prometheus.GaugeValue, float64(v.Used), name)
+		ch <- prometheus.MustNewConstMetric(c.descQuotaLimit, prometheus.GaugeValue, float64(v.Limit), name)
+	}
+	if rev, err := c.store.Revision(); err == nil {
+		ch <- prometheus.MustNewConstMetric(c.descRevision, prometheus.GaugeValue, float64(rev))
+	}
+}

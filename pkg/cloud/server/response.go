@@ -1,0 +1,197 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+	"k8s.io/klog/v2"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+)
+
+// throttleRetryAfter is the Retry-After the cloud sends with Throttled.
+const throttleRetryAfter = time.Second
+
+// reply is what a handler returns: the status, the JSON body and, when rev > 0, the revision
+// for the ETag header.
+type reply struct {
+	status int
+	body   any
+	rev    uint64
+}
+
+func ok(body any, rev uint64) *reply { return &reply{status: http.StatusOK, body: body, rev: rev} }
+
+func created(body any, rev uint64) *reply {
+	return &reply{status: http.StatusCreated, body: body, rev: rev}
+}
+
+// handlerFunc is a route's logic: it reads the request and returns a reply or an error, and
+// never writes to the response itself.
+type handlerFunc func(r *http.Request, c caller) (*reply, error)
+
+// route adapts a handler: request ID, authentication, body limit, the JSON or error answer,
+// logging and metrics, all in one place for every route.
+func (s *Server) route(name string, need Role, h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := s.now()
+		reqID := newRequestID()
+		w.Header().Set("X-Request-Id", reqID)
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+		}
+		var rep *reply
+		c, err := s.authenticate(r, need)
+		if err == nil {
+			rep, err = h(r, c)
+		}
+		status := s.write(w, r, reqID, rep, err)
+		s.metrics.observe(name, status, cloud.CodeOf(err), s.now().Sub(start))
+		logger := klog.FromContext(r.Context())
+		if status >= 500 && cloud.CodeOf(err) != cloud.CodeUnavailable {
+			logger.Error(err, "Request failed", "route", name, "status", status, "requestID", reqID)
+		} else {
+			logger.V(4).Info("Request served", "route", name, "status", status, "requestID", reqID, "err", err)
+		}
+	})
+}
+
+// write sends rep as JSON, or err in the single error shape, and returns the status sent.
+func (s *Server) write(w http.ResponseWriter, r *http.Request, reqID string, rep *reply, err error) int {
+	if err != nil {
+		return writeError(w, reqID, err)
+	}
+	if rep.rev > 0 {
+		w.Header().Set("ETag", etag(rep.rev))
+	}
+	writeJSON(w, rep.status, rep.body)
+	return rep.status
+}
+
+// writeError writes err as {"code","message","retryable","requestId"} with the code's status.
+// Errors that are not cloud errors are InternalError. Throttled carries Retry-After.
+func writeError(w http.ResponseWriter, reqID string, err error) int {
+	var ce *cloud.Error
+	if !errors.As(err, &ce) {
+		ce = cloud.NewError(cloud.CodeInternalError, "%v", err)
+	}
+	body := cloud.Error{Code: ce.Code, Message: ce.Message, Retryable: ce.Code.Retryable(), RequestID: reqID}
+	if body.Message == "" {
+		body.Message = string(ce.Code)
+	}
+	status := ce.Code.HTTPStatus()
+	if ce.Code == cloud.CodeThrottled {
+		w.Header().Set("Retry-After", strconv.Itoa(int(throttleRetryAfter.Seconds())))
+	}
+	w.Header().Set("X-Request-Id", reqID)
+	writeJSON(w, status, body)
+	return status
+}
+
+func writeJSON(w http.ResponseWriter, status int, body any) {
+	data, err := json.Marshal(body)
+	if err != nil {
+		// Only our own types are marshalled; failing here is a programming error.
+		status = http.StatusInternalServerError
+		data = []byte(`{"code":"InternalError","message":"encode response","retryable":true}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(data, '\n'))
+}
+
+// decode reads exactly one JSON value into v: unknown fields, malformed JSON, an empty body
+// and trailing data are InvalidArgument; a body over the limit is PayloadTooLarge.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return bodyError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err != nil {
+			if be := bodyError(err); cloud.CodeOf(be) == cloud.CodePayloadTooLarge {
+				return be
+			}
+		}
+		return cloud.NewError(cloud.CodeInvalidArgument, "request body has data after the JSON value")
+	}
+	return nil
+}
+
+func bodyError(err error) error {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return cloud.NewError(cloud.CodePayloadTooLarge, "request body over %d bytes", tooBig.Limit)
+	case errors.Is(err, io.EOF):
+		return cloud.NewError(cloud.CodeInvalidArgument, "request body is empty; want a JSON object")
+	default:
+		return cloud.NewError(cloud.CodeInvalidArgument, "invalid JSON body: %v", err)
+	}
+}
+
+// ifMatch parses If-Match: absent or "*" is nil (no precondition), `"5"`, `W/"5"` or `5` is
+// revision 5; anything else is InvalidArgument.
+func ifMatch(r *http.Request) (*uint64, error) {
+	h := strings.TrimSpace(r.Header.Get("If-Match"))
+	if h == "" || h == "*" {
+		return nil, nil
+	}
+	v := strings.Trim(strings.TrimPrefix(h, "W/"), `"`)
+	rev, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return nil, cloud.NewError(cloud.CodeInvalidArgument, "If-Match %q is not a revision ETag like \"12\"", h)
+	}
+	return &rev, nil
+}
+
+func etag(rev uint64) string { return fmt.Sprintf("%q", strconv.FormatUint(rev, 10)) }
+
+func newRequestID() string { return fmt.Sprintf("req-%016x", rand.Uint64()) }
+
+// queryInt parses an optional non-negative integer query parameter (InvalidArgument if bad).
+func queryInt(r *http.Request, name string) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, cloud.NewError(cloud.CodeInvalidArgument, "%s must be a non-negative integer, got %q", name, v)
+	}
+	return n, nil
+}
+
+func queryUint(r *http.Request, name string) (uint64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, cloud.NewError(cloud.CodeInvalidArgument, "%s must be a non-negative integer, got %q", name, v)
+	}
+	return n, nil
+}
+
+func pathVar(r *http.Request, name string) string { return mux.Vars(r)[name] }
+
+// statusHandler answers routes no handler owns (404 NotFound, 405 MethodNotAllowed) in the
+// same error shape.
+func (s *Server) statusHandler(name string, code cloud.Code) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := s.now()
+		err := cloud.NewError(code, "%s %s: %s", r.Method, r.URL.Path, strings.ToLower(http.StatusText(code.HTTPStatus())))
+		status := writeError(w, newRequestID(), err)
+		s.metrics.observe(name, status, code, s.now().Sub(start))
+	})
+}

@@ -1,0 +1,261 @@
+// Package server is the fake cloud: the HTTP API of fakecloud-api.md over a durable bbolt
+// store (package store) and an in-memory fault engine (package faults).
+//
+// Start one in-process, for tests or the driver's integration tests:
+//
+//	srv, err := server.New(server.Config{Auth: server.AuthNone, Seed: server.DefaultSeed()})
+//	ln, err := net.Listen("tcp", "127.0.0.1:0")
+//	go srv.Serve(ctx, ln) // returns nil when ctx ends and the server has shut down
+//	defer srv.Close()     // after Serve returned
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/faults"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
+)
+
+// DefaultMaxBodyBytes is the default request body limit: 1 MiB.
+const DefaultMaxBodyBytes = 1 << 20
+
+// HTTP server timeouts. WriteTimeout leaves room for the longest injected fault latency.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 30 * time.Second
+	writeTimeout      = faults.MaxLatency + 30*time.Second
+	idleTimeout       = 2 * time.Minute
+	shutdownTimeout   = 10 * time.Second
+)
+
+// DefaultZoneName is the zone used where Config.DefaultZone is empty.
+const DefaultZoneName = "zone-a"
+
+// Config configures a Server. The zero value of every optional field picks a default.
+type Config struct {
+	// Listen is the address Run listens on, e.g. "127.0.0.1:8080".
+	Listen string
+	// DataDir holds the bbolt file; empty means a temporary file removed by Close.
+	DataDir string
+	// Seed is the starting state of a new data dir and the state /v1/reset returns to.
+	// The zero Seed means DefaultSeed.
+	Seed Seed
+	// Auth is AuthTokens (default) or AuthNone.
+	Auth AuthMode
+	// Tokens are the bearer tokens under AuthTokens.
+	Tokens []Token
+	// AutoRegister creates unknown instances that a driver asks about (instance, capacity)
+	// with DefaultInstanceType and DefaultZone.
+	AutoRegister        bool
+	DefaultInstanceType string
+	// DefaultZone is the zone of auto-registered instances and of volumes created without a
+	// zone (a CreateVolume with no topology requirement); empty means DefaultZoneName.
+	DefaultZone string
+	// MaxBodyBytes limits request bodies (413 PayloadTooLarge); default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// MaxEvents bounds the audit log; default store.DefaultMaxEvents (10,000).
+	MaxEvents int
+	// Now is the clock of the store and the fault engine; default time.Now.
+	Now func() time.Time
+	// Sleep waits for injected fault latency; it must return ctx.Err() when ctx ends first.
+	// Default: a timer.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Logger is the base logger; default klog.Background().
+	Logger *klog.Logger
+}
+
+// Validate reports every problem of the configuration at once.
+func (c *Config) Validate() error {
+	var errs []error
+	switch c.Auth {
+	case AuthTokens:
+		if err := validateTokens(c.Tokens); err != nil {
+			errs = append(errs, fmt.Errorf("auth=tokens: %w", err))
+		}
+	case AuthNone:
+	default:
+		errs = append(errs, fmt.Errorf("unknown auth mode %q (want tokens or none)", c.Auth))
+	}
+	if c.MaxBodyBytes < 0 {
+		errs = append(errs, fmt.Errorf("max body bytes must be > 0, got %d", c.MaxBodyBytes))
+	}
+	if c.AutoRegister && (c.DefaultInstanceType == "" || c.DefaultZone == "") {
+		errs = append(errs, errors.New("auto-register needs a default instance type and zone"))
+	}
+	if err := c.Seed.withDefaults().state().Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("seed: %w", err))
+	}
+	if c.AutoRegister && c.DefaultInstanceType != "" {
+		found := false
+		for _, it := range c.Seed.withDefaults().InstanceTypes {
+			found = found || it.Name == c.DefaultInstanceType
+		}
+		if !found {
+			errs = append(errs, fmt.Errorf("default instance type %q is not a seeded instance type", c.DefaultInstanceType))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Server is the fake cloud. Create it with New, serve with Serve or Run, then Close it.
+type Server struct {
+	cfg     Config
+	store   *store.Store
+	faults  *faults.Engine
+	metrics *metrics
+	tokens  map[string]Role
+	handler http.Handler
+	logger  klog.Logger
+}
+
+// New validates cfg, opens the store (seeding a new data dir) and loads the seeded fault
+// rules. It starts no goroutines and opens no sockets.
+func New(cfg Config) (*Server, error) {
+	if cfg.Auth == "" {
+		cfg.Auth = AuthTokens
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.DefaultZone == "" {
+		cfg.DefaultZone = DefaultZoneName
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleep
+	}
+	cfg.Seed = cfg.Seed.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("fake cloud config: %w", err)
+	}
+	s := &Server{cfg: cfg, faults: faults.New(cfg.Now), tokens: map[string]Role{}, logger: klog.Background()}
+	if cfg.Logger != nil {
+		s.logger = *cfg.Logger
+	}
+	for _, t := range cfg.Tokens {
+		s.tokens[t.Token] = t.Role
+	}
+	if err := s.faults.Reset(cfg.Seed.Faults); err != nil {
+		return nil, fmt.Errorf("fake cloud config: %w", err)
+	}
+	st, err := store.Open(cfg.DataDir, store.Options{Now: cfg.Now, MaxEvents: cfg.MaxEvents})
+	if err != nil {
+		return nil, err
+	}
+	seeded, err := st.SeedIfEmpty(cfg.Seed.state())
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	s.logger.V(2).Info("Store opened", "path", st.Path(), "seeded", seeded)
+	s.store = st
+	s.metrics = newMetrics(st)
+	s.handler = s.router()
+	return s, nil
+}
+
+// Handler is the server's HTTP handler, for httptest or a caller's own http.Server.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Close closes the store (removing it when DataDir was empty). Call it after Serve returned.
+func (s *Server) Close() error { return s.store.Close() }
+
+// Run listens on Config.Listen, logs the address and serves until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+	}
+	s.logger.Info("Fake cloud listening", "address", "http://"+ln.Addr().String(), "auth", s.cfg.Auth, "dataDir", s.cfg.DataDir)
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves HTTP on ln until ctx ends, then shuts down gracefully (in-flight requests get
+// up to 10 s). It returns nil on a clean stop and the serve or shutdown error otherwise; it
+// closes ln.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	// Request contexts end when shutdown begins, so injected fault latency (up to a minute)
+	// stops at once instead of holding Shutdown; store transactions do not watch contexts and
+	// finish normally.
+	baseCtx, cancelBase := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), s.logger))
+	defer cancelBase()
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	cancelBase()
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	err := hs.Shutdown(shutdownCtx)
+	if serveErr := <-errc; serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return errors.Join(fmt.Errorf("serve: %w", serveErr), err)
+	}
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) now() time.Time { return s.cfg.Now() }
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// inject runs the fault rules for one operation before it touches the store: every fired rule
+// is recorded as a FaultFired event and counted; then the summed latency is waited out and the
+// rule's error, if any, returned.
+func (s *Server) inject(ctx context.Context, call faults.Call) error {
+	out := s.faults.Evaluate(call)
+	for _, f := range out.Fired {
+		s.metrics.faultsFired.WithLabelValues(f.RuleID, string(f.Operation)).Inc()
+		detail := fmt.Sprintf("rule=%s operation=%s error=%s latencyMs=%d", f.RuleID, f.Operation, f.Error, f.Latency.Milliseconds())
+		if _, err := s.store.RecordEvent(cloud.Event{Type: "FaultFired", VolumeID: call.VolumeID, InstanceID: call.InstanceID, Detail: detail}); err != nil {
+			return err
+		}
+		klog.FromContext(ctx).V(2).Info("Fault fired", "rule", f.RuleID, "operation", f.Operation, "code", f.Error,
+			"volumeID", call.VolumeID, "nodeID", call.InstanceID)
+	}
+	if out.Delay > 0 {
+		if err := s.cfg.Sleep(ctx, out.Delay); err != nil {
+			// The caller left or the server is stopping; either way the operation did not run.
+			return cloud.NewError(cloud.CodeUnavailable, "injected latency interrupted: %v", err)
+		}
+	}
+	if out.Err != nil {
+		return out.Err
+	}
+	return nil
+}

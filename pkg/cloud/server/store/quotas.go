@@ -1,0 +1,90 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+)
+
+func (t *txn) quotas() (*cloud.Quotas, error) {
+	var q cloud.Quotas
+	if _, err := getJSON(t.tx.Bucket(bucketMeta), keyQuotas, &q); err != nil {
+		return nil, err
+	}
+	return &q, nil
+}
+
+// putQuotas stores q stamped with the transaction's revision, which the caller has bumped.
+func (t *txn) putQuotas(q *cloud.Quotas) error {
+	q.Revision = t.rev
+	return t.putJSON(bucketMeta, keyQuotas, q)
+}
+
+// Quotas returns the account quotas; Revision is the revision of their last change (limits
+// or use), the value If-Match is compared with.
+func (s *Store) Quotas() (*cloud.Quotas, error) {
+	var out *cloud.Quotas
+	err := s.view(func(t *txn) error {
+		var err error
+		out, err = t.quotas()
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get quotas: %w", err)
+	}
+	return out, nil
+}
+
+// PatchQuotas sets quota limits. Limits must be ≥ 0 (InvalidArgument); a limit below current
+// use is allowed (it refuses new use, evicts nothing). An empty patch is InvalidArgument. With
+// ifMatch != nil the quotas' Revision must equal it (PreconditionFailed).
+func (s *Store) PatchQuotas(p cloud.QuotasPatch, ifMatch *uint64) (*cloud.Quotas, error) {
+	var errs []error
+	if p.Attachments == nil && p.Volumes == nil && p.CapacityBytes == nil {
+		errs = append(errs, errors.New("patch changes nothing"))
+	}
+	for name, v := range map[string]*int64{"attachments": p.Attachments, "volumes": p.Volumes, "capacityBytes": p.CapacityBytes} {
+		if v != nil && *v < 0 {
+			errs = append(errs, fmt.Errorf("%s must be >= 0, got %d", name, *v))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, cloud.NewError(cloud.CodeInvalidArgument, "patch quotas: %v", err)
+	}
+	var out *cloud.Quotas
+	err := s.update(func(t *txn) error {
+		q, err := t.quotas()
+		if err != nil {
+			return err
+		}
+		if ifMatch != nil && *ifMatch != q.Revision {
+			return cloud.NewError(cloud.CodePreconditionFailed, "quotas are at revision %d, If-Match wants %d", q.Revision, *ifMatch)
+		}
+		if p.Attachments != nil {
+			q.Attachments.Limit = *p.Attachments
+		}
+		if p.Volumes != nil {
+			q.Volumes.Limit = *p.Volumes
+		}
+		if p.CapacityBytes != nil {
+			q.CapacityBytes.Limit = *p.CapacityBytes
+		}
+		if _, err := t.bump(); err != nil {
+			return err
+		}
+		if err := t.putQuotas(q); err != nil {
+			return err
+		}
+		if err := t.event(cloud.Event{Type: "QuotasChanged", Detail: fmt.Sprintf("attachments=%d volumes=%d capacityBytes=%d",
+			q.Attachments.Limit, q.Volumes.Limit, q.CapacityBytes.Limit)}); err != nil {
+			return err
+		}
+		out = q
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("patch quotas: %w", err)
+	}
+	return out, nil
+}

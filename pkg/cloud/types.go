@@ -1,0 +1,239 @@
+package cloud
+
+import "time"
+
+// InstanceType is a machine shape. MaxAttachments is the number of attach slots an instance of
+// this type has in total, including slots used by things other than this driver's volumes.
+type InstanceType struct {
+	Name           string `json:"name"`
+	MaxAttachments int    `json:"maxAttachments"`
+}
+
+// Instance is a virtual machine; its ID is the CSI node ID.
+type Instance struct {
+	ID           string `json:"id"`
+	Zone         string `json:"zone"`
+	InstanceType string `json:"instanceType"`
+	// AttachLimitOverride, when set, replaces the instance type's MaxAttachments.
+	AttachLimitOverride *int `json:"attachLimitOverride,omitempty"`
+	// AttachLimit is the effective limit: the override if set, else the type's MaxAttachments.
+	AttachLimit int `json:"attachLimit"`
+	// OutOfBandSlots are slots taken by things this driver does not manage (boot disk, NICs,
+	// GPUs, other drivers).
+	OutOfBandSlots int `json:"outOfBandSlots"`
+	// Attachments lists the IDs of the volumes attached to this instance, sorted.
+	Attachments []string  `json:"attachments"`
+	CreatedAt   time.Time `json:"createdAt"`
+	// Revision is the global revision of the instance's last change.
+	Revision uint64 `json:"revision"`
+}
+
+// CreateInstanceRequest is the body of POST /v1/instances. Creating an existing ID with the
+// same fields returns the existing instance; different fields are a 409 AlreadyExists.
+type CreateInstanceRequest struct {
+	ID             string `json:"id"`
+	Zone           string `json:"zone"`
+	InstanceType   string `json:"instanceType"`
+	OutOfBandSlots int    `json:"outOfBandSlots"`
+}
+
+// InstancePatch is the body of PATCH /v1/instances/{id}; nil fields are left as they are.
+// AttachLimit sets the per-instance override; ClearAttachLimit removes it.
+type InstancePatch struct {
+	AttachLimit      *int    `json:"attachLimit,omitempty"`
+	ClearAttachLimit bool    `json:"clearAttachLimit,omitempty"`
+	OutOfBandSlots   *int    `json:"outOfBandSlots,omitempty"`
+	InstanceType     *string `json:"instanceType,omitempty"`
+}
+
+// Capacity is the raw attach-capacity facts of one instance at one revision, the answer of
+// GET /v1/instances/{id}/capacity. The cloud applies no policy; the driver does
+// (domain.md, "Capacity model").
+type Capacity struct {
+	InstanceID string `json:"instanceId"`
+	// AttachLimit is the effective per-instance attach limit, in slots.
+	AttachLimit int `json:"attachLimit"`
+	// OutOfBandSlots are slots held by things other than volumes attached through the API.
+	OutOfBandSlots int `json:"outOfBandSlots"`
+	// Attached is the number of volumes attached to this instance through the API.
+	Attached int `json:"attached"`
+	// QuotaHeadroom is the account's attachment quota limit minus attachments in use across
+	// all instances; never negative.
+	QuotaHeadroom int64 `json:"quotaHeadroom"`
+	// Instances is the number of instances in the account, the ones that share the
+	// attachment quota (the driver's "even" quota share divides QuotaHeadroom by it).
+	Instances int `json:"instances"`
+	// Revision is the global revision this reading was taken at.
+	Revision uint64 `json:"revision"`
+	// Epoch names the cloud's store: it is fixed when a data dir is first created and changes
+	// only when the store starts empty again, where revisions restart. Revisions are
+	// comparable only within one epoch.
+	Epoch      string    `json:"epoch"`
+	ObservedAt time.Time `json:"observedAt"`
+}
+
+// Volume is a block volume. A volume is attached to at most one instance (AttachedTo).
+type Volume struct {
+	ID               string    `json:"id"`
+	Name             string    `json:"name"`
+	SizeBytes        int64     `json:"sizeBytes"`
+	Zone             string    `json:"zone"`
+	SourceSnapshotID string    `json:"sourceSnapshotId,omitempty"`
+	AttachedTo       string    `json:"attachedTo,omitempty"`
+	Device           string    `json:"device,omitempty"`
+	CreatedAt        time.Time `json:"createdAt"`
+	Revision         uint64    `json:"revision"`
+}
+
+// CreateVolumeRequest is the body of POST /v1/volumes. Name is the idempotency key: the same
+// name with the same parameters returns the existing volume, different parameters are a 409
+// AlreadyExists.
+type CreateVolumeRequest struct {
+	Name             string `json:"name"`
+	SizeBytes        int64  `json:"sizeBytes"`
+	Zone             string `json:"zone"`
+	SourceSnapshotID string `json:"sourceSnapshotId,omitempty"`
+}
+
+// VolumeList is one page of GET /v1/volumes. NextPageToken is empty on the last page.
+type VolumeList struct {
+	Volumes       []Volume `json:"volumes"`
+	NextPageToken string   `json:"nextPageToken,omitempty"`
+}
+
+// AttachRequest is the body of POST /v1/volumes/{id}/attach and /detach.
+type AttachRequest struct {
+	InstanceID string `json:"instanceId"`
+}
+
+// Attachment is the answer of a successful attach: where the volume appears on the instance.
+type Attachment struct {
+	VolumeID   string `json:"volumeId"`
+	InstanceID string `json:"instanceId"`
+	Device     string `json:"device"`
+	Revision   uint64 `json:"revision"`
+}
+
+// ResizeRequest is the body of POST /v1/volumes/{id}/resize; volumes only grow.
+type ResizeRequest struct {
+	SizeBytes int64 `json:"sizeBytes"`
+}
+
+// Snapshot is a point-in-time copy of a volume.
+type Snapshot struct {
+	ID             string    `json:"id"`
+	Name           string    `json:"name"`
+	SourceVolumeID string    `json:"sourceVolumeId"`
+	SizeBytes      int64     `json:"sizeBytes"`
+	ReadyToUse     bool      `json:"readyToUse"`
+	CreatedAt      time.Time `json:"createdAt"`
+	Revision       uint64    `json:"revision"`
+}
+
+// CreateSnapshotRequest is the body of POST /v1/snapshots; Name is the idempotency key.
+type CreateSnapshotRequest struct {
+	Name           string `json:"name"`
+	SourceVolumeID string `json:"sourceVolumeId"`
+}
+
+// SnapshotList is one page of GET /v1/snapshots?sourceVolumeId=&maxResults=&pageToken=.
+type SnapshotList struct {
+	Snapshots     []Snapshot `json:"snapshots"`
+	NextPageToken string     `json:"nextPageToken,omitempty"`
+}
+
+// Quota is one account quota: Limit and Used in the quota's unit (count or bytes).
+type Quota struct {
+	Limit int64 `json:"limit"`
+	Used  int64 `json:"used"`
+}
+
+// Quotas is the answer of GET /v1/quotas.
+type Quotas struct {
+	// Attachments counts attached volumes across all instances.
+	Attachments Quota `json:"attachments"`
+	// Volumes counts volumes that exist.
+	Volumes Quota `json:"volumes"`
+	// CapacityBytes sums the size of all volumes, in bytes.
+	CapacityBytes Quota  `json:"capacityBytes"`
+	Revision      uint64 `json:"revision"`
+}
+
+// QuotasPatch is the body of PATCH /v1/quotas; nil fields are left as they are. Limits must
+// be ≥ 0; a limit below current use is allowed (it refuses new use, it evicts nothing).
+type QuotasPatch struct {
+	Attachments   *int64 `json:"attachments,omitempty"`
+	Volumes       *int64 `json:"volumes,omitempty"`
+	CapacityBytes *int64 `json:"capacityBytes,omitempty"`
+}
+
+// Operation names a cloud operation, the unit fault rules target.
+type Operation string
+
+// The operations fault rules can target. OperationAny matches every operation.
+const (
+	OperationAny            Operation = "*"
+	OperationCreateVolume   Operation = "CreateVolume"
+	OperationDeleteVolume   Operation = "DeleteVolume"
+	OperationGetVolume      Operation = "GetVolume"
+	OperationListVolumes    Operation = "ListVolumes"
+	OperationAttachVolume   Operation = "AttachVolume"
+	OperationDetachVolume   Operation = "DetachVolume"
+	OperationResizeVolume   Operation = "ResizeVolume"
+	OperationGetCapacity    Operation = "GetCapacity"
+	OperationGetInstance    Operation = "GetInstance"
+	OperationCreateSnapshot Operation = "CreateSnapshot"
+	OperationDeleteSnapshot Operation = "DeleteSnapshot"
+	OperationListSnapshots  Operation = "ListSnapshots"
+)
+
+// FaultRule makes matching operations fail or slow down (fakecloud-api.md, "Fault rules").
+// A rule with Error == "" and LatencyMS > 0 only delays.
+type FaultRule struct {
+	ID         string    `json:"id,omitempty"`
+	Operation  Operation `json:"operation"`
+	InstanceID string    `json:"instanceId,omitempty"`
+	VolumeID   string    `json:"volumeId,omitempty"`
+	// Error is the cloud error code to return (e.g. "AttachmentLimitExceeded"), or empty.
+	Error     Code `json:"error,omitempty"`
+	LatencyMS int  `json:"latencyMs,omitempty"`
+	// Probability in (0, 1]; 0 in a request means 1.
+	Probability float64 `json:"probability,omitempty"`
+	// AfterCount lets the first N matching calls pass.
+	AfterCount int `json:"afterCount,omitempty"`
+	// Count fires at most N times; 0 means unlimited.
+	Count      int   `json:"count,omitempty"`
+	TTLSeconds int   `json:"ttlSeconds,omitempty"`
+	Seed       int64 `json:"seed,omitempty"`
+	// Fired is how often the rule has fired (read only).
+	Fired     int        `json:"fired"`
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+// Event is one entry of the audit log GET /v1/events?sinceRevision=N: every mutation and every
+// fault that fired, in revision order.
+type Event struct {
+	// Seq orders events; it grows by one per event.
+	Seq uint64 `json:"seq"`
+	// Revision is the global revision after the event; a fault that fired records the
+	// revision it saw, without bumping it.
+	Revision   uint64    `json:"revision"`
+	Time       time.Time `json:"time"`
+	Type       string    `json:"type"` // e.g. VolumeAttached, VolumeDetached, QuotasChanged, FaultFired
+	VolumeID   string    `json:"volumeId,omitempty"`
+	InstanceID string    `json:"instanceId,omitempty"`
+	// Attached is the instance's attachment count after the event, for attach/detach events,
+	// so that "never more than the limit at any revision" can be checked from the log.
+	Attached *int   `json:"attached,omitempty"`
+	Limit    *int   `json:"limit,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+}
+
+// ListSnapshotsOptions filters and pages GET /v1/snapshots. Zero values mean no filter and
+// the server's default page size.
+type ListSnapshotsOptions struct {
+	SnapshotID     string
+	SourceVolumeID string
+	MaxResults     int
+	PageToken      string
+}

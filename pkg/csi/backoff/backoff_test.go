@@ -1,0 +1,304 @@
+package backoff
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+)
+
+var (
+	errFull      = status.Error(codes.ResourceExhausted, "attach vol-1 to i-1: AttachmentLimitExceeded: no free slot")
+	errQuota     = status.Error(codes.ResourceExhausted, "attach vol-1 to i-1: AttachmentQuotaExceeded: account quota")
+	errThrottled = status.Error(codes.Unavailable, "attach vol-1 to i-1: Throttled: slow down")
+	errZone      = status.Error(codes.FailedPrecondition, "attach vol-1 to i-1: ZoneMismatch")
+	errDenied    = status.Error(codes.PermissionDenied, "attach vol-1 to i-1: AccessDenied")
+)
+
+// op is one step of a scripted timeline; exactly one of its actions is set.
+type op struct {
+	advance   time.Duration
+	record    *recordOp
+	reset     string
+	forget    [2]string
+	detached  [2]string
+	published [2]string
+	check     [2]string
+	want      codes.Code // for check
+}
+
+type recordOp struct {
+	node, volume string
+	err          error
+}
+
+func rec(node, volume string, err error) op { return op{record: &recordOp{node, volume, err}} }
+func chk(node, volume string, want codes.Code) op {
+	return op{check: [2]string{node, volume}, want: want}
+}
+func wait(d time.Duration) op { return op{advance: d} }
+
+func TestBackoffTimelines(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Jitter = 0 // exact windows; jitter has its own test
+	tests := []struct {
+		name string
+		ops  []op
+	}{
+		{"nothing recorded passes", []op{chk("i-1", "vol-1", codes.OK)}},
+		{"capacity error blocks the whole node, fast, until the window ends", []op{
+			rec("i-1", "vol-1", errFull),
+			chk("i-1", "vol-1", codes.ResourceExhausted),
+			chk("i-1", "vol-2", codes.ResourceExhausted),
+			chk("i-2", "vol-2", codes.OK),
+			wait(4999 * time.Millisecond),
+			chk("i-1", "vol-3", codes.ResourceExhausted),
+			wait(time.Millisecond),
+			chk("i-1", "vol-3", codes.OK),
+		}},
+		{"quota exhaustion is a capacity error too", []op{
+			rec("i-1", "vol-1", errQuota),
+			chk("i-1", "vol-9", codes.ResourceExhausted),
+		}},
+		{"cloud errors are classified like status errors", []op{
+			rec("i-1", "vol-1", cloud.NewError(cloud.CodeAttachmentLimitExceeded, "full")),
+			chk("i-1", "vol-2", codes.ResourceExhausted),
+			rec("i-2", "vol-1", cloud.NewError(cloud.CodeThrottled, "slow")),
+			chk("i-2", "vol-1", codes.Unavailable),
+			rec("i-3", "vol-1", cloud.NewError(cloud.CodeZoneMismatch, "zone")),
+			chk("i-3", "vol-1", codes.OK),
+		}},
+		{"consecutive capacity failures double the window up to the cap", []op{
+			rec("i-1", "vol-1", errFull), wait(5 * time.Second), chk("i-1", "vol-1", codes.OK),
+			rec("i-1", "vol-1", errFull), wait(9 * time.Second), chk("i-1", "vol-1", codes.ResourceExhausted),
+			wait(time.Second), chk("i-1", "vol-1", codes.OK),
+			rec("i-1", "vol-1", errFull), wait(20 * time.Second), chk("i-1", "vol-1", codes.OK),
+			rec("i-1", "vol-1", errFull), wait(40 * time.Second), chk("i-1", "vol-1", codes.OK),
+			rec("i-1", "vol-1", errFull), wait(59 * time.Second), chk("i-1", "vol-1", codes.ResourceExhausted),
+			wait(time.Second), chk("i-1", "vol-1", codes.OK),
+			rec("i-1", "vol-1", errFull), wait(59 * time.Second), chk("i-1", "vol-1", codes.ResourceExhausted),
+		}},
+		{"a failure long after the last window starts from the initial window", []op{
+			rec("i-1", "vol-1", errFull), wait(5 * time.Second),
+			rec("i-1", "vol-1", errFull), wait(10 * time.Second),
+			wait(2 * time.Minute),
+			rec("i-1", "vol-1", errFull), wait(5 * time.Second), chk("i-1", "vol-1", codes.OK),
+		}},
+		{"a successful detach on the node clears the capacity window", []op{
+			rec("i-1", "vol-1", errFull),
+			op{reset: "i-1"},
+			chk("i-1", "vol-1", codes.OK),
+		}},
+		{"a successful detach of a volume on the node clears the capacity window", []op{
+			rec("i-1", "vol-1", nil),
+			rec("i-1", "vol-2", errFull),
+			chk("i-1", "vol-2", codes.ResourceExhausted),
+			op{detached: [2]string{"i-1", "vol-1"}},
+			chk("i-1", "vol-2", codes.OK),
+		}},
+		{"a volume already published to the full node still reaches the cloud", []op{
+			rec("i-1", "vol-1", nil),
+			rec("i-1", "vol-2", errFull),
+			chk("i-1", "vol-1", codes.OK),
+			chk("i-1", "vol-2", codes.ResourceExhausted),
+			op{detached: [2]string{"i-1", "vol-1"}},
+			rec("i-1", "vol-3", errFull),
+			chk("i-1", "vol-1", codes.ResourceExhausted),
+		}},
+		{"a repeated publish of a published pair keeps the node's window", []op{
+			rec("i-1", "vol-1", nil),
+			rec("i-1", "vol-2", errFull),
+			rec("i-1", "vol-1", nil),
+			chk("i-1", "vol-2", codes.ResourceExhausted),
+		}},
+		{"a pair the cloud reports attached passes and keeps the node's window", []op{
+			rec("i-1", "vol-2", errFull),
+			op{published: [2]string{"i-1", "vol-1"}},
+			chk("i-1", "vol-1", codes.OK),
+			rec("i-1", "vol-1", nil),
+			chk("i-1", "vol-3", codes.ResourceExhausted),
+		}},
+		{"a capacity or final error forgets the published pair, a transient one does not", []op{
+			rec("i-1", "vol-1", nil),
+			rec("i-1", "vol-2", nil),
+			rec("i-1", "vol-1", errThrottled),
+			rec("i-1", "vol-3", errFull),
+			chk("i-1", "vol-1", codes.OK),
+			rec("i-1", "vol-1", errFull),
+			chk("i-1", "vol-1", codes.ResourceExhausted),
+			rec("i-1", "vol-2", errZone),
+			chk("i-1", "vol-2", codes.ResourceExhausted),
+		}},
+		{"a detach on another node does not", []op{
+			rec("i-1", "vol-1", errFull),
+			op{reset: "i-2"},
+			chk("i-1", "vol-1", codes.ResourceExhausted),
+		}},
+		{"a successful publish clears the node and the volume", []op{
+			rec("i-1", "vol-1", errFull),
+			wait(5 * time.Second),
+			rec("i-1", "vol-1", nil),
+			rec("i-1", "vol-1", errFull), // starts again from the initial window
+			wait(5 * time.Second),
+			chk("i-1", "vol-1", codes.OK),
+		}},
+		{"retryable errors hold only that volume on that node", []op{
+			rec("i-1", "vol-1", errThrottled),
+			chk("i-1", "vol-1", codes.Unavailable),
+			chk("i-1", "vol-2", codes.OK),
+			chk("i-2", "vol-1", codes.OK),
+			wait(time.Second),
+			chk("i-1", "vol-1", codes.OK),
+			rec("i-1", "vol-1", errThrottled),
+			wait(time.Second),
+			chk("i-1", "vol-1", codes.Unavailable),
+			wait(time.Second),
+			chk("i-1", "vol-1", codes.OK),
+		}},
+		{"a retryable window survives a detach, Forget closes it", []op{
+			rec("i-1", "vol-1", errThrottled),
+			op{reset: "i-1"},
+			chk("i-1", "vol-1", codes.Unavailable),
+			op{forget: [2]string{"i-1", "vol-1"}},
+			chk("i-1", "vol-1", codes.OK),
+		}},
+		{"final errors open no window", []op{
+			rec("i-1", "vol-1", errZone),
+			rec("i-1", "vol-2", errDenied),
+			rec("i-1", "vol-3", status.Error(codes.InvalidArgument, "bad")),
+			rec("i-1", "vol-4", errors.New("not a status")),
+			chk("i-1", "vol-1", codes.OK),
+			chk("i-1", "vol-2", codes.OK),
+			chk("i-1", "vol-3", codes.OK),
+			chk("i-1", "vol-4", codes.OK),
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+			b, err := New(cfg, clk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var elapsed time.Duration
+			for i, o := range tc.ops {
+				switch {
+				case o.advance > 0:
+					elapsed += o.advance
+					clk.SetTime(clk.Now().Add(o.advance))
+				case o.record != nil:
+					b.Record(o.record.node, o.record.volume, o.record.err)
+				case o.reset != "":
+					b.Reset(o.reset)
+				case o.forget[0] != "":
+					b.Forget(o.forget[0], o.forget[1])
+				case o.detached[0] != "":
+					b.Detached(o.detached[0], o.detached[1])
+				case o.published[0] != "":
+					b.Published(o.published[0], o.published[1])
+				default:
+					got := status.Code(b.Check(o.check[0], o.check[1]))
+					if got != o.want {
+						t.Fatalf("op %d at +%s: Check(%s, %s) = %s, want %s", i, elapsed, o.check[0], o.check[1], got, o.want)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestCheckKeepsTheRememberedMessage(t *testing.T) {
+	b, err := New(DefaultConfig(), clocktesting.NewFakePassiveClock(time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Record("i-1", "vol-1", errFull)
+	err = b.Check("i-1", "vol-7")
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "AttachmentLimitExceeded: no free slot") || !strings.Contains(err.Error(), "node i-1") {
+		t.Errorf("Check = %v", err)
+	}
+}
+
+func TestJitterShortensWithinBounds(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Jitter = 0.5
+	start := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	seen := map[time.Duration]bool{}
+	for i := range 20 {
+		clk := clocktesting.NewFakePassiveClock(start)
+		b, _ := New(cfg, clk)
+		for range i { // different draws from the same generator
+			b.Record("i-0", "v", errFull)
+		}
+		b.Record("i-1", "vol-1", errFull)
+		w := b.nodes["i-1"].until.Sub(start)
+		if w <= cfg.CapacityInitial/2 || w > cfg.CapacityInitial {
+			t.Fatalf("window %s outside (%s, %s]", w, cfg.CapacityInitial/2, cfg.CapacityInitial)
+		}
+		seen[w] = true
+	}
+	if len(seen) < 2 {
+		t.Errorf("jitter produced one window only: %v", seen)
+	}
+}
+
+func TestSweepDropsOldWindows(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	b, _ := New(DefaultConfig(), clk)
+	b.Record("i-1", "vol-1", errFull)
+	b.Record("i-1", "vol-1", errThrottled)
+	clk.SetTime(clk.Now().Add(time.Hour))
+	for range 256 {
+		b.Record("i-2", "vol-2", nil)
+	}
+	if n, v := b.Len(); n != 0 || v != 0 {
+		t.Errorf("after the sweep: %d node and %d volume windows, want none", n, v)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	bad := Config{CapacityInitial: time.Minute, CapacityMax: time.Second, RetryableInitial: 0, RetryableMax: time.Second, Jitter: 1}
+	err := bad.Validate()
+	for _, want := range []string{"capacity backoff", "retryable backoff", "jitter"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate = %v, want it to mention %q", err, want)
+		}
+	}
+	if _, err := New(bad, nil); err == nil {
+		t.Error("New with a bad config = nil error")
+	}
+}
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want Class
+	}{
+		{nil, ClassNone},
+		{errFull, ClassCapacity},
+		{errThrottled, ClassRetryable},
+		{status.Error(codes.DeadlineExceeded, ""), ClassRetryable},
+		{status.Error(codes.Internal, ""), ClassRetryable},
+		{status.Error(codes.Aborted, "in flight"), ClassNone},
+		{errZone, ClassNone},
+		{errDenied, ClassNone},
+		{status.Error(codes.NotFound, ""), ClassNone},
+		{cloud.NewError(cloud.CodeAttachmentQuotaExceeded, ""), ClassCapacity},
+		{cloud.NewError(cloud.CodeUnavailable, ""), ClassRetryable},
+		{cloud.NewError(cloud.CodeVolumeInUse, ""), ClassNone},
+		{errors.New("plain"), ClassNone},
+	} {
+		if got := Classify(tc.err); got != tc.want {
+			t.Errorf("Classify(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}

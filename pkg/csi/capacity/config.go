@@ -1,0 +1,135 @@
+package capacity
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// QuotaShare says how much of the account's attachment-quota headroom one node may count on
+// (domain.md, "Capacity model"; flag --quota-share).
+type QuotaShare string
+
+const (
+	// QuotaShareNone does not split the headroom: every node may use all of it. Nodes can
+	// then together promise more than the quota holds; the attach stays the authority.
+	QuotaShareNone QuotaShare = "none"
+	// QuotaShareEven gives each node ⌈headroom / instances⌉.
+	QuotaShareEven QuotaShare = "even"
+)
+
+// Defaults of Config, used by DefaultConfig.
+const (
+	DefaultStaleAfter         = 5 * time.Minute
+	DefaultMaxStep            = 2
+	DefaultStabilityWindow    = 30 * time.Second
+	DefaultMaxStabilityWindow = 4 * time.Minute
+	DefaultMinInterval        = 5 * time.Second
+	DefaultJitter             = 0.2
+	DefaultAnswerBound        = 2 * time.Second
+	DefaultLookupTimeout      = 10 * time.Second
+)
+
+// Config is the capacity policy and reporter configuration. Every field has a flag in the
+// driver's options (the lead wires them); DefaultConfig gives the documented defaults.
+type Config struct {
+	// StaleAfter is how long the last known good value is reported after the cloud stops
+	// answering (flag --capacity-stale-after, default 5m); afterwards the conservative floor
+	// max(1, attached here) is reported. Must be > 0.
+	StaleAfter time.Duration
+	// MaxStep is the largest increase, in slots, applied per refresh (one accepted cloud
+	// reading) once an increase has held for StabilityWindow (flag --capacity-max-step,
+	// default 2). 0 means no step limit. Decreases are never limited. Must be ≥ 0.
+	MaxStep int64
+	// StabilityWindow is how long a higher value must be seen continuously before the first
+	// increase is reported; it is the hysteresis against ±1 flapping (default 30s). 0 means
+	// increases need no hold. Must be ≥ 0.
+	StabilityWindow time.Duration
+	// MaxStabilityWindow is how far the stability window grows when increases keep being
+	// undone (flap damping): each decrease within MaxStabilityWindow of an increase doubles
+	// the window, up to this; every 3·MaxStabilityWindow without such a flap halves it again
+	// (default 4m). Equal to StabilityWindow: no damping. Must be ≥ StabilityWindow.
+	MaxStabilityWindow time.Duration
+	// MinInterval is the minimum time between two cloud lookups (flag
+	// --capacity-min-interval, default 5s); answers in between come from the cache. Must be
+	// > 0.
+	MinInterval time.Duration
+	// Jitter is the fraction of MinInterval added at random to each interval, in [0, 1]
+	// (default 0.2: the next lookup is due 5s–6s after the last one), so that nodes do not
+	// look up in lock step.
+	Jitter float64
+	// QuotaShare is QuotaShareNone or QuotaShareEven (flag --quota-share, default none).
+	QuotaShare QuotaShare
+	// AnswerBound is the longest MaxVolumesPerNode waits for a cloud lookup before it answers
+	// with the current policy value (default 2s). Must be > 0.
+	AnswerBound time.Duration
+	// LookupTimeout bounds one cloud lookup, which continues in the background after
+	// AnswerBound (default 10s). Must be ≥ AnswerBound.
+	LookupTimeout time.Duration
+	// StatePath is the file the last reported value and revision are kept in, normally
+	// "<--state-dir>/capacity.json". Empty: nothing persists.
+	StatePath string
+}
+
+// DefaultConfig returns the documented defaults with no StatePath.
+func DefaultConfig() Config {
+	return Config{
+		StaleAfter:         DefaultStaleAfter,
+		MaxStep:            DefaultMaxStep,
+		StabilityWindow:    DefaultStabilityWindow,
+		MaxStabilityWindow: DefaultMaxStabilityWindow,
+		MinInterval:        DefaultMinInterval,
+		Jitter:             DefaultJitter,
+		QuotaShare:         QuotaShareNone,
+		AnswerBound:        DefaultAnswerBound,
+		LookupTimeout:      DefaultLookupTimeout,
+	}
+}
+
+// Validate reports every problem of c at once (errors.Join); nil when c is usable.
+func (c Config) Validate() error {
+	var errs []error
+	if c.StaleAfter <= 0 {
+		errs = append(errs, fmt.Errorf("capacity stale-after must be > 0, got %s", c.StaleAfter))
+	}
+	if c.MaxStep < 0 {
+		errs = append(errs, fmt.Errorf("capacity max-step must be >= 0 (0: no limit), got %d", c.MaxStep))
+	}
+	if c.StabilityWindow < 0 {
+		errs = append(errs, fmt.Errorf("capacity stability-window must be >= 0, got %s", c.StabilityWindow))
+	}
+	if c.MaxStabilityWindow < c.StabilityWindow {
+		errs = append(errs, fmt.Errorf("capacity max-stability-window (%s) must be >= stability-window (%s)", c.MaxStabilityWindow, c.StabilityWindow))
+	}
+	if c.MinInterval <= 0 {
+		errs = append(errs, fmt.Errorf("capacity min-interval must be > 0, got %s", c.MinInterval))
+	}
+	if c.Jitter < 0 || c.Jitter > 1 || c.Jitter != c.Jitter {
+		errs = append(errs, fmt.Errorf("capacity jitter must be in [0, 1], got %v", c.Jitter))
+	}
+	switch c.QuotaShare {
+	case QuotaShareNone, QuotaShareEven:
+	default:
+		errs = append(errs, fmt.Errorf("quota-share must be %q or %q, got %q", QuotaShareNone, QuotaShareEven, c.QuotaShare))
+	}
+	if c.AnswerBound <= 0 {
+		errs = append(errs, fmt.Errorf("capacity answer-bound must be > 0, got %s", c.AnswerBound))
+	}
+	if c.LookupTimeout < c.AnswerBound {
+		errs = append(errs, fmt.Errorf("capacity lookup-timeout (%s) must be >= answer-bound (%s)", c.LookupTimeout, c.AnswerBound))
+	}
+	if c.StaleAfter > 0 && c.MinInterval > 0 && c.StaleAfter < c.MinInterval {
+		errs = append(errs, fmt.Errorf("capacity stale-after (%s) must be >= min-interval (%s), or every cached value is already stale", c.StaleAfter, c.MinInterval))
+	}
+	return errors.Join(errs...)
+}
+
+// ParseQuotaShare parses the --quota-share flag value.
+func ParseQuotaShare(s string) (QuotaShare, error) {
+	switch q := QuotaShare(s); q {
+	case QuotaShareNone, QuotaShareEven:
+		return q, nil
+	default:
+		return "", fmt.Errorf("quota-share must be %q or %q, got %q", QuotaShareNone, QuotaShareEven, s)
+	}
+}

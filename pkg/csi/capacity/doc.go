@@ -1,0 +1,20 @@
+// Package capacity turns the cloud's raw attach-capacity readings into the value the node
+// plugin reports as NodeGetInfo.max_volumes_per_node (CSI spec v1.13.0, NodeGetInfo; KEP-4876
+// "Mutable CSINode Allocatable"), following domain.md "Capacity model":
+//
+//	slots      = attachLimit − outOfBandSlots
+//	quotaShare = quotaHeadroom (share "none") or ⌈quotaHeadroom / instances⌉ (share "even")
+//	raw        = min(slots, attachedHere + quotaShare)
+//	reported   = max(1, raw)
+//
+// The value is a scheduling hint, so the policy is built never to lie in the dangerous
+// direction: it is never 0 (0 means "unlimited" in CSI), decreases apply at once, increases
+// wait for a stability window and then ramp by a bounded step per refresh, a value is never
+// raised while the truth is unknown, and a reading from an older cloud revision than one
+// already used is ignored. When the cloud cannot be read the last known good value is kept
+// for Config.StaleAfter, then the conservative floor max(1, attachedHere) is reported.
+//
+// Policy is the pure state machine (time is passed in). Reporter wraps it with cached,
+// rate-limited, collapsed cloud lookups, a bounded wait, persisted state and Prometheus
+// metrics, and implements the node service's CapacityReporter interface.
+package capacity

@@ -1,0 +1,372 @@
+package capacity
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+)
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// reading builds a capacity reading; the defaults leave quota out of the way.
+func reading(limit, oob, attached int, headroom int64, rev uint64) *cloud.Capacity {
+	return &cloud.Capacity{InstanceID: "i-1", AttachLimit: limit, OutOfBandSlots: oob, Attached: attached,
+		QuotaHeadroom: headroom, Instances: 1, Revision: rev}
+}
+
+// tick is one instant of a scripted timeline: optionally a reading or a failed lookup, then
+// the expected answer of Value.
+type tick struct {
+	at       time.Duration
+	read     *cloud.Capacity
+	err      ErrorClass
+	want     int64
+	wantMode Mode
+}
+
+func TestPolicyTimelines(t *testing.T) {
+	defaults := DefaultConfig()
+	tests := []struct {
+		name    string
+		cfg     func(*Config)
+		restore *PersistedState
+		ticks   []tick
+	}{
+		{
+			name: "no knowledge reports 1 until the first reading, which is taken as is",
+			ticks: []tick{
+				{at: 0, want: 1, wantMode: ModeFloor},
+				{at: time.Second, read: reading(16, 1, 3, 100, 1), want: 15, wantMode: ModeFresh},
+			},
+		},
+		{
+			name: "never 0 and never negative",
+			ticks: []tick{
+				{at: 0, read: reading(8, 8, 0, 100, 1), want: 1, wantMode: ModeFresh},
+				{at: 5 * time.Second, read: reading(8, 12, 0, 100, 2), want: 1, wantMode: ModeFresh},
+				{at: 10 * time.Second, read: reading(8, 0, 0, 0, 3), want: 1, wantMode: ModeFresh},
+				{at: 15 * time.Second, read: reading(0, 0, 0, 0, 4), want: 1, wantMode: ModeFresh},
+			},
+		},
+		{
+			name: "quota headroom bounds the value: attached plus headroom",
+			ticks: []tick{
+				{at: 0, read: reading(16, 1, 4, 3, 1), want: 7, wantMode: ModeFresh},
+				{at: 5 * time.Second, read: reading(16, 1, 4, 0, 2), want: 4, wantMode: ModeFresh},
+			},
+		},
+		{
+			name: "even share splits headroom rounding up",
+			cfg:  func(c *Config) { c.QuotaShare = QuotaShareEven },
+			ticks: []tick{
+				{at: 0, read: &cloud.Capacity{AttachLimit: 16, OutOfBandSlots: 1, Attached: 2, QuotaHeadroom: 10, Instances: 4, Revision: 1}, want: 5, wantMode: ModeFresh},
+				{at: 5 * time.Second, read: &cloud.Capacity{AttachLimit: 16, OutOfBandSlots: 1, Attached: 2, QuotaHeadroom: 0, Instances: 4, Revision: 2}, want: 2, wantMode: ModeFresh},
+			},
+		},
+		{
+			name: "decreases apply at once",
+			ticks: []tick{
+				{at: 0, read: reading(16, 1, 3, 100, 1), want: 15, wantMode: ModeFresh},
+				{at: 5 * time.Second, read: reading(8, 1, 3, 100, 2), want: 7, wantMode: ModeFresh},
+				{at: 6 * time.Second, read: reading(8, 4, 3, 100, 3), want: 4, wantMode: ModeFresh},
+			},
+		},
+		{
+			name: "an increase holds for the stability window, then ramps by max-step per refresh",
+			ticks: []tick{
+				{at: 0, read: reading(8, 1, 3, 100, 1), want: 7, wantMode: ModeFresh},
+				{at: 10 * time.Second, read: reading(16, 1, 3, 100, 2), want: 7, wantMode: ModeRamping},
+				{at: 25 * time.Second, read: reading(16, 1, 3, 100, 2), want: 7, wantMode: ModeRamping},
+				{at: 39 * time.Second, read: reading(16, 1, 3, 100, 2), want: 7, wantMode: ModeRamping},
+				{at: 40 * time.Second, read: reading(16, 1, 3, 100, 2), want: 9, wantMode: ModeRamping},
+				{at: 45 * time.Second, read: reading(16, 1, 3, 100, 2), want: 11, wantMode: ModeRamping},
+				{at: 50 * time.Second, read: reading(16, 1, 3, 100, 2), want: 13, wantMode: ModeRamping},
+				{at: 55 * time.Second, read: reading(16, 1, 3, 100, 2), want: 15, wantMode: ModeFresh},
+			},
+		},
+		{
+			name: "a drop during a ramp applies at once and restarts the window",
+			ticks: []tick{
+				{at: 0, read: reading(8, 1, 3, 100, 1), want: 7, wantMode: ModeFresh},
+				{at: 5 * time.Second, read: reading(16, 1, 3, 100, 2), want: 7, wantMode: ModeRamping},
+				{at: 35 * time.Second, read: reading(16, 1, 3, 100, 2), want: 9, wantMode: ModeRamping},
+				{at: 40 * time.Second, read: reading(6, 1, 3, 100, 3), want: 5, wantMode: ModeFresh},
+				// The drop came 5s after an increase: a flap, so the window is now 60s.
+				{at: 45 * time.Second, read: reading(16, 1, 3, 100, 4), want: 5, wantMode: ModeRamping},
+				{at: 104 * time.Second, read: reading(16, 1, 3, 100, 4), want: 5, wantMode: ModeRamping},
+				{at: 105 * time.Second, read: reading(16, 1, 3, 100, 4), want: 7, wantMode: ModeRamping},
+			},
+		},
+		{
+			name: "flap damping: increases undone soon double the window, quiet time halves it",
+			ticks: []tick{
+				{at: 0, read: reading(16, 1, 4, 6, 1), want: 10, wantMode: ModeFresh},
+				{at: 5 * time.Second, read: reading(16, 1, 4, 7, 2), want: 10, wantMode: ModeRamping},
+				{at: 35 * time.Second, read: reading(16, 1, 4, 7, 2), want: 11, wantMode: ModeFresh},
+				{at: 40 * time.Second, read: reading(16, 1, 4, 6, 3), want: 10, wantMode: ModeFresh}, // flap: 60s
+				{at: 45 * time.Second, read: reading(16, 1, 4, 7, 4), want: 10, wantMode: ModeRamping},
+				{at: 104 * time.Second, read: reading(16, 1, 4, 7, 4), want: 10, wantMode: ModeRamping},
+				{at: 105 * time.Second, read: reading(16, 1, 4, 7, 4), want: 11, wantMode: ModeFresh},
+				{at: 110 * time.Second, read: reading(16, 1, 4, 6, 5), want: 10, wantMode: ModeFresh}, // flap: 120s
+				{at: 115 * time.Second, read: reading(16, 1, 4, 7, 6), want: 10, wantMode: ModeRamping},
+				{at: 234 * time.Second, read: reading(16, 1, 4, 7, 6), want: 10, wantMode: ModeRamping},
+				{at: 235 * time.Second, read: reading(16, 1, 4, 7, 6), want: 11, wantMode: ModeFresh},
+				// 2 × 12 minutes after the last flap the window is back to 30s.
+				{at: 2000 * time.Second, read: reading(16, 1, 4, 6, 7), want: 10, wantMode: ModeFresh},
+				{at: 2005 * time.Second, read: reading(16, 1, 4, 7, 8), want: 10, wantMode: ModeRamping},
+				{at: 2035 * time.Second, read: reading(16, 1, 4, 7, 8), want: 11, wantMode: ModeFresh},
+			},
+		},
+		{
+			name: "no flap damping when the max window is the window",
+			cfg:  func(c *Config) { c.MaxStabilityWindow = c.StabilityWindow },
+			ticks: []tick{
+				{at: 0, read: reading(16, 1, 4, 6, 1), want: 10, wantMode: ModeFresh},
+				{at: 5 * time.Second, read: reading(16, 1, 4, 7, 2), want: 10, wantMode: ModeRamping},
+				{at: 35 * time.Second, read: reading(16, 1, 4, 7, 2), want: 11, wantMode: ModeFresh},
+				{at: 40 * time.Second, read: reading(16, 1, 4, 6, 3), want: 10, wantMode: ModeFresh},
+				{at: 45 * time.Second, read: reading(16, 1, 4, 7, 4), want: 10, wantMode: ModeRamping},
+				{at: 75 * time.Second, read: reading(16, 1, 4, 7, 4), want: 11, wantMode: ModeFresh},
+			},
+		},
+		{
+			name: "±1 flapping of quota headroom is not reported",
+			ticks: func() []tick {
+				ts := []tick{{at: 0, read: reading(16, 1, 4, 6, 1), want: 10, wantMode: ModeFresh}}
+				for i := 1; i <= 24; i++ { // two minutes of 11, 10, 11, 10 ...
+					h, mode := int64(6), ModeFresh
+					if i%2 == 1 {
+						h, mode = 7, ModeRamping
+					}
+					ts = append(ts, tick{at: time.Duration(i) * 5 * time.Second, read: reading(16, 1, 4, h, uint64(i+1)), want: 10, wantMode: mode})
+				}
+				return ts
+			}(),
+		},
+		{
+			name: "±1 flapping down is followed at once, the way back up waits",
+			ticks: []tick{
+				{at: 0, read: reading(16, 1, 4, 6, 1), want: 10, wantMode: ModeFresh},
+				{at: 5 * time.Second, read: reading(16, 1, 4, 5, 2), want: 9, wantMode: ModeFresh},
+				{at: 10 * time.Second, read: reading(16, 1, 4, 6, 3), want: 9, wantMode: ModeRamping},
+				{at: 15 * time.Second, read: reading(16, 1, 4, 5, 4), want: 9, wantMode: ModeFresh},
+				{at: 20 * time.Second, read: reading(16, 1, 4, 6, 5), want: 9, wantMode: ModeRamping},
+				{at: 50 * time.Second, read: reading(16, 1, 4, 6, 6), want: 10, wantMode: ModeFresh},
+			},
+		},
+		{
+			name: "outage: last known good, then floor, then recovery ramps from the floor",
+			ticks: []tick{
+				{at: 0, read: reading(16, 1, 3, 100, 1), want: 15, wantMode: ModeFresh},
+				{at: 5 * time.Second, err: ClassServer, want: 15, wantMode: ModeLastKnownGood},
+				{at: 2 * time.Minute, err: ClassTimeout, want: 15, wantMode: ModeLastKnownGood},
+				{at: 5 * time.Minute, err: ClassNetwork, want: 15, wantMode: ModeLastKnownGood},
+				{at: 5*time.Minute + time.Second, want: 3, wantMode: ModeFloor},
+				{at: 6 * time.Minute, err: ClassThrottled, want: 3, wantMode: ModeFloor},
+				{at: 7 * time.Minute, read: reading(16, 1, 3, 100, 2), want: 3, wantMode: ModeRamping},
+				{at: 7*time.Minute + 30*time.Second, read: reading(16, 1, 3, 100, 2), want: 5, wantMode: ModeRamping},
+				{at: 7*time.Minute + 35*time.Second, read: reading(16, 1, 3, 100, 2), want: 7, wantMode: ModeRamping},
+				{at: 7*time.Minute + 40*time.Second, read: reading(16, 1, 3, 100, 2), want: 9, wantMode: ModeRamping},
+				{at: 7*time.Minute + 45*time.Second, read: reading(16, 1, 3, 100, 2), want: 11, wantMode: ModeRamping},
+				{at: 7*time.Minute + 50*time.Second, read: reading(16, 1, 3, 100, 2), want: 13, wantMode: ModeRamping},
+				{at: 7*time.Minute + 55*time.Second, read: reading(16, 1, 3, 100, 2), want: 15, wantMode: ModeFresh},
+			},
+		},
+		{
+			name: "short outage ending with the same truth is fresh at once",
+			ticks: []tick{
+				{at: 0, read: reading(16, 1, 3, 100, 1), want: 15, wantMode: ModeFresh},
+				{at: 5 * time.Second, err: ClassServer, want: 15, wantMode: ModeLastKnownGood},
+				{at: 10 * time.Second, read: reading(16, 1, 3, 100, 1), want: 15, wantMode: ModeFresh},
+			},
+		},
+		{
+			name: "a pending increase is dropped while the truth is unknown",
+			ticks: []tick{
+				{at: 0, read: reading(16, 1, 4, 6, 1), want: 10, wantMode: ModeFresh},
+				{at: 5 * time.Second, read: reading(16, 1, 4, 8, 2), want: 10, wantMode: ModeRamping},
+				{at: 30 * time.Second, err: ClassServer, want: 10, wantMode: ModeLastKnownGood},
+				{at: 40 * time.Second, read: reading(16, 1, 4, 8, 3), want: 10, wantMode: ModeRamping},
+				{at: 69 * time.Second, read: reading(16, 1, 4, 8, 3), want: 10, wantMode: ModeRamping},
+				{at: 70 * time.Second, read: reading(16, 1, 4, 8, 3), want: 12, wantMode: ModeFresh},
+			},
+		},
+		{
+			name: "the floor never raises the value",
+			ticks: []tick{
+				// The limit was lowered below what is attached: raw is 1, the floor would be 5.
+				{at: 0, read: reading(2, 1, 5, 100, 1), want: 1, wantMode: ModeFresh},
+				{at: 10 * time.Minute, want: 1, wantMode: ModeFloor},
+			},
+		},
+		{
+			name: "a capacity error from a reachable cloud lowers to the floor at once",
+			ticks: []tick{
+				{at: 0, read: reading(16, 1, 3, 100, 1), want: 15, wantMode: ModeFresh},
+				{at: 5 * time.Second, err: ClassCapacity, want: 3, wantMode: ModeFloor},
+				{at: 10 * time.Second, read: reading(16, 1, 3, 100, 2), want: 3, wantMode: ModeRamping},
+			},
+		},
+		{
+			name: "an older revision arriving late is ignored, in either direction",
+			ticks: []tick{
+				{at: 0, read: reading(16, 1, 3, 100, 10), want: 15, wantMode: ModeFresh},
+				{at: 5 * time.Second, read: reading(8, 1, 3, 100, 9), want: 15, wantMode: ModeFresh},
+				{at: 10 * time.Second, read: reading(8, 1, 3, 100, 11), want: 7, wantMode: ModeFresh},
+				{at: 15 * time.Second, read: reading(16, 1, 3, 100, 10), want: 7, wantMode: ModeFresh},
+				{at: 20 * time.Second, read: reading(8, 1, 3, 100, 11), want: 7, wantMode: ModeFresh},
+			},
+		},
+		{
+			name: "an ignored old reading does not refresh the last good age",
+			ticks: []tick{
+				{at: 0, read: reading(16, 1, 3, 100, 10), want: 15, wantMode: ModeFresh},
+				{at: 4 * time.Minute, read: reading(16, 1, 3, 100, 9), want: 15, wantMode: ModeFresh},
+				{at: 5*time.Minute + time.Second, err: ClassServer, want: 3, wantMode: ModeFloor},
+			},
+		},
+		{
+			name:    "restart: the persisted value is last known good with its age, and ramps after",
+			restore: &PersistedState{Version: 1, Reported: 9, Revision: 20, Attached: 4, GoodAt: t0.Add(-time.Minute)},
+			ticks: []tick{
+				{at: 0, want: 9, wantMode: ModeLastKnownGood},
+				{at: 5 * time.Second, read: reading(16, 1, 4, 100, 19), want: 9, wantMode: ModeLastKnownGood},
+				{at: 10 * time.Second, err: ClassServer, want: 9, wantMode: ModeLastKnownGood},
+				{at: 4*time.Minute + time.Second, want: 4, wantMode: ModeFloor},
+				{at: 5 * time.Minute, read: reading(16, 1, 4, 100, 21), want: 4, wantMode: ModeRamping},
+				{at: 5*time.Minute + 30*time.Second, read: reading(16, 1, 4, 100, 21), want: 6, wantMode: ModeRamping},
+			},
+		},
+		{
+			name:    "restart: the same truth confirms the persisted value",
+			restore: &PersistedState{Version: 1, Reported: 9, Revision: 20, Attached: 4, GoodAt: t0.Add(-time.Minute)},
+			ticks: []tick{
+				{at: 0, read: reading(10, 1, 4, 100, 20), want: 9, wantMode: ModeFresh},
+			},
+		},
+		{
+			name:    "restart with a state older than stale-after starts at the floor",
+			restore: &PersistedState{Version: 1, Reported: 9, Revision: 20, Attached: 4, GoodAt: t0.Add(-time.Hour)},
+			ticks: []tick{
+				{at: 0, want: 4, wantMode: ModeFloor},
+				{at: time.Second, read: reading(16, 1, 4, 100, 21), want: 4, wantMode: ModeRamping},
+			},
+		},
+		{
+			name: "max-step 0 jumps after the window",
+			cfg:  func(c *Config) { c.MaxStep = 0 },
+			ticks: []tick{
+				{at: 0, read: reading(4, 1, 0, 100, 1), want: 3, wantMode: ModeFresh},
+				{at: 5 * time.Second, read: reading(16, 1, 0, 100, 2), want: 3, wantMode: ModeRamping},
+				{at: 35 * time.Second, read: reading(16, 1, 0, 100, 2), want: 15, wantMode: ModeFresh},
+			},
+		},
+		{
+			name: "stability window 0 ramps from the first higher reading",
+			cfg:  func(c *Config) { c.StabilityWindow = 0; c.MaxStep = 5 },
+			ticks: []tick{
+				{at: 0, read: reading(4, 1, 0, 100, 1), want: 3, wantMode: ModeFresh},
+				{at: 5 * time.Second, read: reading(16, 1, 0, 100, 2), want: 8, wantMode: ModeRamping},
+				{at: 10 * time.Second, read: reading(16, 1, 0, 100, 2), want: 13, wantMode: ModeRamping},
+				{at: 15 * time.Second, read: reading(16, 1, 0, 100, 2), want: 15, wantMode: ModeFresh},
+			},
+		},
+		{
+			name: "a nonsensical reading is a failure, not a decrease",
+			ticks: []tick{
+				{at: 0, read: reading(16, 1, 3, 100, 1), want: 15, wantMode: ModeFresh},
+				{at: 5 * time.Second, read: reading(-1, 1, 3, 100, 2), want: 15, wantMode: ModeLastKnownGood},
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := defaults
+			if tc.cfg != nil {
+				tc.cfg(&cfg)
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Fatalf("config: %v", err)
+			}
+			p := NewPolicy(cfg)
+			if tc.restore != nil {
+				if err := p.Restore(*tc.restore); err != nil {
+					t.Fatalf("Restore: %v", err)
+				}
+			}
+			for i, tk := range tc.ticks {
+				now := t0.Add(tk.at)
+				switch {
+				case tk.read != nil:
+					p.ObserveReading(now, *tk.read)
+				case tk.err != ClassNone:
+					p.ObserveError(now, tk.err)
+				}
+				got := p.Value(now)
+				if got.Value != tk.want || got.Mode != tk.wantMode {
+					t.Fatalf("tick %d at +%s: got %d (%s), want %d (%s)", i, tk.at, got.Value, got.Mode, tk.want, tk.wantMode)
+				}
+			}
+		})
+	}
+}
+
+func TestNonCapacityErrorsNeverLower(t *testing.T) {
+	for _, class := range []ErrorClass{ClassPermission, ClassAuth, ClassNotFound, ClassThrottled, ClassServer,
+		ClassTimeout, ClassCanceled, ClassNetwork, ClassInvalid, ClassOther} {
+		t.Run(string(class), func(t *testing.T) {
+			p := NewPolicy(DefaultConfig())
+			p.ObserveReading(t0, *reading(16, 1, 3, 100, 1))
+			if changed := p.ObserveError(t0.Add(time.Second), class); changed {
+				t.Errorf("ObserveError(%s) changed the value", class)
+			}
+			if got := p.Value(t0.Add(time.Second)); got.Value != 15 || got.Mode != ModeLastKnownGood {
+				t.Errorf("after %s: got %+v, want 15 last-known-good", class, got)
+			}
+		})
+	}
+}
+
+func TestRaw(t *testing.T) {
+	tests := []struct {
+		name  string
+		c     cloud.Capacity
+		share QuotaShare
+		want  int64
+	}{
+		{"slots bound", cloud.Capacity{AttachLimit: 10, OutOfBandSlots: 2, Attached: 1, QuotaHeadroom: 50, Instances: 3}, QuotaShareNone, 8},
+		{"quota bound", cloud.Capacity{AttachLimit: 10, OutOfBandSlots: 2, Attached: 1, QuotaHeadroom: 3, Instances: 3}, QuotaShareNone, 4},
+		{"even share rounds up", cloud.Capacity{AttachLimit: 10, Attached: 1, QuotaHeadroom: 7, Instances: 3}, QuotaShareEven, 4},
+		{"even share with no instances counts one", cloud.Capacity{AttachLimit: 10, Attached: 1, QuotaHeadroom: 7}, QuotaShareEven, 8},
+		{"out-of-band above the limit is negative", cloud.Capacity{AttachLimit: 4, OutOfBandSlots: 6}, QuotaShareNone, -2},
+		{"negative headroom counts as 0", cloud.Capacity{AttachLimit: 10, Attached: 3, QuotaHeadroom: -5}, QuotaShareNone, 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Raw(tc.c, tc.share); got != tc.want {
+				t.Errorf("Raw = %d, want %d", got, tc.want)
+			}
+			if got := Reportable(Raw(tc.c, tc.share)); got < 1 {
+				t.Errorf("Reportable = %d, want >= 1", got)
+			}
+		})
+	}
+}
+
+func TestRestoreRejectsUnusableState(t *testing.T) {
+	for _, s := range []PersistedState{
+		{Version: 0, Reported: 3, GoodAt: t0},
+		{Version: 1, Reported: 0, GoodAt: t0},
+		{Version: 1, Reported: 3, Attached: -1, GoodAt: t0},
+		{Version: 1, Reported: 3},
+	} {
+		p := NewPolicy(DefaultConfig())
+		if err := p.Restore(s); err == nil {
+			t.Errorf("Restore(%+v) = nil, want an error", s)
+		}
+		if got := p.Value(t0); got.Value != 1 || got.Mode != ModeFloor {
+			t.Errorf("after a rejected Restore(%+v): got %+v, want 1 floor", s, got)
+		}
+	}
+}

@@ -1,0 +1,409 @@
+package capacity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/singleflight"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+)
+
+// Source reads the raw capacity of one instance from the cloud
+// (GET /v1/instances/{id}/capacity); *cloud.Client satisfies it.
+type Source interface {
+	GetCapacity(ctx context.Context, instanceID string) (*cloud.Capacity, error)
+}
+
+// persistEvery bounds how often a reading that changes nothing but its time is written.
+const persistEvery = 30 * time.Second
+
+// Reporter answers NodeGetInfo.max_volumes_per_node for one node. It implements the node
+// service's CapacityReporter interface. Lookups are cached for MinInterval plus jitter and
+// collapsed (singleflight); an answer never waits more than AnswerBound for the cloud. Safe
+// for concurrent use.
+type Reporter struct {
+	cfg        Config
+	src        Source
+	instanceID string
+	clk        clock.Clock
+	m          *metrics
+	sf         singleflight.Group
+
+	persistMu sync.Mutex // orders state writes; taken before mu
+	persisted PersistedState
+	stateNote string // why restored state was not used, for DebugState
+
+	mu         sync.Mutex
+	policy     *Policy
+	rng        *rand.Rand
+	nextLookup time.Time
+	lastLookup time.Time
+	lastErr    error
+	last       Snapshot
+	reported   bool // last is set
+}
+
+// NewReporter returns a reporter for instanceID (the CSI node ID) reading from src. clk nil
+// means the real clock; reg nil means the metrics are not exported. When cfg.StatePath holds
+// a state of this instance the reporter starts from it as last known good; a missing,
+// unreadable or foreign file is not an error (it is shown in DebugState), so that a bad file
+// cannot keep the node plugin from registering. No goroutine is started and the cloud is not
+// called. Errors: an invalid cfg (all problems, errors.Join), a nil src, an empty
+// instanceID, metrics that cannot be registered on reg.
+func NewReporter(cfg Config, src Source, instanceID string, clk clock.Clock, reg prometheus.Registerer) (*Reporter, error) {
+	var errs []error
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if src == nil {
+		errs = append(errs, errors.New("capacity source is nil"))
+	}
+	if instanceID == "" {
+		errs = append(errs, errors.New("capacity instance ID is empty"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("new capacity reporter: %w", err)
+	}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(instanceID))
+	seed := h.Sum64()
+	r := &Reporter{
+		cfg:        cfg,
+		src:        src,
+		instanceID: instanceID,
+		clk:        clk,
+		policy:     NewPolicy(cfg),
+		// Seeded by the node ID: deterministic in tests, yet nodes spread their lookups.
+		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+	}
+	r.m = newMetrics(r.goodAgeSeconds)
+	if reg != nil {
+		if err := r.m.register(reg); err != nil {
+			return nil, fmt.Errorf("new capacity reporter: %w", err)
+		}
+	}
+	r.restore()
+	r.m.setMode(ModeFloor)
+	r.m.reported.Set(1)
+	return r, nil
+}
+
+func (r *Reporter) restore() {
+	if r.cfg.StatePath == "" {
+		r.stateNote = "no state path"
+		return
+	}
+	s, ok, err := loadState(r.cfg.StatePath)
+	switch {
+	case err != nil:
+		r.stateNote = err.Error()
+		klog.ErrorS(err, "Ignoring capacity state", "path", r.cfg.StatePath)
+		return
+	case !ok:
+		r.stateNote = "no state file yet"
+		return
+	case s.InstanceID != r.instanceID:
+		r.stateNote = fmt.Sprintf("state file is for instance %q", s.InstanceID)
+		klog.InfoS("Ignoring capacity state of another instance", "path", r.cfg.StatePath, "stateInstanceID", s.InstanceID, "nodeID", r.instanceID)
+		return
+	}
+	if err := r.policy.Restore(s); err != nil {
+		r.stateNote = err.Error()
+		klog.ErrorS(err, "Ignoring capacity state", "path", r.cfg.StatePath)
+		return
+	}
+	r.persisted = s
+	r.stateNote = "restored"
+	klog.InfoS("Restored capacity state", "path", r.cfg.StatePath, "nodeID", r.instanceID, "reported", s.Reported, "revision", s.Revision, "goodAt", s.GoodAt)
+}
+
+// MaxVolumesPerNode returns the value for NodeGetInfo.max_volumes_per_node (CSI spec
+// v1.13.0, NodeGetInfo; KEP-4876), always ≥ 1. It looks the cloud up when the cache is older
+// than MinInterval (plus jitter), sharing one lookup among concurrent callers, and waits for
+// it at most AnswerBound or until ctx ends; then it answers with the current policy value.
+// The error is always nil: a capacity problem must not fail NodeGetInfo (the kubelet would
+// not register the plugin), it shows in the value's mode instead.
+func (r *Reporter) MaxVolumesPerNode(ctx context.Context) (int64, error) {
+	if r.due() {
+		ch := r.sf.DoChan("lookup", func() (any, error) {
+			r.lookup(context.WithoutCancel(ctx))
+			return nil, nil
+		})
+		t := r.clk.NewTimer(r.cfg.AnswerBound)
+		select {
+		case <-ch:
+		case <-t.C():
+			klog.FromContext(ctx).V(2).Info("Capacity lookup slower than the answer bound, answering from the policy", "nodeID", r.instanceID, "bound", r.cfg.AnswerBound)
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	return r.current(ctx).Value, nil
+}
+
+// Refresh makes a lookup if one is due and waits for it (no answer bound), for a background
+// refresher. It returns ctx.Err() if ctx ends first.
+func (r *Reporter) Refresh(ctx context.Context) error {
+	if !r.due() {
+		return nil
+	}
+	ch := r.sf.DoChan("lookup", func() (any, error) {
+		r.lookup(context.WithoutCancel(ctx))
+		return nil, nil
+	})
+	select {
+	case <-ch:
+		r.current(ctx)
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run refreshes in the background whenever a lookup is due, so that the value ages, ramps
+// and recovers between kubelet calls, until ctx ends; it then returns nil.
+func (r *Reporter) Run(ctx context.Context) error {
+	for {
+		if err := r.Refresh(ctx); err != nil {
+			return nil
+		}
+		r.mu.Lock()
+		wait := max(r.nextLookup.Sub(r.clk.Now()), 0)
+		r.mu.Unlock()
+		t := r.clk.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C():
+		}
+	}
+}
+
+func (r *Reporter) due() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.clk.Now().Before(r.nextLookup)
+}
+
+// lookup makes one cloud lookup, feeds the policy and persists the state. It runs inside
+// the singleflight, so there is at most one at a time.
+func (r *Reporter) lookup(ctx context.Context) {
+	if !r.due() {
+		// Another lookup finished between the caller's check and this one.
+		return
+	}
+	logger := klog.FromContext(ctx).WithValues("nodeID", r.instanceID)
+	lctx, cancel := context.WithTimeout(ctx, r.cfg.LookupTimeout)
+	c, err := r.src.GetCapacity(lctx, r.instanceID)
+	cancel()
+	r.m.lookups.Inc()
+
+	r.mu.Lock()
+	now := r.clk.Now()
+	r.lastLookup = now
+	r.nextLookup = now.Add(r.interval())
+	var class ErrorClass
+	switch {
+	case err != nil:
+		class = Classify(err)
+		var ce *cloud.Error
+		if errors.As(err, &ce) && ce.RetryAfter > 0 {
+			r.nextLookup = latest(r.nextLookup, now.Add(ce.RetryAfter))
+		}
+		r.policy.ObserveError(now, class)
+	case c == nil:
+		err, class = errors.New("cloud returned no capacity"), ClassInvalid
+		r.policy.ObserveError(now, class)
+	case c.InstanceID != "" && c.InstanceID != r.instanceID:
+		err, class = fmt.Errorf("cloud returned the capacity of instance %q", c.InstanceID), ClassInvalid
+		r.policy.ObserveError(now, class)
+	default:
+		class, _ = r.policy.ObserveReading(now, *c)
+		if class != ClassNone {
+			err = fmt.Errorf("reading of revision %d ignored: %s", c.Revision, class)
+		} else {
+			r.m.raw.Set(float64(r.policy.raw))
+		}
+	}
+	r.lastErr = err
+	r.mu.Unlock()
+
+	if class != ClassNone {
+		r.m.lookupErrors.WithLabelValues(string(class)).Inc()
+		logger.V(2).Info("Capacity lookup failed", "class", class, "err", err)
+	}
+	r.persist(logger)
+}
+
+// interval is MinInterval plus a random share of Jitter·MinInterval; r.mu must be held.
+func (r *Reporter) interval() time.Duration {
+	return r.cfg.MinInterval + time.Duration(r.cfg.Jitter*r.rng.Float64()*float64(r.cfg.MinInterval))
+}
+
+func (r *Reporter) persist(logger klog.Logger) {
+	if r.cfg.StatePath == "" {
+		return
+	}
+	r.persistMu.Lock()
+	defer r.persistMu.Unlock()
+	r.mu.Lock()
+	s, ok := r.policy.State()
+	r.mu.Unlock()
+	if !ok {
+		return
+	}
+	s.InstanceID = r.instanceID
+	old := r.persisted
+	if s.Reported == old.Reported && s.Revision == old.Revision && s.Attached == old.Attached &&
+		s.InstanceID == old.InstanceID && s.GoodAt.Sub(old.GoodAt) < persistEvery {
+		return
+	}
+	if err := saveState(r.cfg.StatePath, s); err != nil {
+		r.m.persistErrors.Inc()
+		logger.Error(err, "Cannot persist capacity state", "path", r.cfg.StatePath)
+		return
+	}
+	r.persisted = s
+}
+
+// current evaluates the policy now and publishes the result to the metrics.
+func (r *Reporter) current(ctx context.Context) Snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.policy.Value(r.clk.Now())
+	if r.reported && s.Value != r.last.Value {
+		r.m.changes.Inc()
+		klog.FromContext(ctx).V(2).Info("Capacity changed", "nodeID", r.instanceID, "from", r.last.Value, "to", s.Value, "mode", s.Mode)
+	}
+	if !r.reported || s != r.last {
+		r.m.reported.Set(float64(s.Value))
+		r.m.setMode(s.Mode)
+	}
+	r.last, r.reported = s, true
+	return s
+}
+
+func (r *Reporter) goodAgeSeconds() float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.policy.hasGood {
+		return -1
+	}
+	return r.policy.age(r.clk.Now()).Seconds()
+}
+
+// DebugInfo is the JSON-able state DebugState returns, for the driver's debug endpoint.
+type DebugInfo struct {
+	NodeID   string `json:"nodeId"`
+	Mode     Mode   `json:"mode"`
+	Reported int64  `json:"reported"`
+	// Raw and Target (max(1, raw)) come from the last accepted reading, Inputs.
+	Raw    *int64          `json:"raw,omitempty"`
+	Target *int64          `json:"target,omitempty"`
+	Inputs *cloud.Capacity `json:"inputs,omitempty"`
+	// LastGoodAgeSeconds is the age of the last good reading (or restored state); -1: none.
+	LastGoodAgeSeconds float64    `json:"lastGoodAgeSeconds"`
+	Revision           uint64     `json:"revision"`
+	RisingSince        *time.Time `json:"risingSince,omitempty"`
+	// StabilityWindow is the window in force now, longer than the configured one while
+	// flap damping is on (Damping > 0).
+	StabilityWindow string `json:"stabilityWindow"`
+	Damping         int    `json:"damping"`
+	// LastErrorClass and LastError describe the latest lookup (empty when it succeeded);
+	// LastErrorAt is the latest failure, however old.
+	LastErrorClass ErrorClass `json:"lastErrorClass,omitempty"`
+	LastError      string     `json:"lastError,omitempty"`
+	LastErrorAt    *time.Time `json:"lastErrorAt,omitempty"`
+	LastChange     *time.Time `json:"lastChange,omitempty"`
+	LastLookup     *time.Time `json:"lastLookup,omitempty"`
+	NextLookup     *time.Time `json:"nextLookup,omitempty"`
+	StatePath      string     `json:"statePath,omitempty"`
+	State          string     `json:"state"`
+	Config         struct {
+		StaleAfter         string     `json:"staleAfter"`
+		MaxStep            int64      `json:"maxStep"`
+		StabilityWindow    string     `json:"stabilityWindow"`
+		MaxStabilityWindow string     `json:"maxStabilityWindow"`
+		MinInterval        string     `json:"minInterval"`
+		Jitter             float64    `json:"jitter"`
+		QuotaShare         QuotaShare `json:"quotaShare"`
+	} `json:"config"`
+}
+
+// DebugState returns a DebugInfo (as any, to match the node service's interface) describing
+// the policy now. It does not call the cloud.
+func (r *Reporter) DebugState() any {
+	r.persistMu.Lock()
+	note := r.stateNote
+	r.persistMu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clk.Now()
+	p := r.policy
+	s := p.Value(now)
+	d := DebugInfo{
+		NodeID:             r.instanceID,
+		Mode:               s.Mode,
+		Reported:           s.Value,
+		LastGoodAgeSeconds: -1,
+		Revision:           p.revision,
+		LastErrorClass:     p.lastErr,
+		StatePath:          r.cfg.StatePath,
+		State:              note,
+	}
+	if p.reading != nil {
+		in, raw, target := *p.reading, p.raw, p.target
+		d.Inputs, d.Raw, d.Target = &in, &raw, &target
+	}
+	if p.hasGood {
+		d.LastGoodAgeSeconds = p.age(now).Seconds()
+	}
+	if p.rising {
+		t := p.riseSince
+		d.RisingSince = &t
+	}
+	d.StabilityWindow, d.Damping = p.window(now).String(), p.damping
+	if r.lastErr != nil {
+		d.LastError = r.lastErr.Error()
+	}
+	if !p.lastErrAt.IsZero() {
+		t := p.lastErrAt
+		d.LastErrorAt = &t
+	}
+	if !p.lastChange.IsZero() {
+		t := p.lastChange
+		d.LastChange = &t
+	}
+	if !r.lastLookup.IsZero() {
+		a, b := r.lastLookup, r.nextLookup
+		d.LastLookup, d.NextLookup = &a, &b
+	}
+	d.Config.StaleAfter = r.cfg.StaleAfter.String()
+	d.Config.MaxStep = r.cfg.MaxStep
+	d.Config.StabilityWindow = r.cfg.StabilityWindow.String()
+	d.Config.MaxStabilityWindow = r.cfg.MaxStabilityWindow.String()
+	d.Config.MinInterval = r.cfg.MinInterval.String()
+	d.Config.Jitter = r.cfg.Jitter
+	d.Config.QuotaShare = r.cfg.QuotaShare
+	return d
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

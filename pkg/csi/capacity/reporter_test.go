@@ -1,0 +1,464 @@
+package capacity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+)
+
+// CapacityReporter is the interface the CSI node service declares; the reporter must
+// implement it exactly.
+type CapacityReporter interface {
+	MaxVolumesPerNode(ctx context.Context) (int64, error)
+	DebugState() any
+}
+
+var _ CapacityReporter = (*Reporter)(nil)
+
+// fakeSource is an in-memory Source: it answers with its current capacity or error, counts
+// calls, and can hold every call until gate is closed.
+type fakeSource struct {
+	mu      sync.Mutex
+	calls   int
+	c       *cloud.Capacity
+	err     error
+	gate    chan struct{}
+	entered chan struct{}
+}
+
+func newFakeSource(c *cloud.Capacity) *fakeSource {
+	return &fakeSource{c: c, entered: make(chan struct{}, 100)}
+}
+
+func (f *fakeSource) GetCapacity(ctx context.Context, instanceID string) (*cloud.Capacity, error) {
+	f.mu.Lock()
+	f.calls++
+	gate := f.gate
+	f.mu.Unlock()
+	f.entered <- struct{}{}
+	if gate != nil {
+		<-gate
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	c := *f.c
+	c.InstanceID = instanceID
+	return &c, nil
+}
+
+func (f *fakeSource) set(c *cloud.Capacity, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.c, f.err = c, err
+}
+
+func (f *fakeSource) hold() chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gate = make(chan struct{})
+	return f.gate
+}
+
+func (f *fakeSource) callCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+func newTestReporter(t *testing.T, cfg Config, src Source) (*Reporter, *clocktesting.FakeClock, *prometheus.Registry) {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(t0)
+	reg := prometheus.NewRegistry()
+	r, err := NewReporter(cfg, src, "i-1", clk, reg)
+	if err != nil {
+		t.Fatalf("NewReporter: %v", err)
+	}
+	return r, clk, reg
+}
+
+func mustValue(t *testing.T, r *Reporter) int64 {
+	t.Helper()
+	v, err := r.MaxVolumesPerNode(context.Background())
+	if err != nil {
+		t.Fatalf("MaxVolumesPerNode: %v", err)
+	}
+	return v
+}
+
+func TestReporterCachesWithMinIntervalAndJitter(t *testing.T) {
+	src := newFakeSource(reading(16, 1, 3, 100, 1))
+	r, clk, _ := newTestReporter(t, DefaultConfig(), src)
+	if got := mustValue(t, r); got != 15 {
+		t.Fatalf("first value = %d, want 15", got)
+	}
+	src.set(reading(8, 1, 3, 100, 2), nil)
+	clk.Step(DefaultMinInterval - time.Millisecond)
+	for range 5 {
+		if got := mustValue(t, r); got != 15 {
+			t.Fatalf("cached value = %d, want 15", got)
+		}
+	}
+	if n := src.callCount(); n != 1 {
+		t.Fatalf("lookups within the min interval = %d, want 1", n)
+	}
+	// The jitter adds at most 20% of the interval.
+	clk.Step(time.Duration(float64(DefaultMinInterval)*DefaultJitter) + 2*time.Millisecond)
+	if got := mustValue(t, r); got != 7 {
+		t.Fatalf("value after the interval = %d, want 7", got)
+	}
+	if n := src.callCount(); n != 2 {
+		t.Fatalf("lookups = %d, want 2", n)
+	}
+}
+
+func TestReporterCollapsesConcurrentLookups(t *testing.T) {
+	src := newFakeSource(reading(16, 1, 3, 100, 1))
+	release := src.hold()
+	r, _, _ := newTestReporter(t, DefaultConfig(), src)
+	const callers = 32
+	results := make(chan int64, callers)
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			v, _ := r.MaxVolumesPerNode(context.Background())
+			results <- v
+		})
+	}
+	<-src.entered // one lookup is in flight; the fake clock never reaches the answer bound
+	close(release)
+	wg.Wait()
+	close(results)
+	for v := range results {
+		if v != 15 {
+			t.Errorf("a caller got %d, want 15", v)
+		}
+	}
+	if n := src.callCount(); n != 1 {
+		t.Errorf("lookups = %d for %d concurrent callers, want 1", n, callers)
+	}
+}
+
+func TestReporterDoesNotBlockPastTheBound(t *testing.T) {
+	src := newFakeSource(reading(16, 1, 3, 100, 1))
+	r, clk, _ := newTestReporter(t, DefaultConfig(), src)
+	if got := mustValue(t, r); got != 15 {
+		t.Fatalf("first value = %d, want 15", got)
+	}
+	release := src.hold()
+	src.set(reading(16, 1, 3, 100, 2), nil)
+	clk.Step(time.Minute)
+	got := make(chan int64, 1)
+	go func() {
+		v, _ := r.MaxVolumesPerNode(context.Background())
+		got <- v
+	}()
+	<-src.entered
+	for !clk.HasWaiters() { // the caller is now waiting for the bound
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(DefaultAnswerBound)
+	if v := <-got; v != 15 {
+		t.Errorf("value while the cloud is slow = %d, want the last known good 15", v)
+	}
+	if n := src.callCount(); n != 2 {
+		t.Errorf("lookups = %d, want 2", n)
+	}
+	close(release)
+}
+
+func TestReporterAnswersWhenCallerContextEnds(t *testing.T) {
+	src := newFakeSource(reading(16, 1, 3, 100, 1))
+	release := src.hold()
+	defer close(release)
+	r, _, _ := newTestReporter(t, DefaultConfig(), src)
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan int64, 1)
+	go func() {
+		v, _ := r.MaxVolumesPerNode(ctx)
+		got <- v
+	}()
+	<-src.entered
+	cancel()
+	if v := <-got; v != 1 {
+		t.Errorf("value with nothing known = %d, want 1", v)
+	}
+}
+
+func TestReporterErrorsHoldThenFloor(t *testing.T) {
+	tests := []struct {
+		name     string
+		err      error
+		wantNext int64
+		wantMode Mode
+		class    ErrorClass
+	}{
+		{"access denied", cloud.NewError(cloud.CodeAccessDenied, "no"), 15, ModeLastKnownGood, ClassPermission},
+		{"unauthenticated", cloud.NewError(cloud.CodeUnauthenticated, "no"), 15, ModeLastKnownGood, ClassAuth},
+		{"instance not found", cloud.NewError(cloud.CodeInstanceNotFound, "gone"), 15, ModeLastKnownGood, ClassNotFound},
+		{"throttled", cloud.NewError(cloud.CodeThrottled, "slow down"), 15, ModeLastKnownGood, ClassThrottled},
+		{"unavailable", cloud.NewError(cloud.CodeUnavailable, "down"), 15, ModeLastKnownGood, ClassServer},
+		{"network", errors.New("dial tcp 127.0.0.1:1: connection refused"), 15, ModeLastKnownGood, ClassNetwork},
+		{"timeout", context.DeadlineExceeded, 15, ModeLastKnownGood, ClassTimeout},
+		{"cloud says full", cloud.NewError(cloud.CodeAttachmentLimitExceeded, "full"), 3, ModeFloor, ClassCapacity},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src := newFakeSource(reading(16, 1, 3, 100, 1))
+			r, clk, reg := newTestReporter(t, DefaultConfig(), src)
+			mustValue(t, r)
+			src.set(nil, tc.err)
+			clk.Step(10 * time.Second)
+			if got := mustValue(t, r); got != tc.wantNext {
+				t.Errorf("value after the error = %d, want %d", got, tc.wantNext)
+			}
+			d := r.DebugState().(DebugInfo)
+			if d.Mode != tc.wantMode || d.LastErrorClass != tc.class {
+				t.Errorf("debug state mode %s class %q, want %s %q", d.Mode, d.LastErrorClass, tc.wantMode, tc.class)
+			}
+			if got := testutil.ToFloat64(r.m.lookupErrors.WithLabelValues(string(tc.class))); got != 1 {
+				t.Errorf("lookup errors{class=%s} = %v, want 1", tc.class, got)
+			}
+			clk.Step(DefaultStaleAfter)
+			if got := mustValue(t, r); got != 3 {
+				t.Errorf("value after stale-after = %d, want the floor 3", got)
+			}
+			want := `
+# HELP fakecloud_csi_capacity_mode 1 for the current policy mode (fresh, last-known-good, floor, ramping), 0 for the others.
+# TYPE fakecloud_csi_capacity_mode gauge
+fakecloud_csi_capacity_mode{mode="fresh"} 0
+fakecloud_csi_capacity_mode{mode="floor"} 1
+fakecloud_csi_capacity_mode{mode="last-known-good"} 0
+fakecloud_csi_capacity_mode{mode="ramping"} 0
+# HELP fakecloud_csi_capacity_reported Value last reported as NodeGetInfo.max_volumes_per_node, in attach slots.
+# TYPE fakecloud_csi_capacity_reported gauge
+fakecloud_csi_capacity_reported 3
+`
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "fakecloud_csi_capacity_mode", "fakecloud_csi_capacity_reported"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func TestReporterThrottleRetryAfterDelaysNextLookup(t *testing.T) {
+	src := newFakeSource(reading(16, 1, 3, 100, 1))
+	r, clk, _ := newTestReporter(t, DefaultConfig(), src)
+	e := cloud.NewError(cloud.CodeThrottled, "slow down")
+	e.RetryAfter = 40 * time.Second
+	src.set(nil, e)
+	mustValue(t, r)
+	src.set(reading(16, 1, 3, 100, 1), nil)
+	clk.Step(39 * time.Second)
+	mustValue(t, r)
+	if n := src.callCount(); n != 1 {
+		t.Fatalf("lookups before Retry-After = %d, want 1", n)
+	}
+	clk.Step(time.Second)
+	if got := mustValue(t, r); got != 15 || src.callCount() != 2 {
+		t.Fatalf("after Retry-After: value %d lookups %d, want 15 and 2", got, src.callCount())
+	}
+}
+
+func TestReporterPersistsAndRestores(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state", "capacity.json")
+	cfg := DefaultConfig()
+	cfg.StatePath = path
+
+	src := newFakeSource(reading(10, 1, 4, 100, 7))
+	r1, clk, _ := newTestReporter(t, cfg, src)
+	if got := mustValue(t, r1); got != 9 {
+		t.Fatalf("first plugin value = %d, want 9", got)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("state file: %v", err)
+	}
+	var s PersistedState
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatalf("state file %q: %v", b, err)
+	}
+	if s.Reported != 9 || s.Revision != 7 || s.Attached != 4 || s.InstanceID != "i-1" || !s.GoodAt.Equal(t0) {
+		t.Fatalf("persisted %+v", s)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "*.tmp-*")); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+
+	tests := []struct {
+		name     string
+		after    time.Duration
+		read     *cloud.Capacity
+		err      error
+		want     int64
+		wantMode Mode
+	}{
+		{"cloud down: last known good with its age", time.Minute, nil, cloud.NewError(cloud.CodeUnavailable, "down"), 9, ModeLastKnownGood},
+		{"older revision after a cloud rollback is ignored", time.Minute, reading(16, 1, 4, 100, 6), nil, 9, ModeLastKnownGood},
+		{"lower truth at a newer revision applies", time.Minute, reading(6, 1, 4, 100, 8), nil, 5, ModeFresh},
+		{"higher truth ramps", time.Minute, reading(16, 1, 4, 100, 8), nil, 9, ModeRamping},
+		{"state older than stale-after: floor", 10 * time.Minute, nil, cloud.NewError(cloud.CodeUnavailable, "down"), 4, ModeFloor},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src := newFakeSource(tc.read)
+			src.err = tc.err
+			// Each restart gets its own copy: a restarted reporter persists what it learns.
+			cfg2 := cfg
+			cfg2.StatePath = filepath.Join(t.TempDir(), "capacity.json")
+			if err := os.WriteFile(cfg2.StatePath, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			clk2 := clocktesting.NewFakeClock(clk.Now().Add(tc.after))
+			r2, err := NewReporter(cfg2, src, "i-1", clk2, prometheus.NewRegistry())
+			if err != nil {
+				t.Fatalf("NewReporter: %v", err)
+			}
+			if got := mustValue(t, r2); got != tc.want {
+				t.Errorf("restarted value = %d, want %d", got, tc.want)
+			}
+			if d := r2.DebugState().(DebugInfo); d.Mode != tc.wantMode || d.State != "restored" || d.StatePath != cfg2.StatePath {
+				t.Errorf("debug state %+v, want mode %s, state restored", d, tc.wantMode)
+			}
+		})
+	}
+}
+
+func TestReporterIgnoresBadStateFiles(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string
+	}{
+		{"corrupt", "{not json"},
+		{"another instance", `{"version":1,"instanceId":"i-2","reported":9,"revision":3,"attached":1,"goodAt":"2026-11-29T12:00:00Z"}`},
+		{"zero value", `{"version":1,"instanceId":"i-1","reported":0,"revision":3,"attached":1,"goodAt":"2026-11-29T12:00:00Z"}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "capacity.json")
+			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg := DefaultConfig()
+			cfg.StatePath = path
+			src := newFakeSource(nil)
+			src.err = cloud.NewError(cloud.CodeUnavailable, "down")
+			r, _, _ := newTestReporter(t, cfg, src)
+			if got := mustValue(t, r); got != 1 {
+				t.Errorf("value = %d, want 1 (nothing known)", got)
+			}
+			if d := r.DebugState().(DebugInfo); d.State == "restored" {
+				t.Errorf("bad state file was restored: %+v", d)
+			}
+		})
+	}
+}
+
+func TestReporterMetricsCountChanges(t *testing.T) {
+	src := newFakeSource(reading(16, 1, 3, 100, 1))
+	r, clk, _ := newTestReporter(t, DefaultConfig(), src)
+	mustValue(t, r)
+	for i, lim := range []int{16, 8, 8, 6, 6} {
+		src.set(reading(lim, 1, 3, 100, uint64(i+2)), nil)
+		clk.Step(10 * time.Second)
+		mustValue(t, r)
+	}
+	if got := testutil.ToFloat64(r.m.changes); got != 2 {
+		t.Errorf("value changes = %v, want 2 (15→7→5)", got)
+	}
+	if got := testutil.ToFloat64(r.m.raw); got != 5 {
+		t.Errorf("raw = %v, want 5", got)
+	}
+	if got := testutil.ToFloat64(r.m.goodAge); got != 0 {
+		t.Errorf("last good age = %v, want 0", got)
+	}
+	clk.Step(3 * time.Second)
+	if got := testutil.ToFloat64(r.m.goodAge); got != 3 {
+		t.Errorf("last good age = %v, want 3", got)
+	}
+}
+
+func TestReporterDebugStateIsJSON(t *testing.T) {
+	src := newFakeSource(reading(16, 1, 3, 100, 5))
+	r, _, _ := newTestReporter(t, DefaultConfig(), src)
+	mustValue(t, r)
+	b, err := json.Marshal(r.DebugState())
+	if err != nil {
+		t.Fatalf("marshal: %v", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]any{"mode": "fresh", "reported": 15.0, "raw": 15.0, "revision": 5.0, "lastGoodAgeSeconds": 0.0} {
+		if m[k] != want {
+			t.Errorf("%s = %v, want %v (in %s)", k, m[k], want, b)
+		}
+	}
+	if in, ok := m["inputs"].(map[string]any); !ok || in["attachLimit"] != 16.0 {
+		t.Errorf("inputs = %v, want the last reading", m["inputs"])
+	}
+}
+
+func TestReporterRunRefreshes(t *testing.T) {
+	src := newFakeSource(reading(16, 1, 3, 100, 1))
+	r, clk, _ := newTestReporter(t, DefaultConfig(), src)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	<-src.entered
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	src.set(reading(8, 1, 3, 100, 2), nil)
+	clk.Step(DefaultMinInterval * 2)
+	<-src.entered
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+	if got := r.DebugState().(DebugInfo).Reported; got != 7 {
+		t.Errorf("reported after a background refresh = %d, want 7", got)
+	}
+}
+
+func TestNewReporterValidates(t *testing.T) {
+	bad := DefaultConfig()
+	bad.StaleAfter = 0
+	bad.Jitter = 2
+	bad.QuotaShare = "half"
+	_, err := NewReporter(bad, nil, "", nil, nil)
+	if err == nil {
+		t.Fatal("NewReporter with a bad config = nil error")
+	}
+	for _, want := range []string{"stale-after", "jitter", "quota-share", "source is nil", "instance ID is empty"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	src := newFakeSource(reading(16, 1, 3, 100, 1))
+	if _, err := NewReporter(DefaultConfig(), src, "i-1", nil, reg); err != nil {
+		t.Fatalf("first reporter: %v", err)
+	}
+	if _, err := NewReporter(DefaultConfig(), src, "i-1", nil, reg); err == nil {
+		t.Error("second reporter on the same registerer = nil error, want a registration error")
+	}
+	if n := src.callCount(); n != 0 {
+		t.Errorf("constructors called the cloud %d times", n)
+	}
+}

@@ -1,0 +1,49 @@
+package csi
+
+import (
+	"context"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
+)
+
+// ControllerCloud is what the controller service needs from the fake cloud; *cloud.Client
+// implements it. Errors are *cloud.Error values (errors.Is with the cloud sentinels) or wrapped
+// transport and context errors.
+type ControllerCloud interface {
+	CreateVolume(ctx context.Context, req cloud.CreateVolumeRequest) (*cloud.Volume, error)
+	GetVolume(ctx context.Context, id string) (*cloud.Volume, error)
+	ListVolumes(ctx context.Context, maxResults int, pageToken string) (*cloud.VolumeList, error)
+	DeleteVolume(ctx context.Context, id string) error
+	AttachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error)
+	DetachVolume(ctx context.Context, volumeID, instanceID string) error
+	ResizeVolume(ctx context.Context, volumeID string, sizeBytes int64) (*cloud.Volume, error)
+	CreateSnapshot(ctx context.Context, req cloud.CreateSnapshotRequest) (*cloud.Snapshot, error)
+	GetSnapshot(ctx context.Context, id string) (*cloud.Snapshot, error)
+	ListSnapshots(ctx context.Context, opts cloud.ListSnapshotsOptions) (*cloud.SnapshotList, error)
+	DeleteSnapshot(ctx context.Context, id string) error
+	GetQuotas(ctx context.Context) (*cloud.Quotas, error)
+}
+
+// NodeCloud is what the node service needs from the fake cloud: its own instance, for the
+// zone it reports as topology. *cloud.Client implements it.
+type NodeCloud interface {
+	GetInstance(ctx context.Context, id string) (*cloud.Instance, error)
+}
+
+// Cloud is everything a driver process asks of the fake cloud: the controller's and the node's
+// calls and the capacity reporter's lookups. *cloud.Client implements it.
+type Cloud interface {
+	ControllerCloud
+	NodeCloud
+	capacity.Source
+}
+
+// CapacityReporter computes the node's attach capacity (domain.md, "Capacity model").
+// MaxVolumesPerNode returns the total number of slots this driver may use on the node, to be
+// reported as NodeGetInfo.max_volumes_per_node; it must honour ctx. DebugState returns a
+// JSON-encodable snapshot of the reporter's state for /debug/capacity.
+type CapacityReporter interface {
+	MaxVolumesPerNode(ctx context.Context) (int64, error)
+	DebugState() any
+}

@@ -1,0 +1,9 @@
+// Package csi implements the CSI services (spec v1.13) of the disk.fakecloud.dev driver:
+// identity, controller (volumes, attachments and snapshots through the fake cloud) and node
+// (bind mounts of per-volume backing folders or files under a state directory).
+//
+// The node service reports the node's attach capacity as NodeGetInfo.max_volumes_per_node
+// (KEP-4876, Mutable CSINode Allocatable) through a CapacityReporter; the controller service's
+// ControllerPublishVolume is the authority that maps the cloud's answer to a gRPC code
+// (domain.md, "Error classes"). Driver.Run owns the gRPC server and the optional HTTP server.
+package csi

@@ -1,0 +1,233 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/backoff"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
+)
+
+// gracePeriod bounds GracefulStop: calls still running after it are cut off.
+const gracePeriod = 10 * time.Second
+
+// Deps are the driver's dependencies; which are required depends on the mode.
+type Deps struct {
+	// ControllerCloud is required in controller and all modes.
+	ControllerCloud ControllerCloud
+	// NodeCloud, Mounter and Capacity are required in node and all modes. When Capacity also
+	// has a Run(ctx) error method (a background refresher), Run runs it.
+	NodeCloud NodeCloud
+	Mounter   mount.Mounter
+	Capacity  CapacityReporter
+	// Registry receives the driver's metrics and is served on /metrics. Required.
+	Registry *prometheus.Registry
+	// Clock times the controller's publish backoff windows; nil means the real clock.
+	Clock clock.PassiveClock
+}
+
+// Driver is one driver process: the gRPC server with the services of its mode, and the
+// optional HTTP server.
+type Driver struct {
+	opts       Options
+	deps       Deps
+	ready      *Readiness
+	identity   *IdentityServer
+	controller *ControllerServer
+	node       *NodeServer
+	metrics    *rpcMetrics
+}
+
+// New checks opts and deps and builds the services; it starts nothing and does no I/O.
+// Errors: invalid options or missing dependencies (all at once), metrics registration.
+func New(opts Options, deps Deps) (*Driver, error) {
+	var errs []error
+	if err := opts.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	runController := opts.Mode == ModeController || opts.Mode == ModeAll
+	runNode := opts.Mode == ModeNode || opts.Mode == ModeAll
+	if runController && deps.ControllerCloud == nil {
+		errs = append(errs, errors.New("controller cloud client is required"))
+	}
+	if runNode && (deps.NodeCloud == nil || deps.Mounter == nil || deps.Capacity == nil) {
+		errs = append(errs, errors.New("node cloud client, mounter and capacity reporter are required"))
+	}
+	if deps.Registry == nil {
+		errs = append(errs, errors.New("metrics registry is required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("new driver: %w", err)
+	}
+	m, err := newRPCMetrics(deps.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("new driver: %w", err)
+	}
+	d := &Driver{opts: opts, deps: deps, ready: NewReadiness(runController, runNode), metrics: m}
+	d.identity = NewIdentityServer(opts.Version, runController, d.ready)
+	if runController {
+		bo, err := backoff.New(opts.PublishBackoffConfig(), deps.Clock)
+		if err != nil {
+			return nil, fmt.Errorf("new driver: %w", err)
+		}
+		d.controller = NewControllerServer(deps.ControllerCloud, bo, d.ready.ControllerReady)
+	}
+	if runNode {
+		d.node = NewNodeServer(NodeConfig{
+			NodeID: opts.NodeID, StateDir: opts.StateDir, Cloud: deps.NodeCloud,
+			Mounter: deps.Mounter, Capacity: deps.Capacity, TopologyReady: d.ready.NodeReady,
+		})
+	}
+	return d, nil
+}
+
+// listen opens the endpoint; for a unix socket it first removes a stale socket file left by
+// a previous process (but never a file that is not a socket).
+func listen(endpoint string) (net.Listener, error) {
+	network, addr, err := ParseEndpoint(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	if network == "unix" {
+		if fi, err := os.Lstat(addr); err == nil {
+			if fi.Mode()&os.ModeSocket == 0 {
+				return nil, fmt.Errorf("%s exists and is not a socket", addr)
+			}
+			if err := os.Remove(addr); err != nil {
+				return nil, fmt.Errorf("remove stale socket: %w", err)
+			}
+		}
+		if err := os.MkdirAll(filepath.Dir(addr), 0o750); err != nil {
+			return nil, fmt.Errorf("socket directory: %w", err)
+		}
+	}
+	lis, err := net.Listen(network, addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", endpoint, err)
+	}
+	return lis, nil
+}
+
+// Run serves until ctx ends, then stops gracefully (calls in progress get gracePeriod) and
+// returns nil; it returns an error when a server cannot start or fails. Besides the servers
+// it runs the readiness checks (the cloud for the controller, the zone for the node) and the
+// capacity reporter's background loop if it has one.
+func (d *Driver) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	lis, err := listen(d.opts.Endpoint)
+	if err != nil {
+		return err
+	}
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(logInterceptor, d.metrics.interceptor))
+	csi.RegisterIdentityServer(srv, d.identity)
+	if d.controller != nil {
+		csi.RegisterControllerServer(srv, d.controller)
+	}
+	if d.node != nil {
+		csi.RegisterNodeServer(srv, d.node)
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		logger.Info("Serving CSI", "endpoint", d.opts.Endpoint, "mode", d.opts.Mode, "nodeID", d.opts.NodeID)
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return fmt.Errorf("serve %s: %w", d.opts.Endpoint, err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		stopped := make(chan struct{})
+		go func() {
+			srv.GracefulStop()
+			close(stopped)
+		}()
+		t := time.NewTimer(gracePeriod)
+		defer t.Stop()
+		select {
+		case <-stopped:
+		case <-t.C:
+			srv.Stop()
+		}
+		return nil
+	})
+	if d.opts.HTTPAddr != "" {
+		hs := &http.Server{
+			Addr: d.opts.HTTPAddr, Handler: d.HTTPHandler(),
+			ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
+		}
+		hl, err := net.Listen("tcp", d.opts.HTTPAddr)
+		if err != nil {
+			srv.Stop()
+			return fmt.Errorf("listen on %s: %w", d.opts.HTTPAddr, err)
+		}
+		g.Go(func() error {
+			if err := hs.Serve(hl); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("serve http %s: %w", d.opts.HTTPAddr, err)
+			}
+			return nil
+		})
+		g.Go(func() error {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), gracePeriod)
+			defer cancel()
+			_ = hs.Shutdown(sctx)
+			return nil
+		})
+	}
+	if d.node != nil {
+		g.Go(func() error { d.node.FetchTopology(ctx); return nil })
+		if r, ok := d.deps.Capacity.(interface{ Run(context.Context) error }); ok {
+			g.Go(func() error {
+				if err := r.Run(ctx); err != nil && ctx.Err() == nil {
+					logger.Error(err, "Capacity refresher stopped")
+				}
+				return nil
+			})
+		}
+	}
+	if d.controller != nil {
+		g.Go(func() error { d.checkCloud(ctx); return nil })
+	}
+	err = g.Wait()
+	logger.Info("CSI driver stopped", "endpoint", d.opts.Endpoint)
+	return err
+}
+
+// checkCloud lists one volume until the cloud answers, so that Probe turns ready without
+// waiting for the first controller RPC.
+func (d *Driver) checkCloud(ctx context.Context) {
+	wait := time.Second
+	for {
+		_, err := d.deps.ControllerCloud.ListVolumes(ctx, 1, "")
+		if err == nil {
+			d.ready.ControllerReady()
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		klog.FromContext(ctx).Error(err, "Cloud not reachable yet", "retryIn", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+}

@@ -1,0 +1,228 @@
+package csi
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
+)
+
+// shortDir is a temp dir with a path short enough for a unix socket (108 bytes).
+func shortDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "csi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	return d
+}
+
+type runningDriver struct {
+	d    *Driver
+	conn *grpc.ClientConn
+	reg  *prometheus.Registry
+	fake *cloudfake.Fake
+	sock string
+	done chan error
+	stop context.CancelFunc
+}
+
+func startDriver(t *testing.T, mode string) *runningDriver {
+	t.Helper()
+	dir := shortDir(t)
+	f := cloudfake.New()
+	f.AddInstance("i-1", "zone-a", 8, 1)
+	opts := DefaultOptions()
+	opts.Mode, opts.NodeID, opts.StateDir, opts.Version = mode, "i-1", filepath.Join(dir, "state"), "v0.0.0-test"
+	sock := filepath.Join(dir, "csi.sock")
+	opts.Endpoint = "unix://" + sock
+	reg := prometheus.NewRegistry()
+	d, err := New(opts, Deps{ControllerCloud: f, NodeCloud: f, Mounter: mount.NewFake(), Capacity: &fixedCapacity{slots: 7}, Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A stale socket from a "previous process" must not stop the start.
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &runningDriver{d: d, conn: conn, reg: reg, fake: f, sock: sock, done: done, stop: cancel}
+	t.Cleanup(func() {
+		conn.Close()
+		cancel()
+		<-done
+	})
+	return r
+}
+
+func TestDriverServesModes(t *testing.T) {
+	for _, tc := range []struct {
+		mode             string
+		controller, node bool
+	}{{ModeController, true, false}, {ModeNode, false, true}, {ModeAll, true, true}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			r := startDriver(t, tc.mode)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			info, err := csi.NewIdentityClient(r.conn).GetPluginInfo(ctx, &csi.GetPluginInfoRequest{}, grpc.WaitForReady(true))
+			if err != nil || info.GetName() != DriverName || info.GetVendorVersion() != "v0.0.0-test" {
+				t.Fatalf("GetPluginInfo = %v, %v", info, err)
+			}
+			caps, err := csi.NewIdentityClient(r.conn).GetPluginCapabilities(ctx, &csi.GetPluginCapabilitiesRequest{})
+			wantCode(t, err, codes.OK)
+			hasController := false
+			for _, c := range caps.GetCapabilities() {
+				if c.GetService().GetType() == csi.PluginCapability_Service_CONTROLLER_SERVICE {
+					hasController = true
+				}
+			}
+			if hasController != tc.controller {
+				t.Errorf("CONTROLLER_SERVICE advertised = %v, want %v", hasController, tc.controller)
+			}
+			_, err = csi.NewControllerClient(r.conn).ControllerGetCapabilities(ctx, &csi.ControllerGetCapabilitiesRequest{})
+			wantCode(t, err, map[bool]codes.Code{true: codes.OK, false: codes.Unimplemented}[tc.controller])
+			_, err = csi.NewNodeClient(r.conn).NodeGetCapabilities(ctx, &csi.NodeGetCapabilitiesRequest{})
+			wantCode(t, err, map[bool]codes.Code{true: codes.OK, false: codes.Unimplemented}[tc.node])
+
+			// Readiness comes from the background checks.
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				p, err := csi.NewIdentityClient(r.conn).Probe(ctx, &csi.ProbeRequest{})
+				wantCode(t, err, codes.OK)
+				if p.GetReady().GetValue() {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("Probe never became ready")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+}
+
+func TestDriverPublishAndMetrics(t *testing.T) {
+	r := startDriver(t, ModeAll)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cc := csi.NewControllerClient(r.conn)
+	v, err := cc.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "pvc", VolumeCapabilities: []*csi.VolumeCapability{rwo}}, grpc.WaitForReady(true))
+	wantCode(t, err, codes.OK)
+	r.fake.SetInstanceLimits("i-1", 1, 1)
+	_, err = cc.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: v.GetVolume().GetVolumeId(), NodeId: "i-1", VolumeCapability: rwo})
+	wantCode(t, err, codes.ResourceExhausted)
+	r.fake.FailNext(cloud.OperationAttachVolume, cloud.NewError(cloud.CodeThrottled, "slow down"))
+	_, err = cc.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: v.GetVolume().GetVolumeId(), NodeId: "i-1", VolumeCapability: rwo})
+	wantCode(t, err, codes.Unavailable)
+	ni, err := csi.NewNodeClient(r.conn).NodeGetInfo(ctx, &csi.NodeGetInfoRequest{})
+	wantCode(t, err, codes.OK)
+	if ni.GetMaxVolumesPerNode() != 7 {
+		t.Errorf("max_volumes_per_node = %d, want 7", ni.GetMaxVolumesPerNode())
+	}
+
+	const publish = "/csi.v1.Controller/ControllerPublishVolume"
+	for code, want := range map[string]float64{"ResourceExhausted": 1, "Unavailable": 1, "OK": 0} {
+		got := testutil.ToFloat64(r.d.metrics.calls.WithLabelValues(publish, code))
+		if got != want {
+			t.Errorf("requests_total{method=publish,code=%s} = %v, want %v", code, got, want)
+		}
+	}
+
+	srv := httptest.NewServer(r.d.HTTPHandler())
+	defer srv.Close()
+	for path, want := range map[string]string{
+		"/healthz":        "ok",
+		"/metrics":        `fakecloud_csi_grpc_requests_total{code="ResourceExhausted",method="` + publish + `"} 1`,
+		"/debug/capacity": `"slots": 7`,
+	} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		buf := make([]byte, 1<<16)
+		for {
+			n, err := resp.Body.Read(buf)
+			b.WriteString(string(buf[:n]))
+			if err != nil {
+				break
+			}
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(b.String(), want) {
+			t.Errorf("GET %s = %d, body lacks %q:\n%s", path, resp.StatusCode, want, b.String())
+		}
+		if path == "/debug/capacity" && !json.Valid([]byte(b.String())) {
+			t.Errorf("/debug/capacity is not JSON: %s", b.String())
+		}
+	}
+
+	r.stop()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("Run returned %v after ctx ended, want nil", err)
+		}
+		r.done <- nil // for the cleanup
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return after ctx ended")
+	}
+	if _, err := os.Stat(r.sock); !os.IsNotExist(err) {
+		t.Errorf("socket still there after stop: %v", err)
+	}
+}
+
+func TestRunRefusesNonSocket(t *testing.T) {
+	dir := shortDir(t)
+	p := filepath.Join(dir, "csi.sock")
+	if err := os.WriteFile(p, []byte("not a socket"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts := DefaultOptions()
+	opts.Mode, opts.Endpoint = ModeController, "unix://"+p
+	d, err := New(opts, Deps{ControllerCloud: cloudfake.New(), Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Run(context.Background()); err == nil {
+		t.Fatal("Run replaced a regular file with its socket")
+	}
+	if b, _ := os.ReadFile(p); string(b) != "not a socket" {
+		t.Error("the regular file was changed")
+	}
+}
+
+func TestNewRequiresDeps(t *testing.T) {
+	opts := DefaultOptions()
+	opts.NodeID = "i-1"
+	if _, err := New(opts, Deps{}); err == nil {
+		t.Fatal("New without dependencies succeeded")
+	}
+}

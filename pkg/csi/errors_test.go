@@ -1,0 +1,111 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"syscall"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+)
+
+func TestCloudCodeMatrix(t *testing.T) {
+	wrap := func(c cloud.Code) error { return fmt.Errorf("attach vol-1 to i-1: %w", cloud.NewError(c, "x")) }
+	type row struct {
+		err             error
+		def, gone, page codes.Code
+	}
+	same := func(err error, c codes.Code) row { return row{err, c, c, c} }
+	rows := map[string]row{
+		"nil":                     same(nil, codes.OK),
+		"AttachmentLimitExceeded": same(wrap(cloud.CodeAttachmentLimitExceeded), codes.ResourceExhausted),
+		"AttachmentQuotaExceeded": same(wrap(cloud.CodeAttachmentQuotaExceeded), codes.ResourceExhausted),
+		"VolumeQuotaExceeded":     same(wrap(cloud.CodeVolumeQuotaExceeded), codes.ResourceExhausted),
+		"CapacityQuotaExceeded":   same(wrap(cloud.CodeCapacityQuotaExceeded), codes.ResourceExhausted),
+		"AccessDenied":            same(wrap(cloud.CodeAccessDenied), codes.PermissionDenied),
+		"Unauthenticated":         same(wrap(cloud.CodeUnauthenticated), codes.Unauthenticated),
+		"ZoneMismatch":            same(wrap(cloud.CodeZoneMismatch), codes.FailedPrecondition),
+		"VolumeInUse":             same(wrap(cloud.CodeVolumeInUse), codes.FailedPrecondition),
+		"PreconditionFailed":      same(wrap(cloud.CodePreconditionFailed), codes.FailedPrecondition),
+		"VolumeNotFound":          {wrap(cloud.CodeVolumeNotFound), codes.NotFound, codes.OK, codes.NotFound},
+		"InstanceNotFound":        {wrap(cloud.CodeInstanceNotFound), codes.NotFound, codes.OK, codes.NotFound},
+		"SnapshotNotFound":        {wrap(cloud.CodeSnapshotNotFound), codes.NotFound, codes.OK, codes.NotFound},
+		"FaultNotFound":           same(wrap(cloud.CodeFaultNotFound), codes.Internal),
+		"NotFound (route)":        same(wrap(cloud.CodeNotFound), codes.Internal),
+		"AlreadyExists":           same(wrap(cloud.CodeAlreadyExists), codes.AlreadyExists),
+		"InvalidArgument":         {wrap(cloud.CodeInvalidArgument), codes.InvalidArgument, codes.InvalidArgument, codes.Aborted},
+		"PayloadTooLarge":         {wrap(cloud.CodePayloadTooLarge), codes.InvalidArgument, codes.InvalidArgument, codes.Aborted},
+		"MethodNotAllowed":        same(wrap(cloud.CodeMethodNotAllowed), codes.Internal),
+		"Throttled":               same(wrap(cloud.CodeThrottled), codes.Unavailable),
+		"Unavailable":             same(wrap(cloud.CodeUnavailable), codes.Unavailable),
+		"InternalError":           same(wrap(cloud.CodeInternalError), codes.Internal),
+		"unknown cloud code":      same(wrap(cloud.Code("SomethingNew")), codes.Internal),
+		"deadline":                same(fmt.Errorf("get: %w", context.DeadlineExceeded), codes.DeadlineExceeded),
+		"canceled":                same(fmt.Errorf("get: %w", context.Canceled), codes.Canceled),
+		"url error":               same(&url.Error{Op: "Post", URL: "http://x", Err: errors.New("boom")}, codes.Unavailable),
+		"connection refused": same(&url.Error{Op: "Post", URL: "http://x",
+			Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}, codes.Unavailable),
+		"net timeout":  same(&net.DNSError{Err: "timeout", IsTimeout: true}, codes.DeadlineExceeded),
+		"status error": same(status.Error(codes.Aborted, "busy"), codes.Aborted),
+		"plain error":  same(errors.New("bug"), codes.Internal),
+	}
+	// Every cloud code must appear above, so a new code cannot slip through unmapped.
+	for _, c := range []cloud.Code{cloud.CodeAttachmentLimitExceeded, cloud.CodeAttachmentQuotaExceeded,
+		cloud.CodeVolumeQuotaExceeded, cloud.CodeCapacityQuotaExceeded, cloud.CodeAccessDenied,
+		cloud.CodeUnauthenticated, cloud.CodeZoneMismatch, cloud.CodeVolumeInUse, cloud.CodeVolumeNotFound,
+		cloud.CodeInstanceNotFound, cloud.CodeSnapshotNotFound, cloud.CodeFaultNotFound, cloud.CodeAlreadyExists,
+		cloud.CodeInvalidArgument, cloud.CodeMethodNotAllowed, cloud.CodePreconditionFailed,
+		cloud.CodePayloadTooLarge, cloud.CodeThrottled, cloud.CodeInternalError, cloud.CodeUnavailable} {
+		if _, ok := rows[string(c)]; !ok {
+			t.Errorf("cloud code %s has no row in the matrix test", c)
+		}
+	}
+	for name, r := range rows {
+		t.Run(name, func(t *testing.T) {
+			for _, tc := range []struct {
+				op   cloudOp
+				want codes.Code
+			}{{opDefault, r.def}, {opGone, r.gone}, {opPage, r.page}} {
+				if got := cloudCode(tc.op, r.err); got != tc.want {
+					t.Errorf("op %d: cloudCode = %s, want %s", tc.op, got, tc.want)
+				}
+				err := cloudStatus(tc.op, r.err, "do %s", "it")
+				if tc.want == codes.OK {
+					if err != nil {
+						t.Errorf("op %d: cloudStatus = %v, want nil", tc.op, err)
+					}
+					continue
+				}
+				st, ok := status.FromError(err)
+				if !ok || st.Code() != tc.want {
+					t.Errorf("op %d: cloudStatus = %v, want a status error with code %s", tc.op, err, tc.want)
+				}
+			}
+		})
+	}
+}
+
+func TestOnlyCapacityIsResourceExhausted(t *testing.T) {
+	capacity := map[cloud.Code]bool{
+		cloud.CodeAttachmentLimitExceeded: true, cloud.CodeAttachmentQuotaExceeded: true,
+		cloud.CodeVolumeQuotaExceeded: true, cloud.CodeCapacityQuotaExceeded: true,
+	}
+	for _, c := range []cloud.Code{cloud.CodeAttachmentLimitExceeded, cloud.CodeAttachmentQuotaExceeded,
+		cloud.CodeVolumeQuotaExceeded, cloud.CodeCapacityQuotaExceeded, cloud.CodeAccessDenied,
+		cloud.CodeUnauthenticated, cloud.CodeZoneMismatch, cloud.CodeVolumeInUse, cloud.CodeVolumeNotFound,
+		cloud.CodeInstanceNotFound, cloud.CodeSnapshotNotFound, cloud.CodeFaultNotFound, cloud.CodeNotFound,
+		cloud.CodeAlreadyExists, cloud.CodeInvalidArgument, cloud.CodeMethodNotAllowed,
+		cloud.CodePreconditionFailed, cloud.CodePayloadTooLarge, cloud.CodeThrottled,
+		cloud.CodeInternalError, cloud.CodeUnavailable} {
+		got := cloudCode(opDefault, cloud.NewError(c, "x")) == codes.ResourceExhausted
+		if got != capacity[c] {
+			t.Errorf("%s: RESOURCE_EXHAUSTED = %v, want %v", c, got, capacity[c])
+		}
+	}
+}

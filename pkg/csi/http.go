@@ -1,0 +1,43 @@
+package csi
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/klog/v2"
+)
+
+// HTTPHandler serves the driver's HTTP endpoints:
+//
+//	GET /healthz          200 "ok" while the process serves (liveness)
+//	GET /readyz           200 "ok" when Probe would say ready, else 503
+//	GET /metrics          the Prometheus registry given in Deps
+//	GET /debug/capacity   JSON of the capacity reporter's DebugState (404 without a node service)
+func (d *Driver) HTTPHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !d.ready.Ready() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(d.deps.Registry, promhttp.HandlerOpts{Registry: d.deps.Registry}))
+	mux.HandleFunc("GET /debug/capacity", func(w http.ResponseWriter, r *http.Request) {
+		if d.node == nil || d.deps.Capacity == nil {
+			http.Error(w, "no capacity reporter in mode "+d.opts.Mode, http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(d.deps.Capacity.DebugState()); err != nil {
+			klog.FromContext(r.Context()).Error(err, "Cannot encode capacity debug state")
+		}
+	})
+	return mux
+}

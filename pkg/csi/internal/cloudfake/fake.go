@@ -1,0 +1,572 @@
+// Package cloudfake is the one in-memory fake of the fake cloud's API used by the unit tests of
+// pkg/csi and its subpackages. It implements the method set of *cloud.Client that the driver
+// uses, with the same semantics as the real server (fakecloud-api.md): idempotent create by
+// name, atomic attach checks (zone, single attach, instance slots, account quota), idempotent
+// detach, delete refused while attached. Tests can inject errors per operation, block an
+// operation with a hook, and change instance limits, out-of-band slots and quotas.
+//
+// All methods are safe for concurrent use; a single mutex guards the state.
+package cloudfake
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+)
+
+// Hook runs before an operation touches the state, outside the fake's lock. A non-nil error is
+// returned by the operation instead of its result. Hooks may block (to keep an operation in
+// flight) and should honour ctx.
+type Hook func(ctx context.Context) error
+
+// Fake is an in-memory cloud. The zero value is not usable; call New.
+type Fake struct {
+	mu        sync.Mutex
+	now       func() time.Time
+	revision  uint64
+	nextID    int
+	instances map[string]*cloud.Instance
+	volumes   map[string]*cloud.Volume
+	snapshots map[string]*cloud.Snapshot
+	quotas    cloud.Quotas
+	errs      map[cloud.Operation][]error
+	hooks     map[cloud.Operation]Hook
+	calls     map[cloud.Operation]int
+}
+
+// Operations the cloud's fault rules do not name but the fake lets tests fail or hook.
+const (
+	OperationGetQuotas   cloud.Operation = "GetQuotas"
+	OperationGetSnapshot cloud.Operation = "GetSnapshot"
+)
+
+// DefaultQuotaLimit is the limit of every account quota of a new Fake, large enough not to
+// matter unless a test lowers it.
+const DefaultQuotaLimit = 1 << 50
+
+// New returns an empty fake cloud with large quotas and no instances.
+func New() *Fake {
+	return &Fake{
+		now:       time.Now,
+		instances: map[string]*cloud.Instance{},
+		volumes:   map[string]*cloud.Volume{},
+		snapshots: map[string]*cloud.Snapshot{},
+		quotas: cloud.Quotas{
+			Attachments:   cloud.Quota{Limit: DefaultQuotaLimit},
+			Volumes:       cloud.Quota{Limit: DefaultQuotaLimit},
+			CapacityBytes: cloud.Quota{Limit: DefaultQuotaLimit},
+		},
+		errs:  map[cloud.Operation][]error{},
+		hooks: map[cloud.Operation]Hook{},
+		calls: map[cloud.Operation]int{},
+	}
+}
+
+// AddInstance creates or replaces an instance with the given zone, effective attach limit (in
+// slots) and out-of-band slots.
+func (f *Fake) AddInstance(id, zone string, attachLimit, outOfBandSlots int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.revision++
+	f.instances[id] = &cloud.Instance{
+		ID: id, Zone: zone, InstanceType: "fake", AttachLimit: attachLimit,
+		OutOfBandSlots: outOfBandSlots, Attachments: []string{}, CreatedAt: f.now(), Revision: f.revision,
+	}
+}
+
+// SetInstanceLimits changes an existing instance's attach limit and out-of-band slots; it
+// panics when the instance does not exist (a broken test).
+func (f *Fake) SetInstanceLimits(id string, attachLimit, outOfBandSlots int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	in, ok := f.instances[id]
+	if !ok {
+		panic("cloudfake: no instance " + id)
+	}
+	f.revision++
+	in.AttachLimit, in.OutOfBandSlots, in.Revision = attachLimit, outOfBandSlots, f.revision
+}
+
+// SetQuotaLimits sets the account quota limits: attachments and volumes are counts,
+// capacityBytes is bytes. Use stays as it is.
+func (f *Fake) SetQuotaLimits(attachments, volumes, capacityBytes int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.revision++
+	f.quotas.Attachments.Limit = attachments
+	f.quotas.Volumes.Limit = volumes
+	f.quotas.CapacityBytes.Limit = capacityBytes
+}
+
+// FailNext makes the next len(errs) calls of op return errs in order (after the operation's
+// hook, before it touches the state).
+func (f *Fake) FailNext(op cloud.Operation, errs ...error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.errs[op] = append(f.errs[op], errs...)
+}
+
+// SetHook installs h for op (nil removes it).
+func (f *Fake) SetHook(op cloud.Operation, h Hook) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if h == nil {
+		delete(f.hooks, op)
+		return
+	}
+	f.hooks[op] = h
+}
+
+// Calls returns how many times op was called, including calls that failed.
+func (f *Fake) Calls(op cloud.Operation) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[op]
+}
+
+// Revision is the number of state changes so far; tests compare it to prove a request changed
+// nothing.
+func (f *Fake) Revision() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.revision
+}
+
+// Volumes returns copies of all volumes, sorted by ID.
+func (f *Fake) Volumes() []cloud.Volume {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]cloud.Volume, 0, len(f.volumes))
+	for _, v := range f.volumes {
+		out = append(out, *v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// AddVolume stores a volume as given (ID and Name required), for tests that need one without
+// going through CreateVolume; an AttachedTo instance must exist.
+func (f *Fake) AddVolume(v cloud.Volume) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.revision++
+	v.Revision = f.revision
+	if v.AttachedTo != "" {
+		in := f.instances[v.AttachedTo]
+		in.Attachments = insertSorted(in.Attachments, v.ID)
+		f.quotas.Attachments.Used++
+	}
+	f.quotas.Volumes.Used++
+	f.quotas.CapacityBytes.Used += v.SizeBytes
+	f.volumes[v.ID] = &v
+}
+
+// begin counts the call, runs the hook and pops an injected error. It must be called without
+// the lock held.
+func (f *Fake) begin(ctx context.Context, op cloud.Operation) error {
+	f.mu.Lock()
+	f.calls[op]++
+	h := f.hooks[op]
+	f.mu.Unlock()
+	if h != nil {
+		if err := h(ctx); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if q := f.errs[op]; len(q) > 0 {
+		f.errs[op] = q[1:]
+		return q[0]
+	}
+	return nil
+}
+
+func (f *Fake) newID(prefix string) string {
+	f.nextID++
+	return fmt.Sprintf("%s-%04d", prefix, f.nextID)
+}
+
+// GetInstance returns a copy of the instance, or cloud.ErrInstanceNotFound.
+func (f *Fake) GetInstance(ctx context.Context, id string) (*cloud.Instance, error) {
+	if err := f.begin(ctx, cloud.OperationGetInstance); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	in, ok := f.instances[id]
+	if !ok {
+		return nil, cloud.NewError(cloud.CodeInstanceNotFound, "instance %s not found", id)
+	}
+	c := *in
+	c.Attachments = append([]string{}, in.Attachments...)
+	return &c, nil
+}
+
+// GetCapacity returns the raw capacity facts of an instance, or cloud.ErrInstanceNotFound.
+func (f *Fake) GetCapacity(ctx context.Context, instanceID string) (*cloud.Capacity, error) {
+	if err := f.begin(ctx, cloud.OperationGetCapacity); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	in, ok := f.instances[instanceID]
+	if !ok {
+		return nil, cloud.NewError(cloud.CodeInstanceNotFound, "instance %s not found", instanceID)
+	}
+	return &cloud.Capacity{
+		InstanceID: in.ID, AttachLimit: in.AttachLimit, OutOfBandSlots: in.OutOfBandSlots,
+		Attached: len(in.Attachments), QuotaHeadroom: max(0, f.quotas.Attachments.Limit-f.quotas.Attachments.Used),
+		Instances: len(f.instances), Revision: f.revision, ObservedAt: f.now(),
+	}, nil
+}
+
+// GetQuotas returns the account quotas (operation OperationGetQuotas).
+func (f *Fake) GetQuotas(ctx context.Context) (*cloud.Quotas, error) {
+	if err := f.begin(ctx, OperationGetQuotas); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	q := f.quotas
+	q.Revision = f.revision
+	return &q, nil
+}
+
+// CreateVolume creates a volume, idempotent by name: the same name with the same size, zone and
+// source returns the existing volume; different parameters are cloud.ErrAlreadyExists. Quotas
+// are checked (VolumeQuotaExceeded, CapacityQuotaExceeded) and a missing source snapshot is
+// SnapshotNotFound.
+func (f *Fake) CreateVolume(ctx context.Context, req cloud.CreateVolumeRequest) (*cloud.Volume, error) {
+	if err := f.begin(ctx, cloud.OperationCreateVolume); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if req.Name == "" || req.SizeBytes <= 0 {
+		return nil, cloud.NewError(cloud.CodeInvalidArgument, "name and a positive sizeBytes are required")
+	}
+	for _, v := range f.volumes {
+		if v.Name != req.Name {
+			continue
+		}
+		if v.SizeBytes != req.SizeBytes || (req.Zone != "" && v.Zone != req.Zone) || v.SourceSnapshotID != req.SourceSnapshotID {
+			return nil, cloud.NewError(cloud.CodeAlreadyExists, "volume %s exists with other parameters", req.Name)
+		}
+		c := *v
+		return &c, nil
+	}
+	if req.SourceSnapshotID != "" {
+		s, ok := f.snapshots[req.SourceSnapshotID]
+		if !ok {
+			return nil, cloud.NewError(cloud.CodeSnapshotNotFound, "snapshot %s not found", req.SourceSnapshotID)
+		}
+		if s.SizeBytes > req.SizeBytes {
+			return nil, cloud.NewError(cloud.CodeInvalidArgument, "volume smaller than its snapshot")
+		}
+	}
+	if f.quotas.Volumes.Used+1 > f.quotas.Volumes.Limit {
+		return nil, cloud.NewError(cloud.CodeVolumeQuotaExceeded, "volume quota %d reached", f.quotas.Volumes.Limit)
+	}
+	if f.quotas.CapacityBytes.Used+req.SizeBytes > f.quotas.CapacityBytes.Limit {
+		return nil, cloud.NewError(cloud.CodeCapacityQuotaExceeded, "capacity quota %d bytes reached", f.quotas.CapacityBytes.Limit)
+	}
+	zone := req.Zone
+	if zone == "" {
+		zone = "zone-a"
+	}
+	f.revision++
+	v := &cloud.Volume{
+		ID: f.newID("vol"), Name: req.Name, SizeBytes: req.SizeBytes, Zone: zone,
+		SourceSnapshotID: req.SourceSnapshotID, CreatedAt: f.now(), Revision: f.revision,
+	}
+	f.volumes[v.ID] = v
+	f.quotas.Volumes.Used++
+	f.quotas.CapacityBytes.Used += v.SizeBytes
+	c := *v
+	return &c, nil
+}
+
+// GetVolume returns a copy of the volume, or cloud.ErrVolumeNotFound.
+func (f *Fake) GetVolume(ctx context.Context, id string) (*cloud.Volume, error) {
+	if err := f.begin(ctx, cloud.OperationGetVolume); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.volumes[id]
+	if !ok {
+		return nil, cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", id)
+	}
+	c := *v
+	return &c, nil
+}
+
+// pageBounds turns a page token (a decimal offset) and a page size (0: 100) into slice bounds;
+// a malformed or out-of-range token is cloud.ErrInvalidArgument, like the real server.
+func pageBounds(n, maxResults int, token string) (int, int, string, error) {
+	start := 0
+	if token != "" {
+		s, err := strconv.Atoi(token)
+		if err != nil || s < 0 || s > n {
+			return 0, 0, "", cloud.NewError(cloud.CodeInvalidArgument, "bad page token %q", token)
+		}
+		start = s
+	}
+	if maxResults <= 0 {
+		maxResults = 100
+	}
+	end := min(n, start+maxResults)
+	next := ""
+	if end < n {
+		next = strconv.Itoa(end)
+	}
+	return start, end, next, nil
+}
+
+// ListVolumes returns one page of volumes sorted by ID; page tokens are opaque offsets.
+func (f *Fake) ListVolumes(ctx context.Context, maxResults int, pageToken string) (*cloud.VolumeList, error) {
+	if err := f.begin(ctx, cloud.OperationListVolumes); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	all := make([]cloud.Volume, 0, len(f.volumes))
+	for _, v := range f.volumes {
+		all = append(all, *v)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].ID < all[j].ID })
+	start, end, next, err := pageBounds(len(all), maxResults, pageToken)
+	if err != nil {
+		return nil, err
+	}
+	return &cloud.VolumeList{Volumes: all[start:end], NextPageToken: next}, nil
+}
+
+// DeleteVolume deletes a volume: cloud.ErrVolumeNotFound when missing, cloud.ErrVolumeInUse
+// when attached.
+func (f *Fake) DeleteVolume(ctx context.Context, id string) error {
+	if err := f.begin(ctx, cloud.OperationDeleteVolume); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.volumes[id]
+	if !ok {
+		return cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", id)
+	}
+	if v.AttachedTo != "" {
+		return cloud.NewError(cloud.CodeVolumeInUse, "volume %s is attached to %s", id, v.AttachedTo)
+	}
+	f.revision++
+	delete(f.volumes, id)
+	f.quotas.Volumes.Used--
+	f.quotas.CapacityBytes.Used -= v.SizeBytes
+	return nil
+}
+
+// AttachVolume attaches a volume to an instance atomically; idempotent for the same instance.
+// Errors: VolumeNotFound, InstanceNotFound, ZoneMismatch, VolumeInUse (attached elsewhere),
+// AttachmentLimitExceeded (attached + out-of-band ≥ limit), AttachmentQuotaExceeded.
+func (f *Fake) AttachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error) {
+	if err := f.begin(ctx, cloud.OperationAttachVolume); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.volumes[volumeID]
+	if !ok {
+		return nil, cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", volumeID)
+	}
+	in, ok := f.instances[instanceID]
+	if !ok {
+		return nil, cloud.NewError(cloud.CodeInstanceNotFound, "instance %s not found", instanceID)
+	}
+	if v.AttachedTo == instanceID {
+		return &cloud.Attachment{VolumeID: v.ID, InstanceID: in.ID, Device: v.Device, Revision: v.Revision}, nil
+	}
+	if v.AttachedTo != "" {
+		return nil, cloud.NewError(cloud.CodeVolumeInUse, "volume %s is attached to %s", volumeID, v.AttachedTo)
+	}
+	if v.Zone != in.Zone {
+		return nil, cloud.NewError(cloud.CodeZoneMismatch, "volume zone %s, instance zone %s", v.Zone, in.Zone)
+	}
+	if len(in.Attachments)+in.OutOfBandSlots >= in.AttachLimit {
+		return nil, cloud.NewError(cloud.CodeAttachmentLimitExceeded, "instance %s has no free slot", instanceID)
+	}
+	if f.quotas.Attachments.Used >= f.quotas.Attachments.Limit {
+		return nil, cloud.NewError(cloud.CodeAttachmentQuotaExceeded, "attachment quota %d reached", f.quotas.Attachments.Limit)
+	}
+	f.revision++
+	in.Attachments = insertSorted(in.Attachments, v.ID)
+	in.Revision = f.revision
+	f.quotas.Attachments.Used++
+	v.AttachedTo = instanceID
+	v.Device = fmt.Sprintf("/dev/fcd%d", len(in.Attachments))
+	v.Revision = f.revision
+	return &cloud.Attachment{VolumeID: v.ID, InstanceID: in.ID, Device: v.Device, Revision: f.revision}, nil
+}
+
+// DetachVolume detaches a volume from an instance; detaching what is not attached there is a
+// no-op. Errors: VolumeNotFound, InstanceNotFound.
+func (f *Fake) DetachVolume(ctx context.Context, volumeID, instanceID string) error {
+	if err := f.begin(ctx, cloud.OperationDetachVolume); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.volumes[volumeID]
+	if !ok {
+		return cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", volumeID)
+	}
+	in, ok := f.instances[instanceID]
+	if !ok {
+		return cloud.NewError(cloud.CodeInstanceNotFound, "instance %s not found", instanceID)
+	}
+	if v.AttachedTo != instanceID {
+		return nil
+	}
+	f.revision++
+	in.Attachments = removeSorted(in.Attachments, v.ID)
+	in.Revision = f.revision
+	f.quotas.Attachments.Used--
+	v.AttachedTo, v.Device, v.Revision = "", "", f.revision
+	return nil
+}
+
+// ResizeVolume grows a volume to sizeBytes; shrinking is cloud.ErrInvalidArgument, the same
+// size is a no-op, growth past the capacity quota is CapacityQuotaExceeded.
+func (f *Fake) ResizeVolume(ctx context.Context, volumeID string, sizeBytes int64) (*cloud.Volume, error) {
+	if err := f.begin(ctx, cloud.OperationResizeVolume); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.volumes[volumeID]
+	if !ok {
+		return nil, cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", volumeID)
+	}
+	if sizeBytes < v.SizeBytes {
+		return nil, cloud.NewError(cloud.CodeInvalidArgument, "volumes only grow")
+	}
+	if sizeBytes > v.SizeBytes {
+		if f.quotas.CapacityBytes.Used+sizeBytes-v.SizeBytes > f.quotas.CapacityBytes.Limit {
+			return nil, cloud.NewError(cloud.CodeCapacityQuotaExceeded, "capacity quota reached")
+		}
+		f.revision++
+		f.quotas.CapacityBytes.Used += sizeBytes - v.SizeBytes
+		v.SizeBytes, v.Revision = sizeBytes, f.revision
+	}
+	c := *v
+	return &c, nil
+}
+
+// CreateSnapshot snapshots a volume, idempotent by name (same source: the existing snapshot;
+// other source: AlreadyExists). A missing source is VolumeNotFound.
+func (f *Fake) CreateSnapshot(ctx context.Context, req cloud.CreateSnapshotRequest) (*cloud.Snapshot, error) {
+	if err := f.begin(ctx, cloud.OperationCreateSnapshot); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range f.snapshots {
+		if s.Name != req.Name {
+			continue
+		}
+		if s.SourceVolumeID != req.SourceVolumeID {
+			return nil, cloud.NewError(cloud.CodeAlreadyExists, "snapshot %s exists for another volume", req.Name)
+		}
+		c := *s
+		return &c, nil
+	}
+	v, ok := f.volumes[req.SourceVolumeID]
+	if !ok {
+		return nil, cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", req.SourceVolumeID)
+	}
+	f.revision++
+	s := &cloud.Snapshot{
+		ID: f.newID("snap"), Name: req.Name, SourceVolumeID: v.ID, SizeBytes: v.SizeBytes,
+		ReadyToUse: true, CreatedAt: f.now(), Revision: f.revision,
+	}
+	f.snapshots[s.ID] = s
+	c := *s
+	return &c, nil
+}
+
+// GetSnapshot returns a copy of the snapshot, or cloud.ErrSnapshotNotFound.
+func (f *Fake) GetSnapshot(ctx context.Context, id string) (*cloud.Snapshot, error) {
+	if err := f.begin(ctx, OperationGetSnapshot); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.snapshots[id]
+	if !ok {
+		return nil, cloud.NewError(cloud.CodeSnapshotNotFound, "snapshot %s not found", id)
+	}
+	c := *s
+	return &c, nil
+}
+
+// ListSnapshots returns one page of snapshots sorted by ID, filtered by ID and source volume.
+func (f *Fake) ListSnapshots(ctx context.Context, opts cloud.ListSnapshotsOptions) (*cloud.SnapshotList, error) {
+	if err := f.begin(ctx, cloud.OperationListSnapshots); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	all := []cloud.Snapshot{}
+	for _, s := range f.snapshots {
+		if (opts.SnapshotID == "" || s.ID == opts.SnapshotID) && (opts.SourceVolumeID == "" || s.SourceVolumeID == opts.SourceVolumeID) {
+			all = append(all, *s)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].ID < all[j].ID })
+	start, end, next, err := pageBounds(len(all), opts.MaxResults, opts.PageToken)
+	if err != nil {
+		return nil, err
+	}
+	return &cloud.SnapshotList{Snapshots: all[start:end], NextPageToken: next}, nil
+}
+
+// DeleteSnapshot deletes a snapshot, or returns cloud.ErrSnapshotNotFound.
+func (f *Fake) DeleteSnapshot(ctx context.Context, id string) error {
+	if err := f.begin(ctx, cloud.OperationDeleteSnapshot); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.snapshots[id]; !ok {
+		return cloud.NewError(cloud.CodeSnapshotNotFound, "snapshot %s not found", id)
+	}
+	f.revision++
+	delete(f.snapshots, id)
+	return nil
+}
+
+func insertSorted(s []string, v string) []string {
+	i := sort.SearchStrings(s, v)
+	if i < len(s) && s[i] == v {
+		return s
+	}
+	s = append(s, "")
+	copy(s[i+1:], s[i:])
+	s[i] = v
+	return s
+}
+
+func removeSorted(s []string, v string) []string {
+	i := sort.SearchStrings(s, v)
+	if i < len(s) && s[i] == v {
+		return append(s[:i], s[i+1:]...)
+	}
+	return s
+}

@@ -1,0 +1,518 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
+)
+
+// DefaultNodeInfoTimeout bounds NodeGetInfo when the caller's context has no deadline, so the
+// call can never block forever on the cloud or the capacity reporter.
+const DefaultNodeInfoTimeout = 30 * time.Second
+
+// stagedBlockFile is the file inside staging_target_path a block volume's backing file is
+// bind-mounted on at stage.
+const stagedBlockFile = "block"
+
+// NodeConfig is what NewNodeServer needs.
+type NodeConfig struct {
+	// NodeID is the cloud instance ID of this node (--node-id), reported as node_id.
+	NodeID string
+	// StateDir holds each volume's data: <StateDir>/volumes/<volumeID>/data (a folder, for
+	// mount volumes) or .../block.img (a sparse file of the volume's size, for block volumes).
+	StateDir string
+	// Cloud is used once (until it succeeds) to learn the instance's zone.
+	Cloud NodeCloud
+	// Mounter makes the bind mounts.
+	Mounter mount.Mounter
+	// Capacity answers max_volumes_per_node.
+	Capacity CapacityReporter
+	// TopologyReady, if not nil, is called once the zone is known (readiness).
+	TopologyReady func()
+}
+
+// NodeServer is the CSI node service (CSI spec, "Node Service RPC"). A volume's data lives in
+// a backing folder or sparse file under the state directory; NodeStageVolume bind-mounts it to
+// staging_target_path and NodePublishVolume bind-mounts the staged volume to target_path. Every
+// call is idempotent; unstaging or unpublishing what is not mounted is success.
+type NodeServer struct {
+	csi.UnimplementedNodeServer
+	cfg      NodeConfig
+	inflight *inflight
+
+	// published maps a volume ID to the target paths this process published it at, to refuse
+	// a second target for SINGLE_NODE_SINGLE_WRITER. It is not persisted: after a restart
+	// only the CO's own ReadWriteOncePod enforcement remains for volumes published before.
+	pubMu     sync.Mutex
+	published map[string]map[string]bool
+
+	// topoSem serialises the zone lookup while letting waiters give up with their ctx.
+	topoSem chan struct{}
+	topoMu  sync.Mutex
+	zone    string
+	zoneOK  bool
+}
+
+var _ csi.NodeServer = (*NodeServer)(nil)
+
+// NewNodeServer returns a node service; it does no I/O.
+func NewNodeServer(cfg NodeConfig) *NodeServer {
+	if cfg.TopologyReady == nil {
+		cfg.TopologyReady = func() {}
+	}
+	return &NodeServer{cfg: cfg, inflight: newInflight(), topoSem: make(chan struct{}, 1), published: map[string]map[string]bool{}}
+}
+
+// Zone returns the node's zone, asking the cloud for the instance the first time (and again
+// after a failure, never after a success: the topology of a CSINode must not change, domain.md
+// rule 4). It waits at most until ctx ends. Errors are status errors.
+func (n *NodeServer) Zone(ctx context.Context) (string, error) {
+	if z, ok := n.knownZone(); ok {
+		return z, nil
+	}
+	select {
+	case n.topoSem <- struct{}{}:
+	case <-ctx.Done():
+		return "", status.FromContextError(ctx.Err()).Err()
+	}
+	defer func() { <-n.topoSem }()
+	if z, ok := n.knownZone(); ok {
+		return z, nil
+	}
+	inst, err := n.cfg.Cloud.GetInstance(ctx, n.cfg.NodeID)
+	if err != nil {
+		return "", cloudStatus(opDefault, err, "get instance %s", n.cfg.NodeID)
+	}
+	n.topoMu.Lock()
+	n.zone, n.zoneOK = inst.Zone, true
+	n.topoMu.Unlock()
+	klog.FromContext(ctx).V(1).Info("Node topology known", "nodeID", n.cfg.NodeID, "zone", inst.Zone)
+	n.cfg.TopologyReady()
+	return inst.Zone, nil
+}
+
+func (n *NodeServer) knownZone() (string, bool) {
+	n.topoMu.Lock()
+	defer n.topoMu.Unlock()
+	return n.zone, n.zoneOK
+}
+
+// FetchTopology calls Zone until it succeeds or ctx ends, backing off from 1s to 30s between
+// tries; Driver.Run starts it so Probe turns ready without waiting for the first NodeGetInfo.
+func (n *NodeServer) FetchTopology(ctx context.Context) {
+	wait := time.Second
+	for {
+		_, err := n.Zone(ctx)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		klog.FromContext(ctx).Error(err, "Cannot learn the node's zone yet", "nodeID", n.cfg.NodeID, "retryIn", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+func (n *NodeServer) volumeDir(id string) string { return filepath.Join(n.cfg.StateDir, "volumes", id) }
+func (n *NodeServer) dataDir(id string) string   { return filepath.Join(n.volumeDir(id), "data") }
+func (n *NodeServer) blockFile(id string) string { return filepath.Join(n.volumeDir(id), "block.img") }
+
+func internalf(format string, args ...any) error {
+	return status.Errorf(codes.Internal, format, args...)
+}
+
+func isReadOnly(c *csi.VolumeCapability, readonlyFlag bool) bool {
+	return readonlyFlag || c.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY
+}
+
+// ensureBackingFile makes the sparse backing file of a block volume at least size bytes.
+func ensureBackingFile(path string, size int64) (int64, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return 0, err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if fi.Size() >= size {
+		return fi.Size(), nil
+	}
+	if err := f.Truncate(size); err != nil {
+		return 0, err
+	}
+	return size, nil
+}
+
+// ensureFile creates an empty regular file (a bind-mount target for a file) if missing.
+func ensureFile(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o640)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// bindOnce bind-mounts source on target unless target is already a mount point; a mount with
+// the other read-only setting is ALREADY_EXISTS (CSI spec, NodePublishVolume).
+func (n *NodeServer) bindOnce(source, target string, readOnly bool) error {
+	mp, err := n.cfg.Mounter.MountPoint(target)
+	if err != nil {
+		return internalf("inspect %s: %v", target, err)
+	}
+	if mp != nil {
+		if mp.ReadOnly != readOnly {
+			return status.Errorf(codes.AlreadyExists, "%s is already mounted with readOnly=%v", target, mp.ReadOnly)
+		}
+		return nil
+	}
+	if err := n.cfg.Mounter.BindMount(source, target, readOnly); err != nil {
+		return internalf("%v", err)
+	}
+	return nil
+}
+
+// unmountAll removes every mount stacked at target; it reports whether anything was mounted.
+func (n *NodeServer) unmountAll(target string) (bool, error) {
+	found := false
+	for i := 0; i < 16; i++ {
+		mp, err := n.cfg.Mounter.MountPoint(target)
+		if err != nil {
+			return found, internalf("inspect %s: %v", target, err)
+		}
+		if mp == nil {
+			return found, nil
+		}
+		found = true
+		if err := n.cfg.Mounter.Unmount(target); err != nil {
+			return found, internalf("%v", err)
+		}
+	}
+	return found, internalf("%s is still mounted after 16 unmounts", target)
+}
+
+// otherTarget returns a target other than target the volume is published at, or "".
+func (n *NodeServer) otherTarget(id, target string) string {
+	n.pubMu.Lock()
+	defer n.pubMu.Unlock()
+	for t := range n.published[id] {
+		if t != target {
+			return t
+		}
+	}
+	return ""
+}
+
+func (n *NodeServer) setPublished(id, target string, on bool) {
+	n.pubMu.Lock()
+	defer n.pubMu.Unlock()
+	if on {
+		if n.published[id] == nil {
+			n.published[id] = map[string]bool{}
+		}
+		n.published[id][target] = true
+		return
+	}
+	delete(n.published[id], target)
+	if len(n.published[id]) == 0 {
+		delete(n.published, id)
+	}
+}
+
+func (n *NodeServer) lock(key string) (func(), error) {
+	if !n.inflight.tryAcquire(key) {
+		return nil, aborted(key)
+	}
+	return func() { n.inflight.release(key) }, nil
+}
+
+// NodeStageVolume makes the volume's backing data visible at staging_target_path: a
+// read-write bind mount of the backing folder (mount), or of the backing file onto
+// <staging_target_path>/block (block; the file is sized from volume_context["sizeBytes"]).
+// Staging what is already staged is success.
+func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
+	if err := validateNodeStageVolumeRequest(req); err != nil {
+		return nil, err
+	}
+	id, staging := req.GetVolumeId(), req.GetStagingTargetPath()
+	unlock, err := n.lock(id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := os.MkdirAll(staging, 0o750); err != nil {
+		return nil, internalf("create staging path %s: %v", staging, err)
+	}
+	if req.GetVolumeCapability().GetBlock() != nil {
+		size := DefaultVolumeSize
+		if s, err := strconv.ParseInt(req.GetVolumeContext()[VolumeContextSizeBytes], 10, 64); err == nil && s > 0 {
+			size = s
+		}
+		if _, err := ensureBackingFile(n.blockFile(id), size); err != nil {
+			return nil, internalf("backing file of %s: %v", id, err)
+		}
+		target := filepath.Join(staging, stagedBlockFile)
+		if err := ensureFile(target); err != nil {
+			return nil, internalf("create %s: %v", target, err)
+		}
+		if err := n.bindOnce(n.blockFile(id), target, false); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := os.MkdirAll(n.dataDir(id), 0o750); err != nil {
+			return nil, internalf("backing folder of %s: %v", id, err)
+		}
+		if err := n.bindOnce(n.dataDir(id), staging, false); err != nil {
+			return nil, err
+		}
+	}
+	klog.FromContext(ctx).V(2).Info("Volume staged", "volumeID", id, "stagingTargetPath", staging)
+	return &csi.NodeStageVolumeResponse{}, nil
+}
+
+// NodeUnstageVolume undoes NodeStageVolume; nothing staged is success. The backing data stays.
+func (n *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
+	if err := validateNodeUnstageVolumeRequest(req); err != nil {
+		return nil, err
+	}
+	id, staging := req.GetVolumeId(), req.GetStagingTargetPath()
+	unlock, err := n.lock(id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	blockTarget := filepath.Join(staging, stagedBlockFile)
+	if _, err := n.unmountAll(blockTarget); err != nil {
+		return nil, err
+	}
+	if err := os.Remove(blockTarget); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, internalf("remove %s: %v", blockTarget, err)
+	}
+	if _, err := n.unmountAll(staging); err != nil {
+		return nil, err
+	}
+	klog.FromContext(ctx).V(2).Info("Volume unstaged", "volumeID", id, "stagingTargetPath", staging)
+	return &csi.NodeUnstageVolumeResponse{}, nil
+}
+
+// NodePublishVolume bind-mounts the staged volume at target_path (a directory for mount, a
+// file for block), read-only when readonly is set or the access mode is
+// SINGLE_NODE_READER_ONLY. A volume that was not staged, or a SINGLE_NODE_SINGLE_WRITER volume
+// already published at another target, is FAILED_PRECONDITION; publishing again with the same
+// settings is success, with other read-only settings ALREADY_EXISTS.
+func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	if err := validateNodePublishVolumeRequest(req); err != nil {
+		return nil, err
+	}
+	id, staging, target := req.GetVolumeId(), req.GetStagingTargetPath(), req.GetTargetPath()
+	unlock, err := n.lock(id + "\x00" + target)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if req.GetVolumeCapability().GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER {
+		if other := n.otherTarget(id, target); other != "" {
+			return nil, status.Errorf(codes.FailedPrecondition, "single-writer volume %s is already published at %s", id, other)
+		}
+	}
+	ro := isReadOnly(req.GetVolumeCapability(), req.GetReadonly())
+	source := staging
+	if req.GetVolumeCapability().GetBlock() != nil {
+		source = filepath.Join(staging, stagedBlockFile)
+	}
+	mp, err := n.cfg.Mounter.MountPoint(source)
+	if err != nil {
+		return nil, internalf("inspect %s: %v", source, err)
+	}
+	if mp == nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s", id, staging)
+	}
+	if req.GetVolumeCapability().GetBlock() != nil {
+		err = ensureFile(target)
+	} else {
+		err = os.MkdirAll(target, 0o750)
+	}
+	if err != nil {
+		return nil, internalf("create target %s: %v", target, err)
+	}
+	if err := n.bindOnce(source, target, ro); err != nil {
+		return nil, err
+	}
+	n.setPublished(id, target, true)
+	klog.FromContext(ctx).V(2).Info("Volume published", "volumeID", id, "targetPath", target, "readOnly", ro)
+	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// NodeUnpublishVolume unmounts target_path and removes it; nothing mounted is success.
+func (n *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
+	if err := validateNodeUnpublishVolumeRequest(req); err != nil {
+		return nil, err
+	}
+	id, target := req.GetVolumeId(), req.GetTargetPath()
+	unlock, err := n.lock(id + "\x00" + target)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if _, err := n.unmountAll(target); err != nil {
+		return nil, err
+	}
+	if err := os.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, internalf("remove %s: %v", target, err)
+	}
+	n.setPublished(id, target, false)
+	klog.FromContext(ctx).V(2).Info("Volume unpublished", "volumeID", id, "targetPath", target)
+	return &csi.NodeUnpublishVolumeResponse{}, nil
+}
+
+// NodeGetVolumeStats reports usage of a mounted volume path: bytes and inodes of the backing
+// file system (statfs) for a directory, the size in bytes for a block volume's file. A path
+// that does not exist or is not a mount point is NOT_FOUND.
+func (n *NodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
+	if err := validateNodeGetVolumeStatsRequest(req); err != nil {
+		return nil, err
+	}
+	p := req.GetVolumePath()
+	if !filepath.IsAbs(p) {
+		return nil, status.Errorf(codes.NotFound, "%s is not a mounted volume", p)
+	}
+	mp, err := n.cfg.Mounter.MountPoint(p)
+	if err != nil {
+		return nil, internalf("inspect %s: %v", p, err)
+	}
+	if mp == nil {
+		return nil, status.Errorf(codes.NotFound, "%s is not a mounted volume", p)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, status.Errorf(codes.NotFound, "stat %s: %v", p, err)
+	}
+	if !fi.IsDir() {
+		return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
+			{Unit: csi.VolumeUsage_BYTES, Total: fi.Size()},
+		}}, nil
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(p, &st); err != nil {
+		return nil, internalf("statfs %s: %v", p, err)
+	}
+	bsize := st.Bsize
+	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
+		{Unit: csi.VolumeUsage_BYTES, Total: int64(st.Blocks) * bsize, Available: int64(st.Bavail) * bsize,
+			Used: int64(st.Blocks-st.Bfree) * bsize},
+		{Unit: csi.VolumeUsage_INODES, Total: int64(st.Files), Available: int64(st.Ffree), Used: int64(st.Files - st.Ffree)},
+	}}, nil
+}
+
+// NodeExpandVolume grows a block volume's backing file to capacity_range.required_bytes
+// rounded up to whole GiB; a mount volume's folder has no size to grow, so only the answer
+// changes. volume_path must be mounted (NOT_FOUND otherwise).
+func (n *NodeServer) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
+	if err := validateNodeExpandVolumeRequest(req); err != nil {
+		return nil, err
+	}
+	id, p := req.GetVolumeId(), req.GetVolumePath()
+	unlock, err := n.lock(id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if !filepath.IsAbs(p) {
+		return nil, status.Errorf(codes.NotFound, "%s is not a mounted volume", p)
+	}
+	mp, err := n.cfg.Mounter.MountPoint(p)
+	if err != nil {
+		return nil, internalf("inspect %s: %v", p, err)
+	}
+	if mp == nil {
+		return nil, status.Errorf(codes.NotFound, "%s is not a mounted volume", p)
+	}
+	want := roundUpGiB(req.GetCapacityRange().GetRequiredBytes())
+	isBlock := req.GetVolumeCapability().GetBlock() != nil
+	if req.GetVolumeCapability() == nil {
+		fi, err := os.Stat(p)
+		isBlock = err == nil && !fi.IsDir()
+	}
+	if !isBlock {
+		return &csi.NodeExpandVolumeResponse{CapacityBytes: want}, nil
+	}
+	size, err := ensureBackingFile(n.blockFile(id), want)
+	if err != nil {
+		return nil, internalf("grow backing file of %s: %v", id, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Volume expanded on node", "volumeID", id, "sizeBytes", size)
+	return &csi.NodeExpandVolumeResponse{CapacityBytes: size}, nil
+}
+
+// NodeGetCapabilities advertises exactly what this service implements.
+func (n *NodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
+	var caps []*csi.NodeServiceCapability
+	for _, t := range []csi.NodeServiceCapability_RPC_Type{
+		csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME,
+		csi.NodeServiceCapability_RPC_GET_VOLUME_STATS,
+		csi.NodeServiceCapability_RPC_EXPAND_VOLUME,
+		csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+	} {
+		caps = append(caps, &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{
+			Rpc: &csi.NodeServiceCapability_RPC{Type: t},
+		}})
+	}
+	return &csi.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
+}
+
+// NodeGetInfo reports node_id (= the cloud instance ID), the zone as accessible_topology
+// (fixed after the first successful lookup) and max_volumes_per_node from the capacity
+// reporter: the total slots this driver may use here, never 0 (0 means unlimited; KEP-4876,
+// domain.md rules 2 and 3). Bounded by ctx, or by DefaultNodeInfoTimeout without a deadline;
+// when the zone or the capacity cannot be had in time the call fails (UNAVAILABLE,
+// DEADLINE_EXCEEDED, ...) rather than guess.
+func (n *NodeServer) NodeGetInfo(ctx context.Context, _ *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultNodeInfoTimeout)
+		defer cancel()
+	}
+	zone, err := n.Zone(ctx)
+	if err != nil {
+		return nil, err
+	}
+	slots, err := n.cfg.Capacity.MaxVolumesPerNode(ctx)
+	if err != nil {
+		return nil, cloudStatus(opDefault, err, "node capacity of %s", n.cfg.NodeID)
+	}
+	if slots < 1 {
+		// A reporter bug must not turn into "unlimited".
+		klog.FromContext(ctx).Error(fmt.Errorf("capacity reporter returned %d", slots), "Reporting 1 instead", "nodeID", n.cfg.NodeID)
+		slots = 1
+	}
+	return &csi.NodeGetInfoResponse{
+		NodeId:             n.cfg.NodeID,
+		MaxVolumesPerNode:  slots,
+		AccessibleTopology: &csi.Topology{Segments: map[string]string{TopologyZoneKey: zone}},
+	}, nil
+}

@@ -1,0 +1,200 @@
+package csi
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/backoff"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
+)
+
+// Driver modes (--mode): which CSI services one process serves.
+const (
+	ModeController = "controller"
+	ModeNode       = "node"
+	ModeAll        = "all"
+)
+
+// Options is the driver's command line (brief, "Command lines"). Zero values are not
+// meaningful; start from DefaultOptions or AddFlags.
+type Options struct {
+	// Mode is ModeController, ModeNode or ModeAll (--mode).
+	Mode string
+	// Endpoint is the CSI endpoint, unix:///path/csi.sock or tcp://host:port (--endpoint).
+	Endpoint string
+	// NodeID is the cloud instance ID of this node, required in node and all modes (--node-id).
+	NodeID string
+	// CloudURL is the fake cloud's base URL, http:// or https:// (--cloud-url).
+	CloudURL string
+	// CloudTokenFile holds the bearer token for the cloud; empty sends none (--cloud-token-file).
+	CloudTokenFile string
+	// StateDir holds volumes' backing data and the capacity state (--state-dir).
+	StateDir string
+	// HTTPAddr is host:port of the /healthz, /metrics, /debug/capacity server; empty: off
+	// (--http-addr).
+	HTTPAddr string
+	// CapacityStaleAfter (a duration such as 5m), CapacityMaxStep (slots per refresh),
+	// CapacityMinInterval (a duration such as 5s) and QuotaShare (none|even) configure the
+	// capacity policy (pkg/csi/capacity.Config; flags --capacity-stale-after,
+	// --capacity-max-step, --capacity-min-interval, --quota-share).
+	CapacityStaleAfter  time.Duration
+	CapacityMaxStep     int64
+	CapacityMinInterval time.Duration
+	QuotaShare          string
+	// CapacityStabilityWindow is how long a higher capacity must hold before the reported
+	// value starts to rise, a duration such as 30s (--capacity-stability-window; 0: no
+	// hold). CapacityMaxStabilityWindow is how far flap damping may stretch that window, at
+	// least CapacityStabilityWindow (--capacity-max-stability-window; equal: no damping).
+	// e2e runs set both short (e.g. 2s and 8s) to see increases within a few periods.
+	CapacityStabilityWindow    time.Duration
+	CapacityMaxStabilityWindow time.Duration
+	// PublishBackoffInitial and PublishBackoffMax bound the window in which the controller
+	// answers publishes to a node the cloud just called full with RESOURCE_EXHAUSTED without
+	// asking it again: the first window, doubled per further refusal up to the max
+	// (--publish-backoff-initial, default 5s; --publish-backoff-max, default 1m; package
+	// backoff). Keep the max below the kubelet's ~2 min attach wait.
+	PublishBackoffInitial time.Duration
+	PublishBackoffMax     time.Duration
+	// ShowVersion prints the version and exits (--version).
+	ShowVersion bool
+	// Version is the driver version reported by GetPluginInfo; set by the binary, not a flag.
+	Version string
+}
+
+// DefaultOptions returns the flag defaults.
+func DefaultOptions() Options {
+	c := capacity.DefaultConfig()
+	b := backoff.DefaultConfig()
+	return Options{
+		Mode:                ModeAll,
+		Endpoint:            "unix:///csi/csi.sock",
+		CloudURL:            "http://127.0.0.1:8080",
+		StateDir:            "/var/lib/fakecloud-csi",
+		CapacityStaleAfter:  c.StaleAfter,
+		CapacityMaxStep:     c.MaxStep,
+		CapacityMinInterval: c.MinInterval,
+		QuotaShare:          string(c.QuotaShare),
+
+		CapacityStabilityWindow:    c.StabilityWindow,
+		CapacityMaxStabilityWindow: c.MaxStabilityWindow,
+		PublishBackoffInitial:      b.CapacityInitial,
+		PublishBackoffMax:          b.CapacityMax,
+	}
+}
+
+// AddFlags registers every option on fs with DefaultOptions' values as defaults.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	d := DefaultOptions()
+	fs.StringVar(&o.Mode, "mode", d.Mode, "CSI services to serve: controller, node or all")
+	fs.StringVar(&o.Endpoint, "endpoint", d.Endpoint, "CSI endpoint: unix:///path/csi.sock or tcp://host:port")
+	fs.StringVar(&o.NodeID, "node-id", d.NodeID, "cloud instance ID of this node (required in node and all modes)")
+	fs.StringVar(&o.CloudURL, "cloud-url", d.CloudURL, "base URL of the fake cloud")
+	fs.StringVar(&o.CloudTokenFile, "cloud-token-file", d.CloudTokenFile, "file holding the cloud bearer token (empty: no token)")
+	fs.StringVar(&o.StateDir, "state-dir", d.StateDir, "directory for volume backing data and capacity state")
+	fs.StringVar(&o.HTTPAddr, "http-addr", d.HTTPAddr, "host:port for /healthz, /metrics and /debug/capacity (empty: off)")
+	fs.DurationVar(&o.CapacityStaleAfter, "capacity-stale-after", d.CapacityStaleAfter, "how long the last known good capacity is reported while the cloud does not answer")
+	fs.Int64Var(&o.CapacityMaxStep, "capacity-max-step", d.CapacityMaxStep, "largest capacity increase per refresh, in slots (0: no limit)")
+	fs.DurationVar(&o.CapacityMinInterval, "capacity-min-interval", d.CapacityMinInterval, "minimum time between two capacity lookups in the cloud")
+	fs.StringVar(&o.QuotaShare, "quota-share", d.QuotaShare, "share of the account attachment-quota headroom a node counts on: none or even")
+	fs.DurationVar(&o.CapacityStabilityWindow, "capacity-stability-window", d.CapacityStabilityWindow, "how long a higher capacity must hold before the reported value rises (0: no hold)")
+	fs.DurationVar(&o.CapacityMaxStabilityWindow, "capacity-max-stability-window", d.CapacityMaxStabilityWindow, "longest stability window flap damping may stretch to; >= --capacity-stability-window (equal: no damping)")
+	fs.DurationVar(&o.PublishBackoffInitial, "publish-backoff-initial", d.PublishBackoffInitial, "first window in which publishes to a node the cloud called full get RESOURCE_EXHAUSTED without asking the cloud")
+	fs.DurationVar(&o.PublishBackoffMax, "publish-backoff-max", d.PublishBackoffMax, "longest such window (repeated refusals double it)")
+	fs.BoolVar(&o.ShowVersion, "version", false, "print the version and exit")
+}
+
+// Validate reports every problem of o at once (errors.Join); nil when o is usable.
+func (o *Options) Validate() error {
+	var errs []error
+	node, controller := false, false
+	switch o.Mode {
+	case ModeController:
+		controller = true
+	case ModeNode:
+		node = true
+	case ModeAll:
+		node, controller = true, true
+	default:
+		errs = append(errs, fmt.Errorf("--mode must be controller, node or all, got %q", o.Mode))
+	}
+	if _, _, err := ParseEndpoint(o.Endpoint); err != nil {
+		errs = append(errs, fmt.Errorf("--endpoint: %w", err))
+	}
+	if node && o.NodeID == "" {
+		errs = append(errs, fmt.Errorf("--node-id is required in mode %s", o.Mode))
+	}
+	if u, err := url.Parse(o.CloudURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("--cloud-url must be an http:// or https:// URL with a host, got %q", o.CloudURL))
+	}
+	if node && (o.StateDir == "" || !filepath.IsAbs(o.StateDir)) {
+		errs = append(errs, fmt.Errorf("--state-dir must be an absolute path in mode %s, got %q", o.Mode, o.StateDir))
+	}
+	if o.HTTPAddr != "" {
+		if _, _, err := net.SplitHostPort(o.HTTPAddr); err != nil {
+			errs = append(errs, fmt.Errorf("--http-addr must be host:port: %w", err))
+		}
+	}
+	if node {
+		if err := o.CapacityConfig().Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if controller {
+		if err := o.PublishBackoffConfig().Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("--publish-backoff-initial/--publish-backoff-max: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// PublishBackoffConfig turns the publish backoff flags into the controller's backoff
+// configuration; the windows for transient errors keep their defaults.
+func (o *Options) PublishBackoffConfig() backoff.Config {
+	b := backoff.DefaultConfig()
+	b.CapacityInitial, b.CapacityMax = o.PublishBackoffInitial, o.PublishBackoffMax
+	return b
+}
+
+// CapacityConfig turns the capacity flags into the capacity policy's configuration, with the
+// state kept in <StateDir>/capacity.json.
+func (o *Options) CapacityConfig() capacity.Config {
+	c := capacity.DefaultConfig()
+	c.StaleAfter = o.CapacityStaleAfter
+	c.MaxStep = o.CapacityMaxStep
+	c.MinInterval = o.CapacityMinInterval
+	c.QuotaShare = capacity.QuotaShare(o.QuotaShare)
+	c.StabilityWindow = o.CapacityStabilityWindow
+	c.MaxStabilityWindow = o.CapacityMaxStabilityWindow
+	if o.StateDir != "" {
+		c.StatePath = filepath.Join(o.StateDir, "capacity.json")
+	}
+	return c
+}
+
+// ParseEndpoint splits a CSI endpoint into a network ("unix" or "tcp") and an address:
+// unix:///abs/path.sock → ("unix", "/abs/path.sock"), tcp://host:port → ("tcp", "host:port").
+func ParseEndpoint(ep string) (network, addr string, err error) {
+	switch {
+	case strings.HasPrefix(ep, "unix://"):
+		addr = strings.TrimPrefix(ep, "unix://")
+		if addr == "" || !filepath.IsAbs(addr) {
+			return "", "", fmt.Errorf("unix endpoint needs an absolute path, got %q", ep)
+		}
+		return "unix", addr, nil
+	case strings.HasPrefix(ep, "tcp://"):
+		addr = strings.TrimPrefix(ep, "tcp://")
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return "", "", fmt.Errorf("tcp endpoint needs host:port, got %q: %w", ep, err)
+		}
+		return "tcp", addr, nil
+	default:
+		return "", "", fmt.Errorf("endpoint must start with unix:// or tcp://, got %q", ep)
+	}
+}

@@ -1,0 +1,559 @@
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// DriverName is the CSI driver name the harness registers with every kubelet.
+const DriverName = "disk.fakecloud.dev"
+
+// ZoneLabel is the topology key the driver reports and the nodes carry.
+const ZoneLabel = "topology.disk.fakecloud.dev/zone"
+
+// Node describes one hollow node and its fake-cloud instance: the node name
+// is the instance ID.
+type Node struct {
+	Name           string `json:"name"`
+	Zone           string `json:"zone"`
+	InstanceType   string `json:"instanceType"`
+	MaxAttachments int    `json:"maxAttachments"`
+	OutOfBandSlots int    `json:"outOfBandSlots"`
+}
+
+// Options configure a local cluster. The zero value is not usable; start
+// from DefaultOptions.
+type Options struct {
+	// RepoRoot is the clone (cmd/fakecloud, cmd/driver, deploy/kind).
+	RepoRoot string
+	// BinDir holds the component binaries (Build).
+	BinDir string
+	// RunDir is the per-run folder: logs/, pids/, pki, kubeconfigs, node
+	// roots. Keep it short: unix socket paths must stay under 108 bytes.
+	RunDir string
+	// Nodes are the hollow nodes and their instances.
+	Nodes []Node
+	// AttachmentQuota is the account's attachment quota.
+	AttachmentQuota int64
+	// DriverArgs are extra flags for every driver process (capacity policy).
+	DriverArgs []string
+	// Verbosity is the -v of every component.
+	Verbosity int
+	// Out receives progress lines.
+	Out io.Writer
+}
+
+// DefaultOptions are three nodes over two zones with 8, 4 and 8 slots, one
+// of them taken out of band (a boot disk), so the reported counts are 7, 3, 7.
+func DefaultOptions(repoRoot, binDir, runDir string) Options {
+	return Options{
+		RepoRoot: repoRoot,
+		BinDir:   binDir,
+		RunDir:   runDir,
+		Nodes: []Node{
+			{Name: "node-1", Zone: "zone-a", InstanceType: "e2e-medium", MaxAttachments: 8, OutOfBandSlots: 1},
+			{Name: "node-2", Zone: "zone-b", InstanceType: "e2e-small", MaxAttachments: 4, OutOfBandSlots: 1},
+			{Name: "node-3", Zone: "zone-a", InstanceType: "e2e-medium", MaxAttachments: 8, OutOfBandSlots: 1},
+		},
+		AttachmentQuota: 40,
+		Verbosity:       4,
+		Out:             os.Stdout,
+	}
+}
+
+// NewRunDir makes a short, unique per-run folder under the system temp dir.
+func NewRunDir() (string, error) {
+	return os.MkdirTemp("", "fcsi-"+time.Now().Format("0102-150405")+"-")
+}
+
+// Validate reports every problem of o at once.
+func (o Options) Validate() error {
+	var errs []error
+	if o.RepoRoot == "" {
+		errs = append(errs, errors.New("RepoRoot is required"))
+	}
+	if m := missingBinaries(o.BinDir); len(m) > 0 {
+		errs = append(errs, fmt.Errorf("binaries %v missing in %s: run `go run ./localcluster/cmd/localcluster build` in tests/e2e (make e2e-local-build)", m, o.BinDir))
+	}
+	if !filepath.IsAbs(o.RunDir) {
+		errs = append(errs, fmt.Errorf("RunDir must be absolute, got %q", o.RunDir))
+	}
+	if len(o.RunDir) > 60 {
+		errs = append(errs, fmt.Errorf("RunDir %q is too long for unix sockets below it (max 60 bytes)", o.RunDir))
+	}
+	if len(o.Nodes) == 0 {
+		errs = append(errs, errors.New("at least one node is required"))
+	}
+	seen := map[string]bool{}
+	for _, n := range o.Nodes {
+		if n.Name == "" || seen[n.Name] {
+			errs = append(errs, fmt.Errorf("node name %q empty or duplicate", n.Name))
+		}
+		seen[n.Name] = true
+		if n.MaxAttachments < 1 || n.OutOfBandSlots < 0 {
+			errs = append(errs, fmt.Errorf("node %s: maxAttachments %d must be ≥ 1 and outOfBandSlots %d ≥ 0", n.Name, n.MaxAttachments, n.OutOfBandSlots))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Info is what a test suite needs to reach a running cluster; `up` writes it
+// to <run>/cluster.json.
+type Info struct {
+	RunDir     string `json:"runDir"`
+	LogDir     string `json:"logDir"`
+	Kubeconfig string `json:"kubeconfig"`
+	CloudURL   string `json:"cloudURL"`
+	// AdminTokenFile holds the fake cloud's admin token.
+	AdminTokenFile string `json:"adminTokenFile"`
+	AdminToken     string `json:"adminToken"`
+	// PidDir has one <component>.pid per process; S9 kills driver-controller
+	// through it and the supervisor restarts it.
+	PidDir string `json:"pidDir"`
+	Nodes  []Node `json:"nodes"`
+}
+
+// Cluster is a running local cluster.
+type Cluster struct {
+	Info
+	opts   Options
+	sup    *supervisor
+	cancel context.CancelFunc
+}
+
+type ports struct {
+	etcdClient, etcdPeer, apiserver, cloud int
+	kubelet, healthz                       []int
+}
+
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	out := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("free port: %w", err)
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().(*net.TCPAddr).Port)
+	}
+	return out, nil
+}
+
+// Start brings a cluster up and returns once every node is Ready and its
+// CSINode lists the driver with a count. On error everything already started
+// is stopped. ctx bounds the start only; Stop ends the cluster.
+func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	logDir := filepath.Join(o.RunDir, "logs")
+	sup, err := newSupervisor(logDir, filepath.Join(o.RunDir, "pids"))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	c := &Cluster{opts: o, sup: sup, cancel: cancel}
+	c.RunDir, c.LogDir, c.PidDir, c.Nodes = o.RunDir, logDir, sup.pidDir, o.Nodes
+	defer func() {
+		if err != nil {
+			c.Stop()
+			err = fmt.Errorf("%w (logs in %s)", err, logDir)
+		}
+	}()
+	start := time.Now()
+	step := func(format string, args ...any) {
+		fmt.Fprintf(o.Out, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+
+	binDir := filepath.Join(o.RunDir, "bin")
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := buildRepoBinaries(ctx, o.RepoRoot, binDir, o.Out); err != nil {
+		return nil, err
+	}
+	pp, err := freePorts(4 + 2*len(o.Nodes))
+	if err != nil {
+		return nil, err
+	}
+	p := ports{etcdClient: pp[0], etcdPeer: pp[1], apiserver: pp[2], cloud: pp[3]}
+	p.kubelet, p.healthz = pp[4:4+len(o.Nodes)], pp[4+len(o.Nodes):]
+
+	pk, err := newPKI(filepath.Join(o.RunDir, "pki"))
+	if err != nil {
+		return nil, err
+	}
+	server := fmt.Sprintf("https://127.0.0.1:%d", p.apiserver)
+	kc := func(name string) string { return filepath.Join(o.RunDir, "kubeconfig-"+name) }
+	c.Kubeconfig = kc("admin")
+	for _, k := range []struct{ name, cn, org string }{
+		{"admin", "e2e-admin", "system:masters"},
+		{"controller-manager", "system:kube-controller-manager", ""},
+		{"scheduler", "system:kube-scheduler", ""},
+		// A client certificate for the ServiceAccount's user name: RBAC matches
+		// ServiceAccount subjects by user name, so the sidecars run with exactly
+		// the permissions of deploy/kind/rbac-*.yaml, as in a cluster.
+		{"sidecars", "system:serviceaccount:fakecloud-csi:fakecloud-csi-controller", "system:serviceaccounts"},
+	} {
+		var orgs []string
+		if k.org != "" {
+			orgs = []string{k.org}
+		}
+		if err := pk.kubeconfig(kc(k.name), k.name, server, k.cn, orgs...); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range o.Nodes {
+		if err := pk.kubeconfig(kc(n.Name), "node-"+n.Name, server, "system:node:"+n.Name, "system:nodes"); err != nil {
+			return nil, err
+		}
+	}
+	bin := func(name string) string { return filepath.Join(o.BinDir, name) }
+	v := "--v=" + strconv.Itoa(o.Verbosity)
+
+	// etcd
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", p.etcdClient)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", p.etcdPeer)
+	if _, err := sup.start(runCtx, procSpec{Name: "etcd", Path: bin("etcd"), Args: []string{
+		"--name=e2e", "--data-dir=" + filepath.Join(o.RunDir, "etcd"),
+		"--listen-client-urls=" + etcdURL, "--advertise-client-urls=" + etcdURL,
+		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=e2e=" + peerURL,
+		// A throwaway cluster: durability costs seconds on a shared disk.
+		"--unsafe-no-fsync=true", "--log-level=warn",
+	}}); err != nil {
+		return nil, err
+	}
+	if err := waitHTTP(ctx, etcdURL+"/health", nil, time.Minute); err != nil {
+		return nil, fmt.Errorf("etcd not healthy: %w", err)
+	}
+	step("etcd healthy on %s", etcdURL)
+
+	// kube-apiserver
+	if _, err := sup.start(runCtx, procSpec{Name: "kube-apiserver", Path: bin("kube-apiserver"), Args: []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(p.apiserver),
+		// It refuses a loopback advertise address with the lease reconciler.
+		"--endpoint-reconciler-type=none",
+		"--tls-cert-file=" + pk.ServingCert, "--tls-private-key-file=" + pk.ServingKey,
+		"--client-ca-file=" + pk.CAFile,
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file=" + pk.SAPubFile,
+		"--service-account-signing-key-file=" + pk.SAKeyFile,
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+		"--allow-privileged=true",
+		"--profiling=false",
+		v,
+	}}); err != nil {
+		return nil, err
+	}
+	admin, err := clientFor(c.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitAPIServer(ctx, admin, 2*time.Minute); err != nil {
+		return nil, fmt.Errorf("kube-apiserver not ready: %w", err)
+	}
+	step("kube-apiserver ready on %s", server)
+
+	if _, err := sup.start(runCtx, procSpec{Name: "kube-controller-manager", Path: bin("kube-controller-manager"), Args: []string{
+		"--kubeconfig=" + kc("controller-manager"),
+		"--controllers=*", "--leader-elect=false",
+		"--use-service-account-credentials=true",
+		"--service-account-private-key-file=" + pk.SAKeyFile,
+		"--root-ca-file=" + pk.CAFile,
+		"--secure-port=0",
+		v,
+	}, Restart: true}); err != nil {
+		return nil, err
+	}
+	if _, err := sup.start(runCtx, procSpec{Name: "kube-scheduler", Path: bin("kube-scheduler"), Args: []string{
+		"--kubeconfig=" + kc("scheduler"), "--leader-elect=false", "--secure-port=0", v,
+	}, Restart: true}); err != nil {
+		return nil, err
+	}
+	step("kube-controller-manager and kube-scheduler started")
+
+	if err := applyDeploy(ctx, admin, filepath.Join(o.RepoRoot, "deploy", "kind")); err != nil {
+		return nil, err
+	}
+	step("applied deploy/kind (namespace, RBAC, CSIDriver, StorageClass)")
+
+	// fake cloud
+	c.CloudURL = fmt.Sprintf("http://127.0.0.1:%d", p.cloud)
+	c.AdminToken = "e2e-admin-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	driverToken := "e2e-driver-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	c.AdminTokenFile = filepath.Join(o.RunDir, "cloud-admin.token")
+	driverTokenFile := filepath.Join(o.RunDir, "cloud-driver.token")
+	if err := writeCloudFiles(o, c.AdminToken, driverToken, c.AdminTokenFile, driverTokenFile); err != nil {
+		return nil, err
+	}
+	if _, err := sup.start(runCtx, procSpec{Name: "fakecloud", Path: filepath.Join(binDir, "fakecloud"), Args: []string{
+		"--listen=127.0.0.1:" + strconv.Itoa(p.cloud),
+		"--seed=" + filepath.Join(o.RunDir, "cloud-seed.yaml"),
+		"--auth=tokens", "--tokens-file=" + filepath.Join(o.RunDir, "cloud-tokens.yaml"),
+		v,
+	}, Restart: true}); err != nil {
+		return nil, err
+	}
+	if err := waitHTTP(ctx, c.CloudURL+"/readyz", nil, 30*time.Second); err != nil {
+		return nil, fmt.Errorf("fakecloud not ready: %w", err)
+	}
+	step("fakecloud ready on %s", c.CloudURL)
+
+	// controller plugin and its sidecars
+	driverCommon := append([]string{"--cloud-url=" + c.CloudURL, "--cloud-token-file=" + driverTokenFile, v}, o.DriverArgs...)
+	ctrlDir := filepath.Join(o.RunDir, "ctrl")
+	ctrlSock := filepath.Join(ctrlDir, "csi.sock")
+	if err := os.MkdirAll(filepath.Join(ctrlDir, "state"), 0o755); err != nil {
+		return nil, err
+	}
+	if _, err := sup.start(runCtx, procSpec{Name: "driver-controller", Path: filepath.Join(binDir, "driver"), Args: append([]string{
+		"--mode=controller", "--endpoint=unix://" + ctrlSock,
+		"--state-dir=" + filepath.Join(ctrlDir, "state"), "--http-addr=",
+	}, driverCommon...), Restart: true}); err != nil {
+		return nil, err
+	}
+	if err := waitFile(ctx, ctrlSock, 30*time.Second); err != nil {
+		return nil, fmt.Errorf("controller plugin socket: %w", err)
+	}
+	sidecar := []string{"--csi-address=" + ctrlSock, "--kubeconfig=" + kc("sidecars"), "--leader-election=false",
+		"--timeout=30s", "--retry-interval-max=10s", v}
+	if _, err := sup.start(runCtx, procSpec{Name: "csi-provisioner", Path: bin("csi-provisioner"),
+		Args: append([]string{"--extra-create-metadata=true"}, sidecar...), Restart: true}); err != nil {
+		return nil, err
+	}
+	if _, err := sup.start(runCtx, procSpec{Name: "csi-attacher", Path: bin("csi-attacher"),
+		Args: sidecar, Restart: true}); err != nil {
+		return nil, err
+	}
+	step("controller plugin, csi-provisioner and csi-attacher started")
+
+	// nodes
+	for i, n := range o.Nodes {
+		nodeDir := filepath.Join(o.RunDir, "n", n.Name)
+		root := filepath.Join(nodeDir, "kubelet")
+		sock := filepath.Join(nodeDir, "csi", "csi.sock")
+		for _, d := range []string{filepath.Join(root, "plugins_registry"), filepath.Dir(sock), filepath.Join(nodeDir, "state")} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := sup.start(runCtx, procSpec{Name: "driver-node-" + n.Name, Path: filepath.Join(binDir, "driver"), Args: append([]string{
+			"--mode=node", "--node-id=" + n.Name, "--endpoint=unix://" + sock,
+			"--state-dir=" + filepath.Join(nodeDir, "state"), "--http-addr=",
+		}, driverCommon...), Restart: true}); err != nil {
+			return nil, err
+		}
+		if _, err := sup.start(runCtx, procSpec{Name: "kubelet-" + n.Name, Path: bin("hollow-kubelet"), Args: []string{
+			"--kubeconfig=" + kc(n.Name), "--name=" + n.Name, "--root-dir=" + root,
+			"--port=" + strconv.Itoa(p.kubelet[i]), "--healthz-port=" + strconv.Itoa(p.healthz[i]),
+			"--node-labels=" + ZoneLabel + "=" + n.Zone + ",fakecloud.dev/e2e=true",
+			v,
+		}, Restart: true}); err != nil {
+			return nil, err
+		}
+		if err := waitFile(ctx, sock, 30*time.Second); err != nil {
+			return nil, fmt.Errorf("node plugin socket of %s: %w", n.Name, err)
+		}
+		reg := &registrar{driverName: DriverName, endpoint: sock, node: n.Name}
+		if err := serveRegistration(runCtx, filepath.Join(root, "plugins_registry", DriverName+"-reg.sock"), reg); err != nil {
+			return nil, err
+		}
+	}
+	step("%d hollow kubelets and node plugins started", len(o.Nodes))
+
+	if err := waitNodes(ctx, admin, o.Nodes, 3*time.Minute); err != nil {
+		return nil, err
+	}
+	step("all nodes Ready, CSINode lists %s on every node", DriverName)
+	if err := c.writeInfo(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Stop stops every component, the last started first, and the registration
+// servers. It is safe to call more than once.
+func (c *Cluster) Stop() {
+	c.sup.stopAll()
+	c.cancel()
+}
+
+// Running reports whether the named component (e.g. "driver-controller") is
+// alive; it errors for an unknown name.
+func (c *Cluster) Running(name string) (bool, error) {
+	p, err := c.sup.find(name)
+	if err != nil {
+		return false, err
+	}
+	return p.running(), nil
+}
+
+func (c *Cluster) writeInfo() error {
+	data, err := yaml.Marshal(c.Info)
+	if err != nil {
+		return err
+	}
+	data, err = yaml.YAMLToJSON(data)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(c.RunDir, "cluster.json"), data, 0o600)
+}
+
+// ReadInfo reads <runDir>/cluster.json of a cluster started by `up`.
+func ReadInfo(runDir string) (Info, error) {
+	var info Info
+	data, err := os.ReadFile(filepath.Join(runDir, "cluster.json"))
+	if err != nil {
+		return info, fmt.Errorf("read cluster info: %w", err)
+	}
+	if err := yaml.Unmarshal(data, &info); err != nil {
+		return info, fmt.Errorf("parse %s/cluster.json: %w", runDir, err)
+	}
+	return info, nil
+}
+
+// seedFile is the fake cloud's seed (pkg/cloud/server.Seed in YAML).
+type seedFile struct {
+	InstanceTypes []seedType     `json:"instanceTypes"`
+	Instances     []seedInstance `json:"instances"`
+	Quotas        seedQuotas     `json:"quotas"`
+}
+
+type seedType struct {
+	Name           string `json:"name"`
+	MaxAttachments int    `json:"maxAttachments"`
+}
+
+type seedInstance struct {
+	ID             string `json:"id"`
+	Zone           string `json:"zone"`
+	InstanceType   string `json:"instanceType"`
+	OutOfBandSlots int    `json:"outOfBandSlots"`
+}
+
+type seedQuotas struct {
+	Attachments   int64 `json:"attachments"`
+	Volumes       int64 `json:"volumes"`
+	CapacityBytes int64 `json:"capacityBytes"`
+}
+
+func writeCloudFiles(o Options, adminToken, driverToken, adminTokenFile, driverTokenFile string) error {
+	seed := seedFile{Quotas: seedQuotas{Attachments: o.AttachmentQuota, Volumes: 500, CapacityBytes: 1 << 44}}
+	types := map[string]bool{}
+	for _, n := range o.Nodes {
+		if !types[n.InstanceType] {
+			types[n.InstanceType] = true
+			seed.InstanceTypes = append(seed.InstanceTypes, seedType{Name: n.InstanceType, MaxAttachments: n.MaxAttachments})
+		}
+		seed.Instances = append(seed.Instances, seedInstance{ID: n.Name, Zone: n.Zone, InstanceType: n.InstanceType, OutOfBandSlots: n.OutOfBandSlots})
+	}
+	data, err := yaml.Marshal(seed)
+	if err != nil {
+		return err
+	}
+	files := map[string]string{
+		filepath.Join(o.RunDir, "cloud-seed.yaml"): string(data),
+		filepath.Join(o.RunDir, "cloud-tokens.yaml"): fmt.Sprintf("tokens:\n  - token: %s\n    role: admin\n  - token: %s\n    role: driver\n",
+			adminToken, driverToken),
+		adminTokenFile:  adminToken + "\n",
+		driverTokenFile: driverToken + "\n",
+	}
+	for path, content := range files {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+func clientFor(kubeconfig string) (*kubernetes.Clientset, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	return kubernetes.NewForConfig(cfg)
+}
+
+func waitHTTP(ctx context.Context, url string, hc *http.Client, timeout time.Duration) error {
+	if hc == nil {
+		hc = &http.Client{Timeout: 2 * time.Second}
+	}
+	return poll(ctx, timeout, func() (bool, error) {
+		resp, err := hc.Get(url)
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false, fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		return true, nil
+	})
+}
+
+func waitFile(ctx context.Context, path string, timeout time.Duration) error {
+	return poll(ctx, timeout, func() (bool, error) {
+		_, err := os.Stat(path)
+		return err == nil, err
+	})
+}
+
+func waitAPIServer(ctx context.Context, cs *kubernetes.Clientset, timeout time.Duration) error {
+	return poll(ctx, timeout, func() (bool, error) {
+		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			return false, err
+		}
+		return strings.TrimSpace(string(body)) == "ok", nil
+	})
+}
+
+// poll calls f every 500 ms until it reports done, ctx ends or timeout
+// passes; the error names f's last error.
+func poll(ctx context.Context, timeout time.Duration, f func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		done, err := f()
+		if done {
+			return nil
+		}
+		last = err
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s: last error: %v", timeout, last)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: last error: %v", ctx.Err(), last)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,275 @@
+// Command localcluster builds and runs the e2e cluster of upstream Kubernetes
+// binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+// hollow kubelets, csi-provisioner, csi-attacher) with the fake cloud and the
+// driver, all as local processes on 127.0.0.1. No Docker needed.
+//
+//	localcluster build            build missing binaries into the cache
+//	localcluster up               start a cluster in the background, print how to reach it
+//	localcluster down [--run-dir] stop it
+//	localcluster run              start a cluster in the foreground until Ctrl-C
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fakecloud/fakecloud-csi/tests/e2e/localcluster"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "localcluster:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the flags shared by the subcommands.
+type options struct {
+	// RepoRoot is the clone; found from the working directory when empty.
+	RepoRoot string
+	// BinDir is the binary cache; localcluster.DefaultCacheDir when empty.
+	BinDir string
+	// RunDir is the run folder; a new one under the temp dir when empty (up,
+	// run), the last `up` when empty (down).
+	RunDir string
+	// Nodes is the number of hollow nodes (the first three have the default
+	// shapes; more repeat them).
+	Nodes int
+	// Force rebuilds cached binaries (build).
+	Force bool
+	// Verbosity is the components' -v.
+	Verbosity int
+	// DriverArgs are extra driver flags, space separated.
+	DriverArgs string
+}
+
+func (o *options) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.RepoRoot, "repo", "", "fakecloud-csi clone (default: found from the working directory)")
+	fs.StringVar(&o.BinDir, "bin-dir", "", "binary cache (default: $FAKECLOUD_E2E_CACHE or ${XDG_CACHE_HOME:-~/.cache}/fakecloud-csi/localcluster/"+localcluster.KubeVersion+"/bin)")
+	fs.StringVar(&o.RunDir, "run-dir", "", "run folder (default: new under $TMPDIR; for down: the last up)")
+	fs.IntVar(&o.Nodes, "nodes", 3, "hollow nodes")
+	fs.BoolVar(&o.Force, "force", false, "build: rebuild binaries that are cached")
+	fs.IntVar(&o.Verbosity, "v", 4, "component log verbosity")
+	fs.StringVar(&o.DriverArgs, "driver-args", "", "extra driver flags, space separated (e.g. \"--capacity-stale-after=30s\")")
+}
+
+func (o *options) validate() error {
+	var errs []error
+	if o.Nodes < 1 || o.Nodes > 20 {
+		errs = append(errs, fmt.Errorf("--nodes must be 1..20, got %d", o.Nodes))
+	}
+	if o.Verbosity < 0 {
+		errs = append(errs, fmt.Errorf("--v must be ≥ 0, got %d", o.Verbosity))
+	}
+	return errors.Join(errs...)
+}
+
+// complete fills the defaults that need the environment.
+func (o *options) complete() error {
+	var err error
+	if o.RepoRoot == "" {
+		wd, werr := os.Getwd()
+		if werr != nil {
+			return werr
+		}
+		if o.RepoRoot, err = localcluster.FindRepoRoot(wd); err != nil {
+			return err
+		}
+	}
+	if o.BinDir == "" {
+		if o.BinDir, err = localcluster.DefaultCacheDir(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("usage: localcluster build|up|down|run|serve [flags]")
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("localcluster "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	o.addFlags(fs)
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if err := o.complete(); err != nil {
+		return err
+	}
+	switch sub {
+	case "build":
+		return localcluster.Build(ctx, localcluster.BuildOptions{
+			ToolsDir: filepath.Join(o.RepoRoot, "tests", "e2e", "localcluster", "tools"),
+			BinDir:   o.BinDir, Force: o.Force, Out: stdout,
+		})
+	case "run", "serve":
+		return serve(ctx, o, stdout, sub == "run")
+	case "up":
+		return up(ctx, o, args[1:], stdout)
+	case "down":
+		return down(o, stdout)
+	default:
+		return fmt.Errorf("unknown subcommand %q: want build, up, down or run", sub)
+	}
+}
+
+func clusterOptions(o options, runDir string, out io.Writer) localcluster.Options {
+	co := localcluster.DefaultOptions(o.RepoRoot, o.BinDir, runDir)
+	base := co.Nodes
+	co.Nodes = nil
+	for i := range o.Nodes {
+		n := base[i%len(base)]
+		n.Name = "node-" + strconv.Itoa(i+1)
+		co.Nodes = append(co.Nodes, n)
+	}
+	co.Verbosity = o.Verbosity
+	co.DriverArgs = strings.Fields(o.DriverArgs)
+	co.Out = out
+	return co
+}
+
+// serve starts a cluster and keeps it until ctx ends (Ctrl-C, `down`).
+func serve(ctx context.Context, o options, stdout io.Writer, printInfo bool) error {
+	runDir := o.RunDir
+	if runDir == "" {
+		var err error
+		if runDir, err = localcluster.NewRunDir(); err != nil {
+			return err
+		}
+	}
+	c, err := localcluster.Start(ctx, clusterOptions(o, runDir, stdout))
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+	if printInfo {
+		printHowTo(stdout, c.Info)
+	}
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "stopping the cluster; logs stay in", c.LogDir)
+	return nil
+}
+
+func currentFile(binDir string) string {
+	return filepath.Join(filepath.Dir(binDir), "current-run")
+}
+
+// up starts `serve` detached from the terminal and returns once the cluster
+// is ready (cluster.json exists) or serve failed.
+func up(ctx context.Context, o options, args []string, stdout io.Writer) error {
+	runDir := o.RunDir
+	if runDir == "" {
+		var err error
+		if runDir, err = localcluster.NewRunDir(); err != nil {
+			return err
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	logPath := filepath.Join(runDir, "localcluster.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(self, append([]string{"serve", "--run-dir=" + runDir}, args...)...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start serve: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(runDir, "localcluster.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
+		return err
+	}
+	_ = os.WriteFile(currentFile(o.BinDir), []byte(runDir+"\n"), 0o644)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	fmt.Fprintf(stdout, "starting a local cluster in %s (progress: %s)\n", runDir, logPath)
+	for {
+		if info, err := localcluster.ReadInfo(runDir); err == nil {
+			printHowTo(stdout, info)
+			return nil
+		}
+		select {
+		case err := <-exited:
+			log, _ := os.ReadFile(logPath)
+			return fmt.Errorf("cluster failed to start (%v):\n%s", err, log)
+		case <-ctx.Done():
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func printHowTo(w io.Writer, info localcluster.Info) {
+	fmt.Fprintf(w, `
+local cluster ready (run folder %[1]s, logs in %[2]s)
+  export KUBECONFIG=%[3]s
+  export FAKECLOUD_E2E_CLOUD_URL=%[4]s FAKECLOUD_E2E_CLOUD_TOKEN_FILE=%[5]s FAKECLOUD_E2E_RUN_DIR=%[1]s
+  kubectl get nodes,csinodes -o wide
+  curl -s -H "Authorization: Bearer $(cat %[5]s)" %[4]s/v1/instances
+  curl -s -H "Authorization: Bearer $(cat %[5]s)" -X PATCH -d '{"outOfBandSlots":3}' %[4]s/v1/instances/node-1
+  curl -s -H "Authorization: Bearer $(cat %[5]s)" %[4]s/v1/quotas
+stop it with: localcluster down --run-dir=%[1]s
+`, info.RunDir, info.LogDir, info.Kubeconfig, info.CloudURL, info.AdminTokenFile)
+}
+
+// down stops the serve process of a run folder and waits for it to finish.
+func down(o options, stdout io.Writer) error {
+	runDir := o.RunDir
+	if runDir == "" {
+		data, err := os.ReadFile(currentFile(o.BinDir))
+		if err != nil {
+			return fmt.Errorf("no --run-dir and no current run: %w", err)
+		}
+		runDir = strings.TrimSpace(string(data))
+	}
+	data, err := os.ReadFile(filepath.Join(runDir, "localcluster.pid"))
+	if err != nil {
+		return fmt.Errorf("no cluster in %s: %w", runDir, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return fmt.Errorf("bad pid file in %s: %w", runDir, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			fmt.Fprintln(stdout, "cluster in", runDir, "was not running")
+			_ = os.Remove(filepath.Join(runDir, "localcluster.pid"))
+			return nil
+		}
+		return fmt.Errorf("stop pid %d: %w", pid, err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pid %d still running after 2m; logs in %s/logs", pid, runDir)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	_ = os.Remove(filepath.Join(runDir, "localcluster.pid"))
+	fmt.Fprintln(stdout, "stopped the cluster in", runDir, "- logs in", filepath.Join(runDir, "logs"))
+	return nil
+}

@@ -1,0 +1,207 @@
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// stopGrace is how long a component gets between SIGTERM and SIGKILL.
+const stopGrace = 10 * time.Second
+
+// restartDelay is the pause before a crashed component is started again, like
+// a kubelet's first crash-loop back-off.
+const restartDelay = time.Second
+
+// procSpec describes one component process.
+type procSpec struct {
+	// Name is unique in the cluster; it names the log and pid files.
+	Name string
+	Path string
+	Args []string
+	// Restart starts the process again when it exits by itself, as a kubelet
+	// restarts a container: S9 kills the controller plugin and expects it back.
+	Restart bool
+}
+
+// proc is a started component.
+type proc struct {
+	spec    procSpec
+	logPath string
+	pidPath string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	stopped bool
+	exited  chan struct{} // closed when the current cmd has exited
+	done    chan struct{} // closed when the supervisor loop ends
+}
+
+// supervisor starts components with their output in logDir and their pids in
+// pidDir, restarts the ones that ask for it, and stops them all in reverse
+// start order.
+type supervisor struct {
+	logDir, pidDir string
+
+	mu    sync.Mutex
+	procs []*proc
+}
+
+func newSupervisor(logDir, pidDir string) (*supervisor, error) {
+	for _, d := range []string{logDir, pidDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	return &supervisor{logDir: logDir, pidDir: pidDir}, nil
+}
+
+// start launches spec and returns once the process exists.
+func (s *supervisor) start(ctx context.Context, spec procSpec) (*proc, error) {
+	p := &proc{
+		spec:    spec,
+		logPath: filepath.Join(s.logDir, spec.Name+".log"),
+		pidPath: filepath.Join(s.pidDir, spec.Name+".pid"),
+		done:    make(chan struct{}),
+	}
+	if err := p.launch(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.procs = append(s.procs, p)
+	s.mu.Unlock()
+	go p.supervise(ctx)
+	return p, nil
+}
+
+func (p *proc) launch() error {
+	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open log of %s: %w", p.spec.Name, err)
+	}
+	fmt.Fprintf(logFile, "=== %s start: %s %q\n", time.Now().Format(time.RFC3339Nano), p.spec.Path, p.spec.Args)
+	cmd := exec.Command(p.spec.Path, p.spec.Args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Own process group: a terminal's Ctrl-C reaches the harness only, which
+	// then stops the components in order. Pdeathsig covers a harness killed
+	// with SIGKILL.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("start %s: %w", p.spec.Name, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		err := cmd.Wait()
+		fmt.Fprintf(logFile, "=== %s exit: %v\n", time.Now().Format(time.RFC3339Nano), err)
+		logFile.Close()
+		close(exited)
+	}()
+	if err := os.WriteFile(p.pidPath, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
+		return fmt.Errorf("write pid of %s: %w", p.spec.Name, err)
+	}
+	p.mu.Lock()
+	p.cmd, p.exited = cmd, exited
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *proc) supervise(ctx context.Context) {
+	defer close(p.done)
+	for {
+		p.mu.Lock()
+		exited := p.exited
+		p.mu.Unlock()
+		<-exited
+		p.mu.Lock()
+		stopped := p.stopped
+		p.mu.Unlock()
+		if stopped || !p.spec.Restart || ctx.Err() != nil {
+			if !stopped {
+				klog.InfoS("Component exited", "component", p.spec.Name, "log", p.logPath)
+			}
+			return
+		}
+		klog.InfoS("Component exited, restarting", "component", p.spec.Name, "log", p.logPath)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(restartDelay):
+		}
+		p.mu.Lock()
+		if p.stopped {
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		if err := p.launch(); err != nil {
+			klog.ErrorS(err, "Restart failed", "component", p.spec.Name)
+			return
+		}
+	}
+}
+
+// running reports whether the process is alive now.
+func (p *proc) running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends SIGTERM to the process group, then SIGKILL after stopGrace.
+func (p *proc) stop() {
+	p.mu.Lock()
+	p.stopped = true
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	select {
+	case <-exited:
+	default:
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(stopGrace):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+	}
+	<-p.done
+	_ = os.Remove(p.pidPath)
+}
+
+// stopAll stops every component, the last started first.
+func (s *supervisor) stopAll() {
+	s.mu.Lock()
+	procs := append([]*proc(nil), s.procs...)
+	s.procs = nil
+	s.mu.Unlock()
+	for i := len(procs) - 1; i >= 0; i-- {
+		procs[i].stop()
+	}
+}
+
+// find returns the started component called name.
+func (s *supervisor) find(name string) (*proc, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.procs {
+		if p.spec.Name == name {
+			return p, nil
+		}
+	}
+	return nil, errors.New("no component " + name)
+}

@@ -1,0 +1,208 @@
+// Command hollow-kubelet runs one kubemark hollow kubelet for the local e2e
+// cluster: a real kubelet (volume manager, CSI plugin, plugin watcher, the
+// periodic CSINode allocatable updater of KEP-4876, pod admission) on top of a
+// fake container runtime.
+//
+// The stock kubemark binary does not fit because it disables controller
+// attach/detach, which v1.37 kubelets no longer support the other way round,
+// and it puts its root directory in a random temporary folder where the
+// harness cannot serve the plugin registration socket.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/component-base/version"
+	remote "k8s.io/cri-client/pkg"
+	fakeremote "k8s.io/cri-client/pkg/fake"
+	"k8s.io/klog/v2"
+	cadvisortest "k8s.io/kubernetes/pkg/kubelet/cadvisor/testing"
+	"k8s.io/kubernetes/pkg/kubelet/cm"
+	"k8s.io/kubernetes/pkg/kubemark"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "hollow-kubelet:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command-line settings of one hollow kubelet.
+type options struct {
+	// Kubeconfig is the path of the kubeconfig the kubelet uses (user
+	// system:node:<NodeName>, group system:nodes).
+	Kubeconfig string
+	// NodeName is the Node object's name; the harness makes it the fake
+	// cloud's instance ID.
+	NodeName string
+	// RootDir is the kubelet root directory; plugins_registry/ and plugins/
+	// live under it.
+	RootDir string
+	// Port is the kubelet API port on 127.0.0.1 (unique per node).
+	Port int
+	// HealthzPort is the kubelet healthz port on 127.0.0.1 (unique per node).
+	HealthzPort int
+	// Labels are extra node labels, "k=v,k2=v2".
+	Labels string
+	// MaxPods is the node's pod capacity.
+	MaxPods int
+	// Version prints the version and exits.
+	Version bool
+}
+
+func (o *options) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of this node's kubelet")
+	fs.StringVar(&o.NodeName, "name", "", "node name")
+	fs.StringVar(&o.RootDir, "root-dir", "", "kubelet root directory")
+	fs.IntVar(&o.Port, "port", 0, "kubelet API port on 127.0.0.1")
+	fs.IntVar(&o.HealthzPort, "healthz-port", 0, "kubelet healthz port on 127.0.0.1 (0: off)")
+	fs.StringVar(&o.Labels, "node-labels", "", "node labels, k=v,k2=v2")
+	fs.IntVar(&o.MaxPods, "max-pods", 110, "pods per node")
+	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
+}
+
+func (o *options) validate() error {
+	var errs []error
+	if o.Kubeconfig == "" {
+		errs = append(errs, errors.New("--kubeconfig is required"))
+	}
+	if o.NodeName == "" {
+		errs = append(errs, errors.New("--name is required"))
+	}
+	if o.RootDir == "" || !filepath.IsAbs(o.RootDir) {
+		errs = append(errs, fmt.Errorf("--root-dir must be an absolute path, got %q", o.RootDir))
+	}
+	if o.Port <= 0 || o.Port > 65535 {
+		errs = append(errs, fmt.Errorf("--port must be in 1..65535, got %d", o.Port))
+	}
+	if o.HealthzPort < 0 || o.HealthzPort > 65535 {
+		errs = append(errs, fmt.Errorf("--healthz-port must be in 0..65535, got %d", o.HealthzPort))
+	}
+	if _, err := parseLabels(o.Labels); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func parseLabels(s string) (map[string]string, error) {
+	labels := map[string]string{}
+	if s == "" {
+		return labels, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--node-labels: %q is not k=v", kv)
+		}
+		labels[k] = v
+	}
+	return labels, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("hollow-kubelet", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	klog.InitFlags(fs)
+	var o options
+	o.addFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if o.Version {
+		fmt.Fprintln(stdout, version.Get().GitVersion)
+		return nil
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	labels, _ := parseLabels(o.Labels)
+	klog.InfoS("Starting hollow kubelet", "version", version.Get().GitVersion, "node", o.NodeName, "rootDir", o.RootDir)
+
+	restConfig, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("load kubeconfig %s: %w", o.Kubeconfig, err)
+	}
+	restConfig.UserAgent = "hollow-kubelet/" + o.NodeName
+	restConfig.QPS, restConfig.Burst = 20, 40
+	client, err := clientset.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+
+	f, c := kubemark.GetHollowKubeletConfig(&kubemark.HollowKubeletOptions{
+		NodeName:    o.NodeName,
+		KubeletPort: o.Port,
+		MaxPods:     o.MaxPods,
+		NodeLabels:  labels,
+	})
+	// GetHollowKubeletConfig made a temporary root; the harness needs a known one
+	// (plugins_registry/ lives in it) and removes it with the run folder.
+	tmpRoot := f.RootDirectory
+	defer os.RemoveAll(tmpRoot)
+	f.RootDirectory = o.RootDir
+	f.CertDirectory = filepath.Join(o.RootDir, "pki")
+	c.StaticPodPath = filepath.Join(o.RootDir, "static-pods")
+	c.PodLogsDir = filepath.Join(o.RootDir, "pod-logs")
+	for _, d := range []string{o.RootDir, c.StaticPodPath, c.PodLogsDir, f.CertDirectory} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	// v1.37 kubelets refuse kubelet-side attach; the attach/detach controller
+	// and csi-attacher must do it, as on a real node.
+	c.EnableControllerAttachDetach = true
+	c.Address = "127.0.0.1"
+	c.ReadOnlyPort = 0
+	c.HealthzBindAddress = "127.0.0.1"
+	c.HealthzPort = int32(o.HealthzPort)
+	c.ImageServiceEndpoint = ""
+
+	heartbeat := *restConfig
+	heartbeat.Timeout = c.NodeStatusUpdateFrequency.Duration
+	if lease := time.Duration(c.NodeLeaseDurationSeconds) * time.Second; heartbeat.Timeout > lease {
+		heartbeat.Timeout = lease
+	}
+	heartbeat.QPS = -1
+	heartbeatClient, err := clientset.NewForConfig(&heartbeat)
+	if err != nil {
+		return fmt.Errorf("heartbeat client: %w", err)
+	}
+
+	endpoint := "unix://" + filepath.Join(o.RootDir, "fake-cri.sock")
+	_ = os.Remove(strings.TrimPrefix(endpoint, "unix://"))
+	runtime := fakeremote.NewFakeRemoteRuntime()
+	if err := runtime.Start(endpoint); err != nil {
+		return fmt.Errorf("start fake runtime at %s: %w", endpoint, err)
+	}
+	defer runtime.Stop()
+	runtimeService, err := remote.NewRemoteRuntimeServiceBuilder().
+		WithEndpoint(endpoint).
+		WithConnectionTimeout(15 * time.Second).
+		Build(ctx)
+	if err != nil {
+		return fmt.Errorf("runtime service %s: %w", endpoint, err)
+	}
+
+	hk := kubemark.NewHollowKubelet(f, c, client, heartbeatClient,
+		&cadvisortest.Fake{NodeName: o.NodeName},
+		runtime.ImageService, runtimeService, cm.NewStubContainerManager())
+	go hk.Run(ctx)
+	<-ctx.Done()
+	klog.InfoS("Stopping hollow kubelet", "node", o.NodeName)
+	return nil
+}
