@@ -41,7 +41,9 @@ type options struct {
 	staleAfter time.Duration
 	maxStep    int64
 	window     time.Duration
+	maxWindow  time.Duration
 	minInt     time.Duration
+	liveFloor  bool
 }
 
 func (o *options) addFlags(fs *flag.FlagSet) {
@@ -54,7 +56,9 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.staleAfter, "capacity-stale-after", d.Capacity.StaleAfter, "policy: last known good lifetime")
 	fs.Int64Var(&o.maxStep, "capacity-max-step", d.Capacity.MaxStep, "policy: largest increase per refresh (0: none)")
 	fs.DurationVar(&o.window, "capacity-stability-window", d.Capacity.StabilityWindow, "policy: how long an increase must hold")
+	fs.DurationVar(&o.maxWindow, "capacity-max-stability-window", d.Capacity.MaxStabilityWindow, "policy: longest window flap damping may stretch to")
 	fs.DurationVar(&o.minInt, "capacity-min-interval", d.Capacity.MinInterval, "policy: minimum time between lookups")
+	fs.BoolVar(&o.liveFloor, "live-floor", d.LiveFloor, "policy: the floor follows the node's live count of staged volumes (false: the last reading's attached count)")
 }
 
 func (o *options) params() (params, error) {
@@ -76,6 +80,8 @@ func (o *options) params() (params, error) {
 	p.Capacity.QuotaShare = share
 	p.Capacity.StaleAfter, p.Capacity.MaxStep = o.staleAfter, o.maxStep
 	p.Capacity.StabilityWindow, p.Capacity.MinInterval = o.window, o.minInt
+	p.Capacity.MaxStabilityWindow = o.maxWindow
+	p.LiveFloor = o.liveFloor
 	errs = append(errs, p.Capacity.Validate())
 	return p, errors.Join(errs...)
 }
@@ -142,8 +148,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "Seed %d, %d nodes × %d slots (limit %d − %d out-of-band), kubelet period %ds, %.0f pods/min of mean life %.0fs, %s per scenario.\n",
 		p.Seed, p.Nodes, p.Limit-p.OutOfBand, p.Limit, p.OutOfBand, p.Period, p.ArrivalPS*60, p.MeanLife, time.Duration(p.Duration)*time.Second)
-	fmt.Fprintf(stdout, "Policy: stale-after %s, max-step %d, stability window %s, min interval %s, jitter %.0f%%, quota share %s.\n\n",
-		p.Capacity.StaleAfter, p.Capacity.MaxStep, p.Capacity.StabilityWindow, p.Capacity.MinInterval, p.Capacity.Jitter*100, p.Capacity.QuotaShare)
+	floor := "the node's live count of staged volumes"
+	if !p.LiveFloor {
+		floor = "the last good reading's attached count"
+	}
+	fmt.Fprintf(stdout, "Policy: stale-after %s, max-step %d, stability window %s (max %s), min interval %s, jitter %.0f%%, quota share %s, floor from %s.\n\n",
+		p.Capacity.StaleAfter, p.Capacity.MaxStep, p.Capacity.StabilityWindow, p.Capacity.MaxStabilityWindow, p.Capacity.MinInterval, p.Capacity.Jitter*100, p.Capacity.QuotaShare, floor)
 	fmt.Fprintln(stdout, "| scenario | reporter | stale-capacity attach failures | pods rejected | CSINode writes | pending pod-min | stuck pod-min | pods started |")
 	fmt.Fprintln(stdout, "|---|---|---:|---:|---:|---:|---:|---:|")
 	total := map[string]*result{}

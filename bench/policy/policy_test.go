@@ -63,3 +63,39 @@ func TestRunPrintsTableAndRejectsBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveFloorFollowsDetachesDuringAnOutage replays the outage trace with the floor fed by
+// the node's live count and with the last reading's count: only the live count keeps the
+// scheduler from refilling slots freed while the limit fell unseen.
+func TestLiveFloorFollowsDetachesDuringAnOutage(t *testing.T) {
+	p := defaultParams()
+	p.Nodes = 4
+	p.ArrivalPS /= 2
+	var sc scenario
+	idx := -1
+	for i, s := range scenarios(p.Nodes) {
+		if s.name == "outage" {
+			sc, idx = s, i
+		}
+	}
+	if idx < 0 {
+		t.Fatal("no outage scenario")
+	}
+	run := func(live bool) result {
+		pp := p
+		pp.LiveFloor = live
+		w := newWorld(pp)
+		rep, err := newPolicyReporter(pp, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return simulate(pp, sc, newWorkload(pp, sc, idx), w, rep)
+	}
+	live, last := run(true), run(false)
+	if live.AttachFailures*2 >= last.AttachFailures {
+		t.Errorf("outage attach failures: live floor %d, last-reading floor %d; want the live floor to halve them at least", live.AttachFailures, last.AttachFailures)
+	}
+	if live.Started != last.Started {
+		t.Errorf("pods started: live floor %d, last-reading floor %d; the same workload must finish", live.Started, last.Started)
+	}
+}

@@ -28,6 +28,9 @@ type params struct {
 	RetryEvery int     // seconds between attach retries of the external-attacher
 	RejectWait int     // seconds the kubelet waits on a failed attach before it rejects the pod
 	Capacity   capacity.Config
+	// LiveFloor gives the policy reporter the node's live count of staged volumes for its
+	// floor, as the driver does; false: the floor uses the last good reading's count.
+	LiveFloor bool
 }
 
 func defaultParams() params {
@@ -35,7 +38,7 @@ func defaultParams() params {
 		Seed: 1, Nodes: 8, Limit: 16, OutOfBand: 1, Quota: 1000,
 		Duration: 2 * 3600, Period: 10, ArrivalPS: 100.0 / 600, MeanLife: 600,
 		RetryEvery: 10, RejectWait: 120,
-		Capacity: capacity.DefaultConfig(),
+		Capacity: capacity.DefaultConfig(), LiveFloor: true,
 	}
 }
 
@@ -265,6 +268,11 @@ func newPolicyReporter(p params, w *world) (*policyReporter, error) {
 		r, err := capacity.NewReporter(p.Capacity, simSource{w, n}, fmt.Sprintf("node-%d", n), pr.clk, prometheus.NewRegistry())
 		if err != nil {
 			return nil, err
+		}
+		if p.LiveFloor {
+			// The node's own count of staged volumes: in this model a volume is staged
+			// exactly while its pod runs, which is while the cloud has it attached.
+			r.SetAttachedHere(func() (int, error) { return w.attached[n], nil })
 		}
 		pr.reps = append(pr.reps, r)
 	}

@@ -40,7 +40,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.TokensFile, "tokens-file", "", "tokens YAML `tokens: [{token: T, role: admin|driver|reader}]`, for --auth=tokens")
 	fs.BoolVar(&o.AutoRegister, "auto-register", false, "create unknown instances that a driver asks about")
 	fs.StringVar(&o.DefaultInstanceType, "default-instance-type", "medium", "instance type of auto-registered instances")
-	fs.StringVar(&o.DefaultZone, "default-zone", "zone-a", "zone of auto-registered instances")
+	fs.StringVar(&o.DefaultZone, "default-zone", "zone-a", "zone of auto-registered instances and of volumes created without a zone")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", server.DefaultMaxBodyBytes, "request body limit in bytes (413 above)")
 	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
 }

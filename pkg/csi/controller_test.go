@@ -2,14 +2,18 @@ package csi
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/backoff"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
 )
 
@@ -619,4 +623,165 @@ func TestGetCapacity(t *testing.T) {
 	f.FailNext(cloudfake.OperationGetQuotas, cloud.NewError(cloud.CodeThrottled, "slow down"))
 	_, err = s.GetCapacity(context.Background(), &csi.GetCapacityRequest{})
 	wantCode(t, err, codes.Unavailable)
+}
+
+// newBackoffController is newController with a publish backoff on a fake clock, without
+// jitter so that windows are exact; i-1 has 3 free slots.
+func newBackoffController(t *testing.T, f *cloudfake.Fake) (*ControllerServer, *clocktesting.FakePassiveClock) {
+	t.Helper()
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	cfg := backoff.DefaultConfig()
+	cfg.Jitter = 0
+	bo, err := backoff.New(cfg, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewControllerServer(f, bo, nil), clk
+}
+
+func publish(s *ControllerServer, volID, nodeID string) (*csi.ControllerPublishVolumeResponse, error) {
+	return s.ControllerPublishVolume(context.Background(), &csi.ControllerPublishVolumeRequest{VolumeId: volID, NodeId: nodeID, VolumeCapability: rwo})
+}
+
+// fillNode creates n volumes and publishes them to node; it returns their IDs.
+func fillNode(t *testing.T, s *ControllerServer, node string, n int) []string {
+	t.Helper()
+	var ids []string
+	for i := range n {
+		id := mustCreate(t, s, fmt.Sprintf("%s-pvc-%d", node, i)).GetVolumeId()
+		if _, err := publish(s, id, node); err != nil {
+			t.Fatalf("publish %s to %s: %v", id, node, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func TestControllerPublishBackoff(t *testing.T) {
+	ctx := context.Background()
+	attaches := func(f *cloudfake.Fake) int { return f.Calls(cloud.OperationAttachVolume) }
+
+	t.Run("a full node is refused without the cloud until the window ends", func(t *testing.T) {
+		_, f := newController(t)
+		s, clk := newBackoffController(t, f)
+		fillNode(t, s, "i-1", 3)
+		extra := []string{mustCreate(t, s, "x-1").GetVolumeId(), mustCreate(t, s, "x-2").GetVolumeId()}
+		_, err := publish(s, extra[0], "i-1")
+		wantCode(t, err, codes.ResourceExhausted)
+		before := attaches(f)
+		_, err = publish(s, extra[1], "i-1")
+		wantCode(t, err, codes.ResourceExhausted)
+		if got := attaches(f); got != before {
+			t.Errorf("publish within the window called AttachVolume (%d calls, want %d)", got, before)
+		}
+		// Another node is not affected.
+		_, err = publish(s, extra[1], "i-2")
+		wantCode(t, err, codes.OK)
+		clk.SetTime(clk.Now().Add(backoff.DefaultConfig().CapacityInitial))
+		_, err = publish(s, extra[0], "i-1")
+		wantCode(t, err, codes.ResourceExhausted)
+		if got := attaches(f); got != before+2 {
+			t.Errorf("after the window: %d AttachVolume calls, want %d", got, before+2)
+		}
+	})
+
+	t.Run("a detach on the node lets the next publish reach the cloud", func(t *testing.T) {
+		_, f := newController(t)
+		s, _ := newBackoffController(t, f)
+		ids := fillNode(t, s, "i-1", 3)
+		x := mustCreate(t, s, "x").GetVolumeId()
+		_, err := publish(s, x, "i-1")
+		wantCode(t, err, codes.ResourceExhausted)
+		_, err = s.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: ids[0], NodeId: "i-1"})
+		wantCode(t, err, codes.OK)
+		before := attaches(f)
+		_, err = publish(s, x, "i-1")
+		wantCode(t, err, codes.OK)
+		if got := attaches(f); got != before+1 {
+			t.Errorf("publish after the detach: %d AttachVolume calls, want %d", got, before+1)
+		}
+	})
+
+	t.Run("a non-capacity error never turns into RESOURCE_EXHAUSTED", func(t *testing.T) {
+		_, f := newController(t)
+		s, clk := newBackoffController(t, f)
+		v := mustCreate(t, s, "v").GetVolumeId()
+		w := mustCreate(t, s, "w").GetVolumeId()
+		f.FailNext(cloud.OperationAttachVolume, cloud.NewError(cloud.CodeThrottled, "slow down"))
+		_, err := publish(s, v, "i-1")
+		wantCode(t, err, codes.Unavailable)
+		before := attaches(f)
+		_, err = publish(s, v, "i-1") // within the volume's window: remembered, not asked
+		wantCode(t, err, codes.Unavailable)
+		if got := attaches(f); got != before {
+			t.Errorf("retry within the window called AttachVolume")
+		}
+		_, err = publish(s, w, "i-1") // the node is not held
+		wantCode(t, err, codes.OK)
+		for _, c := range []cloud.Code{cloud.CodeAccessDenied, cloud.CodeZoneMismatch, cloud.CodeUnavailable} {
+			clk.SetTime(clk.Now().Add(time.Minute))
+			f.FailNext(cloud.OperationAttachVolume, cloud.NewError(c, "injected"))
+			_, err = publish(s, v, "i-1")
+			if status.Code(err) == codes.ResourceExhausted {
+				t.Errorf("%s: publish = %v", c, err)
+			}
+			_, err = publish(s, v, "i-1")
+			if status.Code(err) == codes.ResourceExhausted {
+				t.Errorf("%s: second publish = %v", c, err)
+			}
+		}
+	})
+
+	t.Run("an attached volume re-published during the window gets OK", func(t *testing.T) {
+		_, f := newController(t)
+		s, _ := newBackoffController(t, f)
+		ids := fillNode(t, s, "i-1", 3)
+		want := f.Volumes()
+		x := mustCreate(t, s, "x").GetVolumeId()
+		_, err := publish(s, x, "i-1")
+		wantCode(t, err, codes.ResourceExhausted)
+		for _, id := range ids {
+			resp, err := publish(s, id, "i-1")
+			wantCode(t, err, codes.OK)
+			if resp.GetPublishContext()[PublishContextDevicePath] == "" {
+				t.Errorf("re-publish of %s: no devicePath", id)
+			}
+		}
+		// A restarted controller knows nothing of what is attached; the cloud does.
+		s2, _ := newBackoffController(t, f)
+		_, err = publish(s2, x, "i-1")
+		wantCode(t, err, codes.ResourceExhausted)
+		gets := f.Calls(cloud.OperationGetVolume)
+		for _, id := range ids {
+			_, err := publish(s2, id, "i-1")
+			wantCode(t, err, codes.OK)
+		}
+		if got := f.Calls(cloud.OperationGetVolume); got != gets+len(ids) {
+			t.Errorf("GetVolume calls = %d, want %d (one per refused attached volume)", got, gets+len(ids))
+		}
+		// Re-publishing attached volumes frees no slot: the node's window still holds.
+		before := attaches(f)
+		_, err = publish(s2, x, "i-1")
+		wantCode(t, err, codes.ResourceExhausted)
+		if got := attaches(f); got != before {
+			t.Errorf("publish to the still full node called AttachVolume")
+		}
+		for i, v := range f.Volumes() {
+			if i < len(want) && (v.AttachedTo != want[i].AttachedTo || v.Device != want[i].Device) {
+				t.Errorf("volume %s moved: %+v, was %+v", v.ID, v, want[i])
+			}
+		}
+	})
+
+	t.Run("an unconfirmed refusal reports the lookup's error", func(t *testing.T) {
+		_, f := newController(t)
+		s, _ := newBackoffController(t, f)
+		fillNode(t, s, "i-1", 3)
+		x := mustCreate(t, s, "x").GetVolumeId()
+		_, err := publish(s, x, "i-1")
+		wantCode(t, err, codes.ResourceExhausted)
+		f.FailNext(cloud.OperationGetVolume, cloud.NewError(cloud.CodeUnavailable, "down"))
+		_, err = publish(s, x, "i-1")
+		wantCode(t, err, codes.Unavailable)
+	})
 }

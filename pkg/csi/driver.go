@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/backoff"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
 )
 
@@ -29,7 +30,9 @@ type Deps struct {
 	// ControllerCloud is required in controller and all modes.
 	ControllerCloud ControllerCloud
 	// NodeCloud, Mounter and Capacity are required in node and all modes. When Capacity also
-	// has a Run(ctx) error method (a background refresher), Run runs it.
+	// has a Run(ctx) error method (a background refresher), Run runs it; when it has a
+	// SetAttachedHere(capacity.AttachedHereFunc) method (*capacity.Reporter does), New gives
+	// it the node service's count of staged volumes, the live floor of the capacity policy.
 	NodeCloud NodeCloud
 	Mounter   mount.Mounter
 	Capacity  CapacityReporter
@@ -90,6 +93,11 @@ func New(opts Options, deps Deps) (*Driver, error) {
 			NodeID: opts.NodeID, StateDir: opts.StateDir, Cloud: deps.NodeCloud,
 			Mounter: deps.Mounter, Capacity: deps.Capacity, TopologyReady: d.ready.NodeReady,
 		})
+		if c, ok := deps.Capacity.(interface {
+			SetAttachedHere(capacity.AttachedHereFunc)
+		}); ok {
+			c.SetAttachedHere(d.node.StagedVolumes)
+		}
 	}
 	return d, nil
 }

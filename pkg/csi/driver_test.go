@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
 )
@@ -138,8 +139,10 @@ func TestDriverPublishAndMetrics(t *testing.T) {
 	r.fake.SetInstanceLimits("i-1", 1, 1)
 	_, err = cc.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: v.GetVolume().GetVolumeId(), NodeId: "i-1", VolumeCapability: rwo})
 	wantCode(t, err, codes.ResourceExhausted)
+	// i-1 is in its publish backoff window now: the throttled attach goes to another node.
+	r.fake.AddInstance("i-2", "zone-a", 8, 0)
 	r.fake.FailNext(cloud.OperationAttachVolume, cloud.NewError(cloud.CodeThrottled, "slow down"))
-	_, err = cc.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: v.GetVolume().GetVolumeId(), NodeId: "i-1", VolumeCapability: rwo})
+	_, err = cc.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: v.GetVolume().GetVolumeId(), NodeId: "i-2", VolumeCapability: rwo})
 	wantCode(t, err, codes.Unavailable)
 	ni, err := csi.NewNodeClient(r.conn).NodeGetInfo(ctx, &csi.NodeGetInfoRequest{})
 	wantCode(t, err, codes.OK)
@@ -224,5 +227,78 @@ func TestNewRequiresDeps(t *testing.T) {
 	opts.NodeID = "i-1"
 	if _, err := New(opts, Deps{}); err == nil {
 		t.Fatal("New without dependencies succeeded")
+	}
+}
+
+// The optional methods Driver looks for are the ones *capacity.Reporter has.
+var (
+	_ interface{ Run(context.Context) error } = (*capacity.Reporter)(nil)
+	_ interface {
+		SetAttachedHere(capacity.AttachedHereFunc)
+	} = (*capacity.Reporter)(nil)
+)
+
+// refreshingCapacity is a fixedCapacity with the optional methods of *capacity.Reporter: a
+// background Run and SetAttachedHere.
+type refreshingCapacity struct {
+	fixedCapacity
+	running chan struct{}
+	stopped chan struct{}
+	here    chan capacity.AttachedHereFunc
+}
+
+func (c *refreshingCapacity) Run(ctx context.Context) error {
+	close(c.running)
+	<-ctx.Done()
+	close(c.stopped)
+	return nil
+}
+
+func (c *refreshingCapacity) SetAttachedHere(f capacity.AttachedHereFunc) { c.here <- f }
+
+func TestDriverRunsTheRefresherAndFeedsTheLiveCount(t *testing.T) {
+	dir := shortDir(t)
+	f := cloudfake.New()
+	f.AddInstance("i-1", "zone-a", 8, 1)
+	c := &refreshingCapacity{fixedCapacity: fixedCapacity{slots: 7}, running: make(chan struct{}), stopped: make(chan struct{}),
+		here: make(chan capacity.AttachedHereFunc, 1)}
+	opts := DefaultOptions()
+	opts.Mode, opts.NodeID, opts.StateDir = ModeNode, "i-1", filepath.Join(dir, "state")
+	opts.Endpoint = "unix://" + filepath.Join(dir, "csi.sock")
+	m := mount.NewFake()
+	d, err := New(opts, Deps{NodeCloud: f, Mounter: m, Capacity: c, Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var count capacity.AttachedHereFunc
+	select {
+	case count = <-c.here:
+	default:
+		t.Fatal("New did not give the reporter the node's staged-volume count")
+	}
+	staging := filepath.Join(dir, "staging")
+	if _, err := d.node.NodeStageVolume(context.Background(), &csi.NodeStageVolumeRequest{VolumeId: "vol-1", StagingTargetPath: staging, VolumeCapability: rwo}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := count(); n != 1 || err != nil {
+		t.Errorf("count = %d, %v; want 1", n, err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	select {
+	case <-c.running:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not start the capacity refresher")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	select {
+	case <-c.stopped:
+	default:
+		t.Error("the refresher was still running after Run returned")
 	}
 }

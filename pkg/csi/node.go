@@ -27,6 +27,11 @@ const DefaultNodeInfoTimeout = 30 * time.Second
 // bind-mounted on at stage.
 const stagedBlockFile = "block"
 
+// stagedMarker is the file in a volume's state folder (<StateDir>/volumes/<id>/) naming the
+// mount point that makes the volume staged on this node: with the mounts, which outlive the
+// plugin, it lets StagedVolumes count correctly after a restart.
+const stagedMarker = "staged"
+
 // NodeConfig is what NewNodeServer needs.
 type NodeConfig struct {
 	// NodeID is the cloud instance ID of this node (--node-id), reported as node_id.
@@ -58,6 +63,11 @@ type NodeServer struct {
 	// only the CO's own ReadWriteOncePod enforcement remains for volumes published before.
 	pubMu     sync.Mutex
 	published map[string]map[string]bool
+
+	// staged maps the ID of each volume staged here to its staged mount point; nil until
+	// loaded from the markers under the state directory (StagedVolumes).
+	stagedMu sync.Mutex
+	staged   map[string]string
 
 	// topoSem serialises the zone lookup while letting waiters give up with their ctx.
 	topoSem chan struct{}
@@ -244,6 +254,88 @@ func (n *NodeServer) setPublished(id, target string, on bool) {
 	}
 }
 
+func (n *NodeServer) stagedMarkerPath(id string) string {
+	return filepath.Join(n.volumeDir(id), stagedMarker)
+}
+
+// StagedVolumes returns how many volumes are staged on this node now, the node's own count
+// of this driver's volumes in use here (capacity.AttachedHereFunc: the live floor of the
+// capacity policy). The first call reads the markers NodeStageVolume leaves under the state
+// directory and keeps those whose mount still exists, so volumes staged before a restart
+// count and ones whose mount went away (a reboot) do not; later calls are in memory.
+// Errors: the state directory or a marker cannot be read (the count is then unknown).
+func (n *NodeServer) StagedVolumes() (int, error) {
+	n.stagedMu.Lock()
+	defer n.stagedMu.Unlock()
+	if err := n.loadStagedLocked(); err != nil {
+		return 0, err
+	}
+	return len(n.staged), nil
+}
+
+func (n *NodeServer) loadStagedLocked() error {
+	if n.staged != nil {
+		return nil
+	}
+	dir := filepath.Join(n.cfg.StateDir, "volumes")
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("count staged volumes in %s: %w", dir, err)
+	}
+	staged := map[string]string{}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		id := e.Name()
+		b, err := os.ReadFile(n.stagedMarkerPath(id))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("count staged volumes: %w", err)
+		}
+		mp, err := n.cfg.Mounter.MountPoint(string(b))
+		if err != nil {
+			return fmt.Errorf("count staged volumes: inspect %s: %w", b, err)
+		}
+		if mp == nil {
+			// Unstaged by a crash or a reboot after the marker was written: not staged.
+			_ = os.Remove(n.stagedMarkerPath(id))
+			continue
+		}
+		staged[id] = string(b)
+	}
+	n.staged = staged
+	return nil
+}
+
+// setStaged records that volume id is staged at mount point mp (or no longer, mp == "").
+// A marker that cannot be written or removed is logged, not returned: the mount is what
+// counts, and a count that errs low only holds new pods back while the cloud is unreadable.
+func (n *NodeServer) setStaged(ctx context.Context, id, mp string) {
+	n.stagedMu.Lock()
+	defer n.stagedMu.Unlock()
+	path := n.stagedMarkerPath(id)
+	var err error
+	if mp != "" {
+		err = os.WriteFile(path, []byte(mp), 0o640)
+	} else if err = os.Remove(path); errors.Is(err, os.ErrNotExist) {
+		err = nil
+	}
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot update the staged marker", "volumeID", id)
+	}
+	if n.staged == nil {
+		return // the markers are read on the first StagedVolumes
+	}
+	if mp != "" {
+		n.staged[id] = mp
+	} else {
+		delete(n.staged, id)
+	}
+}
+
 func (n *NodeServer) lock(key string) (func(), error) {
 	if !n.inflight.tryAcquire(key) {
 		return nil, aborted(key)
@@ -283,6 +375,7 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 		if err := n.bindOnce(n.blockFile(id), target, false); err != nil {
 			return nil, err
 		}
+		n.setStaged(ctx, id, target)
 	} else {
 		if err := os.MkdirAll(n.dataDir(id), 0o750); err != nil {
 			return nil, internalf("backing folder of %s: %v", id, err)
@@ -290,6 +383,7 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 		if err := n.bindOnce(n.dataDir(id), staging, false); err != nil {
 			return nil, err
 		}
+		n.setStaged(ctx, id, staging)
 	}
 	klog.FromContext(ctx).V(2).Info("Volume staged", "volumeID", id, "stagingTargetPath", staging)
 	return &csi.NodeStageVolumeResponse{}, nil
@@ -316,6 +410,7 @@ func (n *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstage
 	if _, err := n.unmountAll(staging); err != nil {
 		return nil, err
 	}
+	n.setStaged(ctx, id, "")
 	klog.FromContext(ctx).V(2).Info("Volume unstaged", "volumeID", id, "stagingTargetPath", staging)
 	return &csi.NodeUnstageVolumeResponse{}, nil
 }

@@ -357,3 +357,66 @@ func TestNodeGetInfoWaitsBoundedForTopology(t *testing.T) {
 	_, err := e.srv.NodeGetInfo(ctx, &csi.NodeGetInfoRequest{})
 	wantCode(t, err, codes.DeadlineExceeded)
 }
+
+func TestNodeStagedVolumesSurviveARestart(t *testing.T) {
+	mounters(t, func(t *testing.T, m mount.Mounter) {
+		ctx := context.Background()
+		e := newNode(t, m, nil)
+		mountStaging, blockStaging := filepath.Join(e.dir, "staging-1"), filepath.Join(e.dir, "staging-2")
+		cleanupMounts(t, m, mountStaging, filepath.Join(blockStaging, stagedBlockFile))
+		count := func(s *NodeServer, want int) {
+			t.Helper()
+			if n, err := s.StagedVolumes(); err != nil || n != want {
+				t.Fatalf("StagedVolumes = %d, %v; want %d", n, err, want)
+			}
+		}
+		count(e.srv, 0)
+		for _, req := range []*csi.NodeStageVolumeRequest{
+			{VolumeId: "vol-1", StagingTargetPath: mountStaging, VolumeCapability: rwo},
+			{VolumeId: "vol-1", StagingTargetPath: mountStaging, VolumeCapability: rwo},
+			{VolumeId: "vol-2", StagingTargetPath: blockStaging, VolumeCapability: blockCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER),
+				VolumeContext: map[string]string{VolumeContextSizeBytes: "1048576"}},
+		} {
+			_, err := e.srv.NodeStageVolume(ctx, req)
+			wantCode(t, err, codes.OK)
+		}
+		count(e.srv, 2)
+
+		restarted := func() *NodeServer {
+			return NewNodeServer(NodeConfig{NodeID: "i-1", StateDir: e.srv.cfg.StateDir, Cloud: e.fake, Mounter: m, Capacity: e.srv.cfg.Capacity})
+		}
+		count(restarted(), 2)
+
+		// A mount gone behind the plugin's back (a reboot) is not staged any more.
+		if err := m.Unmount(filepath.Join(blockStaging, stagedBlockFile)); err != nil {
+			t.Fatal(err)
+		}
+		s := restarted()
+		count(s, 1)
+		if _, err := os.Stat(s.stagedMarkerPath("vol-2")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("stale marker of vol-2 kept: %v", err)
+		}
+		_, err := s.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: "vol-1", StagingTargetPath: mountStaging})
+		wantCode(t, err, codes.OK)
+		count(s, 0)
+		count(restarted(), 0)
+		_, err = s.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: "vol-1", StagingTargetPath: mountStaging, VolumeCapability: rwo})
+		wantCode(t, err, codes.OK)
+		count(s, 1)
+		_, err = s.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: "vol-1", StagingTargetPath: mountStaging})
+		wantCode(t, err, codes.OK)
+	})
+}
+
+func TestNodeStagedVolumesUnreadableState(t *testing.T) {
+	e := newNode(t, mount.NewFake(), nil)
+	if err := os.MkdirAll(e.srv.cfg.StateDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.srv.cfg.StateDir, "volumes"), []byte("not a folder"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.srv.StagedVolumes(); err == nil {
+		t.Fatalf("StagedVolumes = %d, nil; want an error for an unreadable state dir", n)
+	}
+}

@@ -5,6 +5,7 @@ go 1.26.0
 replace github.com/fakecloud/fakecloud-csi => ../..
 
 require (
+	github.com/fakecloud/fakecloud-csi v0.0.0-00010101000000-000000000000
 	google.golang.org/grpc v1.83.2
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2

@@ -35,7 +35,6 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"oversize trailing data", "POST", "/v1/volumes", `{"name":"x","sizeBytes":1,"zone":"zone-a"}` + strings.Repeat(" ", 5000) + `x`, nil, 413, cloud.CodePayloadTooLarge},
 		{"missing volume name", "POST", "/v1/volumes", `{"sizeBytes":1,"zone":"zone-a"}`, nil, 400, cloud.CodeInvalidArgument},
 		{"zero size", "POST", "/v1/volumes", `{"name":"x","sizeBytes":0,"zone":"zone-a"}`, nil, 400, cloud.CodeInvalidArgument},
-		{"missing zone", "POST", "/v1/volumes", `{"name":"x","sizeBytes":1}`, nil, 400, cloud.CodeInvalidArgument},
 		{"volume name taken", "POST", "/v1/volumes", `{"name":"v","sizeBytes":11,"zone":"zone-a"}`, nil, 409, cloud.CodeAlreadyExists},
 		{"unknown source snapshot", "POST", "/v1/volumes", `{"name":"x","sizeBytes":10,"zone":"zone-a","sourceSnapshotId":"snap-nope"}`, nil, 404, cloud.CodeSnapshotNotFound},
 		{"smaller than snapshot", "POST", "/v1/volumes", `{"name":"x","sizeBytes":9,"zone":"zone-a","sourceSnapshotId":"` + snap.ID + `"}`, nil, 400, cloud.CodeInvalidArgument},

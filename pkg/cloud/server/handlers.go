@@ -190,7 +190,9 @@ func (s *Server) attachVolume(r *http.Request, c caller) (*reply, error) {
 	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationAttachVolume, VolumeID: id, InstanceID: req.InstanceID}); err != nil {
 		return nil, err
 	}
-	att, err := s.store.Attach(id, req.InstanceID, s.registration(c, req.InstanceID))
+	// An attach never registers an instance: a node registers when its plugin first looks
+	// itself up, and an attach to a node that never did is a caller's mistake (404).
+	att, err := s.store.Attach(id, req.InstanceID, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -272,10 +272,16 @@ func TestAutoRegister(t *testing.T) {
 		t.Fatalf("auto-registered capacity %+v", c)
 	}
 	v := must[*cloud.Volume](t)(tc.driver.CreateVolume(ctx, cloud.CreateVolumeRequest{Name: "v", SizeBytes: 1, Zone: "zone-b"}))
-	a := must[*cloud.Attachment](t)(tc.driver.AttachVolume(ctx, v.ID, "kind-worker2"))
-	inst := must[*cloud.Instance](t)(tc.reader.GetInstance(ctx, "kind-worker2"))
-	if inst.Zone != "zone-b" || inst.InstanceType != "medium" || len(inst.Attachments) != 1 || a.InstanceID != "kind-worker2" {
-		t.Fatalf("auto-registered on attach: %+v", inst)
+	_, err = tc.driver.AttachVolume(ctx, v.ID, "kind-worker2")
+	wantCode(t, err, cloud.CodeInstanceNotFound) // an attach never registers
+	a := must[*cloud.Attachment](t)(tc.driver.AttachVolume(ctx, v.ID, "kind-worker"))
+	inst := must[*cloud.Instance](t)(tc.reader.GetInstance(ctx, "kind-worker"))
+	if inst.Zone != "zone-b" || inst.InstanceType != "medium" || len(inst.Attachments) != 1 || a.InstanceID != "kind-worker" {
+		t.Fatalf("auto-registered instance after attach: %+v", inst)
+	}
+	v2 := must[*cloud.Volume](t)(tc.driver.CreateVolume(ctx, cloud.CreateVolumeRequest{Name: "no-zone", SizeBytes: 1}))
+	if v2.Zone != "zone-b" {
+		t.Fatalf("volume created without a zone is in %q, want the default zone-b", v2.Zone)
 	}
 }
 

@@ -12,7 +12,11 @@
 // wait for a stability window and then ramp by a bounded step per refresh, a value is never
 // raised while the truth is unknown, and a reading from an older cloud revision than one
 // already used is ignored. When the cloud cannot be read the last known good value is kept
-// for Config.StaleAfter, then the conservative floor max(1, attachedHere) is reported.
+// for Config.StaleAfter, then the conservative floor max(1, attachedHere) is reported, where
+// attachedHere is the node's own live count of staged volumes when the node service provides
+// it (Reporter.SetAttachedHere), else the last good reading's attached count. Revisions are
+// compared only within one cloud epoch (cloud.Capacity.Epoch): a reading from a new epoch
+// restarts the revision guard.
 //
 // Policy is the pure state machine (time is passed in). Reporter wraps it with cached,
 // rate-limited, collapsed cloud lookups, a bounded wait, persisted state and Prometheus

@@ -46,16 +46,20 @@ func Raw(c cloud.Capacity, share QuotaShare) int64 {
 func Reportable(raw int64) int64 { return max(1, raw) }
 
 // PersistedState is what survives a restart of the node plugin (written under --state-dir):
-// the last reported value, the newest cloud revision used, the attached count of the last
-// good reading (for the floor) and when that reading arrived.
+// the last reported value, the newest cloud revision used and the cloud epoch it belongs to,
+// the attached count of the last good reading (for the floor when the node cannot count)
+// and when that reading arrived.
 type PersistedState struct {
-	// Version is the file format version, 1.
-	Version    int       `json:"version"`
-	InstanceID string    `json:"instanceId"`
-	Reported   int64     `json:"reported"`
-	Revision   uint64    `json:"revision"`
-	Attached   int64     `json:"attached"`
-	GoodAt     time.Time `json:"goodAt"`
+	// Version is the file format version, 1. Epoch was added without a version change: a
+	// file without it has an unknown epoch, which compares as the same as any other.
+	Version    int    `json:"version"`
+	InstanceID string `json:"instanceId"`
+	Reported   int64  `json:"reported"`
+	Revision   uint64 `json:"revision"`
+	// Epoch is the cloud.Capacity.Epoch of Revision; empty when the cloud gave none.
+	Epoch    string    `json:"epoch,omitempty"`
+	Attached int64     `json:"attached"`
+	GoodAt   time.Time `json:"goodAt"`
 }
 
 // Snapshot is the policy's answer at one instant.
@@ -72,13 +76,17 @@ type Policy struct {
 	known    bool   // reported was set by a reading or restored state
 	reported int64  // the value reported now, ≥ 1
 	revision uint64 // newest cloud revision a reported value was computed from
+	epoch    string // the cloud epoch revision belongs to; "" when unknown
 
 	hasGood  bool
 	goodAt   time.Time // local time the last accepted reading arrived
 	attached int64     // attached here in the last accepted reading
-	reading  *cloud.Capacity
-	raw      int64
-	target   int64 // Reportable(raw) of the last accepted reading
+	// here is the node's own current count of this driver's volumes (ObserveAttachedHere),
+	// -1 when unknown; the floor prefers it to attached, which ages with the reading.
+	here    int64
+	reading *cloud.Capacity
+	raw     int64
+	target  int64 // Reportable(raw) of the last accepted reading
 
 	rising     bool // target has stayed above reported since riseSince
 	riseSince  time.Time
@@ -96,7 +104,18 @@ type Policy struct {
 // NewPolicy returns a policy with no knowledge: it reports 1 (mode floor) until the first
 // reading or Restore. cfg should have passed Validate.
 func NewPolicy(cfg Config) *Policy {
-	return &Policy{cfg: cfg, reported: 1}
+	return &Policy{cfg: cfg, reported: 1, here: -1}
+}
+
+// ObserveAttachedHere feeds the node's own current count of this driver's volumes in use on
+// it (the volumes staged there now), or a negative n when the node cannot tell. The floor
+// max(1, attached here) then follows that count instead of the attached count of the last
+// good reading: during an outage pods end and free slots the scheduler would otherwise
+// refill on the strength of an old count, while the limit may have fallen unseen. A count
+// below the cloud's (attached, not yet staged) only holds new placements back, which is
+// what the floor is for; the floor never raises the value either way.
+func (p *Policy) ObserveAttachedHere(n int64) {
+	p.here = max(n, -1)
 }
 
 // Restore makes s the starting point, as last known good with its age: a restarted or
@@ -109,6 +128,7 @@ func (p *Policy) Restore(s PersistedState) error {
 	p.known = true
 	p.reported = s.Reported
 	p.revision = s.Revision
+	p.epoch = s.Epoch
 	p.hasGood = true
 	p.goodAt = s.GoodAt
 	p.attached = s.Attached
@@ -122,16 +142,24 @@ func (p *Policy) State() (s PersistedState, ok bool) {
 	if !p.known || !p.hasGood {
 		return PersistedState{}, false
 	}
-	return PersistedState{Version: 1, Reported: p.reported, Revision: p.revision, Attached: p.attached, GoodAt: p.goodAt}, true
+	return PersistedState{Version: 1, Reported: p.reported, Revision: p.revision, Epoch: p.epoch, Attached: p.attached, GoodAt: p.goodAt}, true
 }
 
 // ObserveReading feeds one successful lookup at time now. It returns ClassStaleRevision
-// (and changes nothing) when c is older than a revision already used, ClassInvalid for a
-// reading with negative fields, else ClassNone. changed says whether the reported value
-// changed.
+// (and changes nothing) when c is older than a revision already used in the same cloud
+// epoch, ClassInvalid for a reading with negative fields, else ClassNone. Revisions of
+// different epochs (both non-empty) are not comparable: such a reading starts the revision
+// guard afresh from its own revision (see NewEpoch); an empty epoch counts as the same.
+// changed says whether the reported value changed.
 func (p *Policy) ObserveReading(now time.Time, c cloud.Capacity) (class ErrorClass, changed bool) {
 	if c.AttachLimit < 0 || c.OutOfBandSlots < 0 || c.Attached < 0 || c.QuotaHeadroom < 0 || c.Instances < 0 {
 		return p.observeFailure(now, ClassInvalid)
+	}
+	if p.NewEpoch(c) {
+		// The cloud's store started again (revisions restart from 0): the newest revision
+		// of the old store says nothing about this one, and keeping it would ignore every
+		// reading, pinning the node at its floor for good.
+		p.revision = 0
 	}
 	if p.known && c.Revision < p.revision {
 		// Not a failure of the cloud: a late answer. The newer reading already used stands.
@@ -145,6 +173,9 @@ func (p *Policy) ObserveReading(now time.Time, c cloud.Capacity) (class ErrorCla
 	p.hasGood, p.goodAt, p.attached = true, now, int64(c.Attached)
 	p.unknown, p.floored, p.lastErr = false, false, ClassNone
 	p.revision = max(p.revision, c.Revision)
+	if c.Epoch != "" {
+		p.epoch = c.Epoch
+	}
 
 	switch {
 	case !p.known:
@@ -179,6 +210,12 @@ func (p *Policy) ObserveReading(now time.Time, c cloud.Capacity) (class ErrorCla
 		}
 	}
 	return ClassNone, p.noteChange(now, before)
+}
+
+// NewEpoch reports whether c comes from another cloud epoch than the revision already used:
+// both epochs known and different.
+func (p *Policy) NewEpoch(c cloud.Capacity) bool {
+	return p.epoch != "" && c.Epoch != "" && c.Epoch != p.epoch
 }
 
 // ObserveError feeds one failed lookup of the given class at time now. Only ClassCapacity
@@ -250,8 +287,15 @@ func (p *Policy) flapped(now time.Time) {
 	p.lastFlap = now
 }
 
-// floor is the conservative value max(1, attached here), never above the current value.
-func (p *Policy) floor() int64 { return min(p.reported, Reportable(p.attached)) }
+// floor is the conservative value max(1, attached here), never above the current value;
+// attached here is the node's live count when it has one, else the last good reading's.
+func (p *Policy) floor() int64 {
+	here := p.attached
+	if p.here >= 0 {
+		here = p.here
+	}
+	return min(p.reported, Reportable(here))
+}
 
 // age is how old the last good reading is at now; a clock that went back counts as 0.
 func (p *Policy) age(now time.Time) time.Duration {

@@ -15,10 +15,19 @@ func reading(limit, oob, attached int, headroom int64, rev uint64) *cloud.Capaci
 		QuotaHeadroom: headroom, Instances: 1, Revision: rev}
 }
 
-// tick is one instant of a scripted timeline: optionally a reading or a failed lookup, then
-// the expected answer of Value.
+// inEpoch sets a reading's cloud epoch.
+func inEpoch(c *cloud.Capacity, epoch string) *cloud.Capacity {
+	c.Epoch = epoch
+	return c
+}
+
+func here(n int64) *int64 { return &n }
+
+// tick is one instant of a scripted timeline: optionally the node's live count, then
+// optionally a reading or a failed lookup, then the expected answer of Value.
 type tick struct {
 	at       time.Duration
+	here     *int64
 	read     *cloud.Capacity
 	err      ErrorClass
 	want     int64
@@ -254,6 +263,59 @@ func TestPolicyTimelines(t *testing.T) {
 			},
 		},
 		{
+			name: "outage: the floor follows the node's live count down, never up",
+			ticks: []tick{
+				{at: 0, here: here(6), read: reading(16, 1, 6, 100, 1), want: 15, wantMode: ModeFresh},
+				{at: 5 * time.Second, err: ClassServer, want: 15, wantMode: ModeLastKnownGood},
+				// Pods ended during the outage: the cloud's last count (6) is out of date.
+				{at: 4 * time.Minute, here: here(4), want: 15, wantMode: ModeLastKnownGood},
+				{at: 5*time.Minute + time.Second, want: 4, wantMode: ModeFloor},
+				{at: 6 * time.Minute, here: here(2), err: ClassTimeout, want: 2, wantMode: ModeFloor},
+				{at: 7 * time.Minute, here: here(5), want: 2, wantMode: ModeFloor},
+				{at: 8 * time.Minute, here: here(0), want: 1, wantMode: ModeFloor},
+				{at: 9 * time.Minute, here: here(3), read: reading(16, 1, 3, 100, 2), want: 1, wantMode: ModeRamping},
+			},
+		},
+		{
+			name: "an unknown live count falls back to the last reading's count",
+			ticks: []tick{
+				{at: 0, here: here(2), read: reading(16, 1, 6, 100, 1), want: 15, wantMode: ModeFresh},
+				{at: 5 * time.Second, here: here(-1), err: ClassServer, want: 15, wantMode: ModeLastKnownGood},
+				{at: 5*time.Minute + 5*time.Second, want: 6, wantMode: ModeFloor},
+			},
+		},
+		{
+			name: "a capacity error floors at the live count",
+			ticks: []tick{
+				{at: 0, here: here(3), read: reading(16, 1, 5, 100, 1), want: 15, wantMode: ModeFresh},
+				{at: 5 * time.Second, err: ClassCapacity, want: 3, wantMode: ModeFloor},
+			},
+		},
+		{
+			name:    "a new cloud epoch resets the revision guard",
+			restore: &PersistedState{Version: 1, Reported: 9, Revision: 500, Epoch: "A", Attached: 4, GoodAt: t0.Add(-time.Minute)},
+			ticks: []tick{
+				{at: 0, read: inEpoch(reading(16, 1, 4, 100, 400), "A"), want: 9, wantMode: ModeLastKnownGood},
+				{at: 5 * time.Second, read: inEpoch(reading(6, 1, 2, 100, 3), "B"), want: 5, wantMode: ModeFresh},
+				// Within epoch B the guard works again; an empty epoch counts as B.
+				{at: 10 * time.Second, read: inEpoch(reading(16, 1, 2, 100, 2), "B"), want: 5, wantMode: ModeFresh},
+				{at: 15 * time.Second, read: reading(16, 1, 2, 100, 1), want: 5, wantMode: ModeFresh},
+				{at: 20 * time.Second, read: reading(4, 1, 2, 100, 4), want: 3, wantMode: ModeFresh},
+				// Increases after the reset ramp as always.
+				{at: 25 * time.Second, read: inEpoch(reading(16, 1, 2, 100, 5), "B"), want: 3, wantMode: ModeRamping},
+				{at: 55 * time.Second, read: inEpoch(reading(16, 1, 2, 100, 5), "B"), want: 5, wantMode: ModeRamping},
+			},
+		},
+		{
+			name:    "an empty epoch on either side is the same epoch",
+			restore: &PersistedState{Version: 1, Reported: 9, Revision: 500, Attached: 4, GoodAt: t0.Add(-time.Minute)},
+			ticks: []tick{
+				{at: 0, read: inEpoch(reading(6, 1, 2, 100, 3), "B"), want: 9, wantMode: ModeLastKnownGood},
+				{at: 5 * time.Second, read: inEpoch(reading(6, 1, 2, 100, 501), "B"), want: 5, wantMode: ModeFresh},
+				{at: 10 * time.Second, read: reading(16, 1, 2, 100, 7), want: 5, wantMode: ModeFresh},
+			},
+		},
+		{
 			name: "max-step 0 jumps after the window",
 			cfg:  func(c *Config) { c.MaxStep = 0 },
 			ticks: []tick{
@@ -297,6 +359,9 @@ func TestPolicyTimelines(t *testing.T) {
 			}
 			for i, tk := range tc.ticks {
 				now := t0.Add(tk.at)
+				if tk.here != nil {
+					p.ObserveAttachedHere(*tk.here)
+				}
 				switch {
 				case tk.read != nil:
 					p.ObserveReading(now, *tk.read)
@@ -351,6 +416,26 @@ func TestRaw(t *testing.T) {
 				t.Errorf("Reportable = %d, want >= 1", got)
 			}
 		})
+	}
+}
+
+func TestStateCarriesTheEpoch(t *testing.T) {
+	p := NewPolicy(DefaultConfig())
+	p.ObserveReading(t0, *inEpoch(reading(16, 1, 3, 100, 40), "A"))
+	p.ObserveReading(t0.Add(time.Second), *inEpoch(reading(16, 1, 3, 100, 2), "B"))
+	s, ok := p.State()
+	if !ok || s.Epoch != "B" || s.Revision != 2 {
+		t.Fatalf("State = %+v, %v; want epoch B at revision 2", s, ok)
+	}
+	q := NewPolicy(DefaultConfig())
+	if err := q.Restore(s); err != nil {
+		t.Fatal(err)
+	}
+	if class, _ := q.ObserveReading(t0.Add(2*time.Second), *inEpoch(reading(16, 1, 3, 100, 1), "B")); class != ClassStaleRevision {
+		t.Errorf("older revision of the restored epoch: class %q, want %q", class, ClassStaleRevision)
+	}
+	if !q.NewEpoch(*inEpoch(reading(16, 1, 3, 100, 1), "C")) || q.NewEpoch(*reading(16, 1, 3, 100, 1)) {
+		t.Error("NewEpoch: want true for C, false for an empty epoch")
 	}
 }
 

@@ -42,6 +42,11 @@ type Reporter struct {
 	persisted PersistedState
 	stateNote string // why restored state was not used, for DebugState
 
+	// attachedHere, if set, counts this driver's volumes in use on the node now (the live
+	// floor); it is called without mu held, as it may do I/O.
+	hereMu       sync.Mutex
+	attachedHere func() (int, error)
+
 	mu         sync.Mutex
 	policy     *Policy
 	rng        *rand.Rand
@@ -126,7 +131,41 @@ func (r *Reporter) restore() {
 	}
 	r.persisted = s
 	r.stateNote = "restored"
-	klog.InfoS("Restored capacity state", "path", r.cfg.StatePath, "nodeID", r.instanceID, "reported", s.Reported, "revision", s.Revision, "goodAt", s.GoodAt)
+	klog.InfoS("Restored capacity state", "path", r.cfg.StatePath, "nodeID", r.instanceID, "reported", s.Reported, "revision", s.Revision, "epoch", s.Epoch, "goodAt", s.GoodAt)
+}
+
+// AttachedHereFunc counts the volumes of this driver in use on the node now, as the node
+// itself knows them (the volumes staged there, including those staged before a restart of
+// the plugin). An error means the count is unknown.
+type AttachedHereFunc func() (int, error)
+
+// SetAttachedHere gives the reporter the node's own count of this driver's volumes, so that
+// the conservative floor max(1, attached here) follows detaches while the cloud cannot be
+// read (Policy.ObserveAttachedHere). nil, or a count that fails, falls back to the attached
+// count of the last good reading. Call it before Run and the first MaxVolumesPerNode; f must
+// be safe for concurrent use and must not call the reporter.
+func (r *Reporter) SetAttachedHere(f AttachedHereFunc) {
+	r.hereMu.Lock()
+	defer r.hereMu.Unlock()
+	r.attachedHere = f
+}
+
+// observeHere asks the node for its count and feeds it to the policy; r.mu must not be held.
+func (r *Reporter) observeHere(ctx context.Context) {
+	r.hereMu.Lock()
+	f := r.attachedHere
+	r.hereMu.Unlock()
+	if f == nil {
+		return
+	}
+	n, err := f()
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Cannot count the volumes attached here, the floor uses the last reading's count", "nodeID", r.instanceID, "err", err)
+		n = -1
+	}
+	r.mu.Lock()
+	r.policy.ObserveAttachedHere(int64(n))
+	r.mu.Unlock()
 }
 
 // MaxVolumesPerNode returns the value for NodeGetInfo.max_volumes_per_node (CSI spec
@@ -210,6 +249,8 @@ func (r *Reporter) lookup(ctx context.Context) {
 	c, err := r.src.GetCapacity(lctx, r.instanceID)
 	cancel()
 	r.m.lookups.Inc()
+	// A capacity error lowers the value to the floor right here: count first.
+	r.observeHere(ctx)
 
 	r.mu.Lock()
 	now := r.clk.Now()
@@ -231,6 +272,10 @@ func (r *Reporter) lookup(ctx context.Context) {
 		err, class = fmt.Errorf("cloud returned the capacity of instance %q", c.InstanceID), ClassInvalid
 		r.policy.ObserveError(now, class)
 	default:
+		if r.policy.NewEpoch(*c) {
+			logger.Info("Cloud epoch changed, revisions start again", "oldEpoch", r.policy.epoch, "newEpoch", c.Epoch,
+				"oldRevision", r.policy.revision, "revision", c.Revision)
+		}
 		class, _ = r.policy.ObserveReading(now, *c)
 		if class != ClassNone {
 			err = fmt.Errorf("reading of revision %d ignored: %s", c.Revision, class)
@@ -267,7 +312,7 @@ func (r *Reporter) persist(logger klog.Logger) {
 	}
 	s.InstanceID = r.instanceID
 	old := r.persisted
-	if s.Reported == old.Reported && s.Revision == old.Revision && s.Attached == old.Attached &&
+	if s.Reported == old.Reported && s.Revision == old.Revision && s.Epoch == old.Epoch && s.Attached == old.Attached &&
 		s.InstanceID == old.InstanceID && s.GoodAt.Sub(old.GoodAt) < persistEvery {
 		return
 	}
@@ -281,6 +326,7 @@ func (r *Reporter) persist(logger klog.Logger) {
 
 // current evaluates the policy now and publishes the result to the metrics.
 func (r *Reporter) current(ctx context.Context) Snapshot {
+	r.observeHere(ctx)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.policy.Value(r.clk.Now())
@@ -315,9 +361,14 @@ type DebugInfo struct {
 	Target *int64          `json:"target,omitempty"`
 	Inputs *cloud.Capacity `json:"inputs,omitempty"`
 	// LastGoodAgeSeconds is the age of the last good reading (or restored state); -1: none.
-	LastGoodAgeSeconds float64    `json:"lastGoodAgeSeconds"`
-	Revision           uint64     `json:"revision"`
-	RisingSince        *time.Time `json:"risingSince,omitempty"`
+	LastGoodAgeSeconds float64 `json:"lastGoodAgeSeconds"`
+	Revision           uint64  `json:"revision"`
+	// Epoch is the cloud epoch of Revision; empty when the cloud gave none.
+	Epoch string `json:"epoch,omitempty"`
+	// AttachedHere is the node's own last count of this driver's volumes, used by the
+	// floor; absent when the node gave none (the floor then uses Inputs.attached).
+	AttachedHere *int64     `json:"attachedHere,omitempty"`
+	RisingSince  *time.Time `json:"risingSince,omitempty"`
 	// StabilityWindow is the window in force now, longer than the configured one while
 	// flap damping is on (Damping > 0).
 	StabilityWindow string `json:"stabilityWindow"`
@@ -360,6 +411,7 @@ func (r *Reporter) DebugState() any {
 		Reported:           s.Value,
 		LastGoodAgeSeconds: -1,
 		Revision:           p.revision,
+		Epoch:              p.epoch,
 		LastErrorClass:     p.lastErr,
 		StatePath:          r.cfg.StatePath,
 		State:              note,
@@ -370,6 +422,10 @@ func (r *Reporter) DebugState() any {
 	}
 	if p.hasGood {
 		d.LastGoodAgeSeconds = p.age(now).Seconds()
+	}
+	if p.here >= 0 {
+		h := p.here
+		d.AttachedHere = &h
 	}
 	if p.rising {
 		t := p.riseSince

@@ -462,3 +462,88 @@ func TestNewReporterValidates(t *testing.T) {
 		t.Errorf("constructors called the cloud %d times", n)
 	}
 }
+
+func TestReporterAcceptsANewEpochAfterRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "capacity.json")
+	old := PersistedState{Version: 1, InstanceID: "i-1", Reported: 9, Revision: 900, Epoch: "epoch-a", Attached: 4, GoodAt: t0.Add(-time.Minute)}
+	if err := saveState(path, old); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.StatePath = path
+	// The cloud restarted on an empty data dir: a new epoch, revisions from 0 again.
+	src := newFakeSource(inEpoch(reading(6, 1, 2, 100, 3), "epoch-b"))
+	r, clk, _ := newTestReporter(t, cfg, src)
+	if got := mustValue(t, r); got != 5 {
+		t.Fatalf("value from the new epoch = %d, want 5 (not the floor, not the old value)", got)
+	}
+	d := r.DebugState().(DebugInfo)
+	if d.Mode != ModeFresh || d.Epoch != "epoch-b" || d.Revision != 3 {
+		t.Errorf("debug state mode %s epoch %q revision %d, want fresh epoch-b 3", d.Mode, d.Epoch, d.Revision)
+	}
+	s, ok, err := loadState(path)
+	if err != nil || !ok || s.Epoch != "epoch-b" || s.Revision != 3 || s.Reported != 5 {
+		t.Fatalf("persisted %+v (%v, %v), want epoch-b revision 3 reported 5", s, ok, err)
+	}
+	// Within the new epoch, a late older reading is still ignored.
+	src.set(inEpoch(reading(16, 1, 2, 100, 2), "epoch-b"), nil)
+	clk.Step(time.Minute)
+	mustValue(t, r)
+	if d := r.DebugState().(DebugInfo); d.LastErrorClass != ClassStaleRevision || d.Reported != 5 {
+		t.Errorf("older reading of the same epoch: class %q reported %d, want %q 5", d.LastErrorClass, d.Reported, ClassStaleRevision)
+	}
+}
+
+func TestReporterFloorFollowsTheNodesCount(t *testing.T) {
+	src := newFakeSource(reading(16, 1, 6, 100, 1))
+	r, clk, _ := newTestReporter(t, DefaultConfig(), src)
+	var mu sync.Mutex
+	count, countErr := 6, error(nil)
+	r.SetAttachedHere(func() (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return count, countErr
+	})
+	set := func(n int, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		count, countErr = n, err
+	}
+	if got := mustValue(t, r); got != 15 {
+		t.Fatalf("first value = %d, want 15", got)
+	}
+	src.set(nil, cloud.NewError(cloud.CodeUnavailable, "down"))
+	set(3, nil) // pods ended while the cloud cannot be read
+	clk.Step(DefaultStaleAfter + time.Second)
+	if got := mustValue(t, r); got != 3 {
+		t.Errorf("floor = %d, want the node's count 3 (not the last reading's 6)", got)
+	}
+	if d := r.DebugState().(DebugInfo); d.AttachedHere == nil || *d.AttachedHere != 3 || d.Mode != ModeFloor {
+		t.Errorf("debug state attachedHere %v mode %s, want 3 floor", d.AttachedHere, d.Mode)
+	}
+	set(5, nil)
+	clk.Step(time.Minute)
+	if got := mustValue(t, r); got != 3 {
+		t.Errorf("floor after the count rose = %d, want 3 (never raised while the truth is unknown)", got)
+	}
+	set(0, nil)
+	clk.Step(time.Minute)
+	if got := mustValue(t, r); got != 1 {
+		t.Errorf("floor with nothing here = %d, want 1 (never 0)", got)
+	}
+}
+
+func TestReporterFloorWithoutACount(t *testing.T) {
+	src := newFakeSource(reading(16, 1, 6, 100, 1))
+	r, clk, _ := newTestReporter(t, DefaultConfig(), src)
+	r.SetAttachedHere(func() (int, error) { return 0, errors.New("state dir unreadable") })
+	mustValue(t, r)
+	src.set(nil, cloud.NewError(cloud.CodeUnavailable, "down"))
+	clk.Step(DefaultStaleAfter + time.Second)
+	if got := mustValue(t, r); got != 6 {
+		t.Errorf("floor = %d, want the last reading's count 6 when the node cannot count", got)
+	}
+	if d := r.DebugState().(DebugInfo); d.AttachedHere != nil {
+		t.Errorf("debug state attachedHere = %d, want none", *d.AttachedHere)
+	}
+}

@@ -57,8 +57,10 @@ type Options struct {
 	Out io.Writer
 }
 
-// DefaultOptions are three nodes over two zones with 8, 4 and 8 slots, one
-// of them taken out of band (a boot disk), so the reported counts are 7, 3, 7.
+// DefaultOptions are three nodes with 8, 4 and 8 slots, one of them taken
+// out of band (a boot disk), so the reported counts are 7, 3, 7. node-2 and
+// node-3 share zone-b: a pod whose volume lives there and is rejected by
+// node-2 has somewhere to go (S4).
 func DefaultOptions(repoRoot, binDir, runDir string) Options {
 	return Options{
 		RepoRoot: repoRoot,
@@ -67,7 +69,7 @@ func DefaultOptions(repoRoot, binDir, runDir string) Options {
 		Nodes: []Node{
 			{Name: "node-1", Zone: "zone-a", InstanceType: "e2e-medium", MaxAttachments: 8, OutOfBandSlots: 1},
 			{Name: "node-2", Zone: "zone-b", InstanceType: "e2e-small", MaxAttachments: 4, OutOfBandSlots: 1},
-			{Name: "node-3", Zone: "zone-a", InstanceType: "e2e-medium", MaxAttachments: 8, OutOfBandSlots: 1},
+			{Name: "node-3", Zone: "zone-b", InstanceType: "e2e-medium", MaxAttachments: 8, OutOfBandSlots: 1},
 		},
 		AttachmentQuota: 40,
 		Verbosity:       4,

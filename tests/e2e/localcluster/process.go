@@ -162,25 +162,35 @@ func (p *proc) running() bool {
 	}
 }
 
-// stop sends SIGTERM to the process group, then SIGKILL after stopGrace.
+// stop sends SIGTERM to the process group, then SIGKILL after stopGrace. It
+// loops because the supervisor may have launched a restart just before it
+// saw the stop.
 func (p *proc) stop() {
 	p.mu.Lock()
 	p.stopped = true
-	cmd, exited := p.cmd, p.exited
 	p.mu.Unlock()
-	select {
-	case <-exited:
-	default:
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	for {
+		p.mu.Lock()
+		cmd, exited := p.cmd, p.exited
+		p.mu.Unlock()
 		select {
 		case <-exited:
-		case <-time.After(stopGrace):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
+		default:
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(stopGrace):
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				<-exited
+			}
+		}
+		select {
+		case <-p.done:
+			_ = os.Remove(p.pidPath)
+			return
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	<-p.done
-	_ = os.Remove(p.pidPath)
 }
 
 // stopAll stops every component, the last started first.

@@ -8,8 +8,9 @@
 // each seeing the writes of those before it) and an acknowledged change survives a crash: a
 // mutation returns only after the commit that holds it was fsynced.
 //
-// Mutations go through bbolt's DB.Batch (group commit): concurrent requests share one commit
-// and so one fsync, which is what bounds a durable store's throughput. Batch may run a
+// Concurrent mutations go through bbolt's DB.Batch (group commit): they share one commit and
+// so one fsync, which is what bounds a durable store's throughput; a lone one commits at once
+// in its own Update (see update). Batch may run a
 // mutation more than once (when a sibling in the same batch fails, the rest re-run), so a
 // mutation computes everything from the transaction and its results are only trusted once
 // Batch returned nil. Domain failures are *cloud.Error values. One found before the mutation
@@ -25,6 +26,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -36,11 +38,12 @@ import (
 const DefaultMaxEvents = 10000
 
 // DefaultMaxBatchDelay is how long a batch of mutations waits for company before it commits.
-// bbolt's own default (10 ms) would add 10 ms to every request of a lone sequential caller.
-// Much shorter (≤ 1 ms) splits the callers that one commit released into several small
-// batches as their next requests trickle in, each paying a full fsync: measured on the store
-// alone (BenchmarkStoreAttachDetach) with 64 callers on 2 cores, 1 ms gave about 20 mutations
-// per commit, 2 ms about 64. A lone caller pays it on top of the fsync (several ms).
+// A lone mutation does not wait at all (see update), so this only matters under concurrency.
+// bbolt's own default (10 ms) would add 10 ms to every batched request. Much shorter (≤ 1 ms)
+// splits the callers that one commit released into several small batches as their next
+// requests trickle in, each paying a full fsync: measured on the store alone
+// (BenchmarkStoreAttachDetach) with 64 callers on 2 cores, 1 ms gave about 20 mutations per
+// commit, 2 ms about 64.
 const DefaultMaxBatchDelay = 2 * time.Millisecond
 
 // DefaultMaxBatchSize is how many mutations one commit holds at most; a full batch commits
@@ -79,9 +82,9 @@ type Options struct {
 	Now func() time.Time
 	// MaxEvents bounds the audit log; default DefaultMaxEvents.
 	MaxEvents int
-	// MaxBatchDelay is how long a mutation waits for others to share its commit (and fsync)
-	// with; default DefaultMaxBatchDelay. Longer batches more under load but delays a lone
-	// caller by that much; durability does not depend on it.
+	// MaxBatchDelay is how long a mutation that arrives while another is in flight waits for
+	// more to share its commit (and fsync) with; default DefaultMaxBatchDelay. Longer batches
+	// more under load at the cost of that much latency; durability does not depend on it.
 	MaxBatchDelay time.Duration
 	// MaxBatchSize caps the mutations per commit; default DefaultMaxBatchSize.
 	MaxBatchSize int
@@ -92,6 +95,8 @@ type Store struct {
 	db        *bolt.DB
 	now       func() time.Time
 	maxEvents uint64
+	// inFlight counts the mutations under way, to spot a lone one.
+	inFlight atomic.Int64
 	// tempPath is the file to remove on Close when the store is not persistent.
 	tempPath string
 }
@@ -206,21 +211,33 @@ type txn struct {
 // update runs fn as one mutation, committed (and fsynced) together with the concurrent
 // mutations of other callers. fn may run more than once; each run must compute everything,
 // including its results, from t, and the caller may use them only when update returned nil.
+//
+// A mutation with no other in flight runs in its own Update at once: batching it would only
+// add MaxBatchDelay to a lone caller's every request. Those that arrive while it commits find
+// it in flight and gather in a batch, which commits right after it.
 func (s *Store) update(fn func(t *txn) error) error {
+	alone := s.inFlight.Add(1) == 1
+	defer s.inFlight.Add(-1)
 	var rejected error
-	err := s.db.Batch(func(tx *bolt.Tx) error {
+	run := func(tx *bolt.Tx) error {
 		rejected = nil
 		t := &txn{s: s, tx: tx, now: s.now().UTC(), rev: getUint(tx.Bucket(bucketMeta), keyRevision)}
 		err := fn(t)
 		var ce *cloud.Error
-		if err != nil && !t.wrote && errors.As(err, &ce) {
+		if err != nil && !alone && !t.wrote && errors.As(err, &ce) {
 			// Returning a domain failure to Batch would roll back the whole batch and re-run
 			// every sibling; having written nothing, this mutation can fail on its own.
 			rejected = err
 			return nil
 		}
 		return err
-	})
+	}
+	var err error
+	if alone {
+		err = s.db.Update(run)
+	} else {
+		err = s.db.Batch(run)
+	}
 	if err != nil {
 		return err
 	}

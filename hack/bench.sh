@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# `make bench`: every benchmark the README quotes, in one run on this machine, then the
+# capacity-policy comparison. Figures are ratios measured side by side in the same run, so
+# they travel between machines better than absolute numbers do.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BENCHTIME=${BENCHTIME:-2s}
+
+echo "== fake cloud: attach+detach through HTTP, durable store vs a bare mux JSON handler"
+go test -run '^$' -bench . -benchtime "$BENCHTIME" ./bench/cloud/ 2>/dev/null | grep -E '^(Benchmark|ok|FAIL)'
+echo
+echo "== driver: NodeGetInfo (warm cache) vs a bare gRPC unary call; ControllerPublishVolume through driver + cloud"
+go test -run '^$' -bench . -benchtime "$BENCHTIME" ./bench/driver/ 2>/dev/null | grep -E '^(Benchmark|ok|FAIL)'
+echo
+echo "== capacity policy: static vs naive vs ours on the same traces (seeded, deterministic)"
+go run ./bench/policy

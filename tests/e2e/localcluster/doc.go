@@ -1,0 +1,23 @@
+// Package localcluster runs the e2e cluster of upstream Kubernetes binaries
+// as local processes on 127.0.0.1, so the e2e suite runs where there is no
+// Docker engine (shared/design/localcluster.md).
+//
+// Build compiles etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler, a hollow kubelet (kubemark with controller attach/detach
+// on), csi-provisioner and csi-attacher from the tools module
+// (tests/e2e/localcluster/tools, which alone depends on k8s.io/kubernetes)
+// into a cache outside the clone, keyed by KubeVersion.
+//
+// Start generates a CA, client certificates and kubeconfigs, starts the
+// control plane, the fake cloud (seeded with one instance per node, the node
+// name being the instance ID), the driver's controller plugin with its
+// sidecars (authenticated as the ServiceAccount of deploy/kind, so RBAC is
+// exercised), and per node a hollow kubelet, a node plugin and the kubelet
+// plugin registration service that node-driver-registrar would serve. It
+// applies deploy/kind's RBAC, CSIDriver and StorageClass, and returns when
+// every node is Ready and its CSINode reports the driver with a count.
+//
+// Every component logs to <run>/logs/<name>.log and has a pid file in
+// <run>/pids; components other than etcd and kube-apiserver are restarted
+// when they exit, as a kubelet restarts a container.
+package localcluster

@@ -1,0 +1,54 @@
+package localcluster
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+)
+
+// The kubelet's plugin watcher dials the socket, calls GetInfo, validates the
+// answer and reports back with NotifyRegistrationStatus; this walks that path.
+func TestRegistrarServesKubeletHandshake(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sock := filepath.Join(t.TempDir(), "reg.sock")
+	r := &registrar{driverName: DriverName, endpoint: "/run/csi/csi.sock", node: "node-1"}
+	if err := serveRegistration(ctx, sock, r); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := registerapi.NewRegistrationClient(conn)
+	info, err := client.GetInfo(ctx, &registerapi.InfoRequest{})
+	if err != nil {
+		t.Fatalf("GetInfo: %v", err)
+	}
+	if info.Type != registerapi.CSIPlugin || info.Name != DriverName || info.Endpoint != "/run/csi/csi.sock" ||
+		len(info.SupportedVersions) != 1 || info.SupportedVersions[0] != "1.0.0" {
+		t.Errorf("GetInfo = %+v, want CSIPlugin %s at /run/csi/csi.sock supporting [1.0.0]", info, DriverName)
+	}
+	for _, tc := range []struct {
+		status *registerapi.RegistrationStatus
+		want   bool
+	}{
+		{&registerapi.RegistrationStatus{PluginRegistered: false, Error: "bad version"}, false},
+		{&registerapi.RegistrationStatus{PluginRegistered: true}, true},
+	} {
+		if _, err := client.NotifyRegistrationStatus(ctx, tc.status); err != nil {
+			t.Fatalf("NotifyRegistrationStatus: %v", err)
+		}
+		r.mu.Lock()
+		got, lastErr := r.registered, r.lastError
+		r.mu.Unlock()
+		if got != tc.want || lastErr != tc.status.Error {
+			t.Errorf("after %+v: registered=%v error=%q, want %v %q", tc.status, got, lastErr, tc.want, tc.status.Error)
+		}
+	}
+}
