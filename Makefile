@@ -26,9 +26,10 @@ run: build ## Main job: fake cloud + controller + one node plugin per instance, 
 	hack/run.sh
 
 .PHONY: test
-test: verify ## Everything CI checks: verify, unit and integration tests (race), in-process csi-sanity, csi-sanity binary.
+test: verify build ## Everything CI checks: verify, unit + integration tests (race), csi-sanity (in process and binary), README curl lines.
 	$(GO) test -race -count=1 $(GOTESTFLAGS) ./...
-	$(MAKE) --no-print-directory sanity
+	hack/sanity.sh
+	hack/readme-check.sh
 
 .PHONY: verify
 verify: ## gofmt, go vet, go.mod tidiness of every module.
