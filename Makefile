@@ -11,6 +11,8 @@ COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -X github.com/fakecloud/fakecloud-csi/pkg/version.Version=$(VERSION) \
              -X github.com/fakecloud/fakecloud-csi/pkg/version.Commit=$(COMMIT)
 GOTESTFLAGS ?=
+KEEP_CLUSTER ?= 0
+E2E_ARGS ?=
 
 .PHONY: help
 help: ## List the targets.
@@ -26,10 +28,36 @@ run: build ## Main job: fake cloud + controller + one node plugin per instance, 
 	hack/run.sh
 
 .PHONY: test
-test: verify build ## Everything CI checks: verify, unit + integration tests (race), csi-sanity (in process and binary), README curl lines.
+test: verify build ## Everything CI checks: verify, unit + integration tests (race), csi-sanity (in process and binary), README curl lines, alert rules, deploy manifests and images.
 	$(GO) test -race -count=1 $(GOTESTFLAGS) ./...
 	hack/sanity.sh
 	hack/readme-check.sh
+	hack/promtool-test.sh
+	cd hack/kind && $(GO) test -count=1 $(GOTESTFLAGS) ./...
+
+.PHONY: test-rules
+test-rules: ## promtool check + unit tests of deploy/monitoring/rules.yaml; PrometheusRule and runbook consistency.
+	hack/promtool-test.sh
+
+.PHONY: images
+images: ## Driver and fake cloud images without a Docker daemon: OCI archives in _output/images (kind load image-archive).
+	hack/images.sh
+
+.PHONY: kind-up
+kind-up: ## kind cluster with the driver, fake cloud and sidecars (needs Docker and Go); fake cloud on localhost:30080.
+	hack/kind-up.sh
+
+.PHONY: kind-down
+kind-down: ## Delete the kind cluster of kind-up / e2e.
+	hack/kind-down.sh
+
+.PHONY: e2e
+e2e: ## The e2e suite on kind: up, test, logs on failure, down (KEEP_CLUSTER=1 keeps it; E2E_ARGS='-run TestS01').
+	KEEP_CLUSTER=$(KEEP_CLUSTER) E2E_ARGS='$(E2E_ARGS)' hack/e2e-kind.sh
+
+.PHONY: deploy-dry-run
+deploy-dry-run: ## Server-side dry run of every deploy/kind manifest against KUBECONFIG.
+	hack/deploy-dry-run.sh
 
 .PHONY: verify
 verify: ## gofmt, go vet, go.mod tidiness of every module.

@@ -49,6 +49,8 @@ type ControllerServer struct {
 	backoff *backoff.Backoff
 	// cloudOK is called after every successful cloud call; it makes Probe ready.
 	cloudOK func()
+	// metrics counts publish and unpublish outcomes; nil: not counted (set by New).
+	metrics *controllerMetrics
 }
 
 var _ csi.ControllerServer = (*ControllerServer)(nil)
@@ -219,7 +221,9 @@ func (s *ControllerServer) DeleteVolume(ctx context.Context, req *csi.DeleteVolu
 // from the node; after UNAVAILABLE, INTERNAL or DEADLINE_EXCEEDED the same volume and node
 // get the remembered code for a shorter window (package backoff). A volume already attached
 // to the node is never refused by a window: it still gets its idempotent OK.
-func (s *ControllerServer) ControllerPublishVolume(ctx context.Context, req *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
+func (s *ControllerServer) ControllerPublishVolume(ctx context.Context, req *csi.ControllerPublishVolumeRequest) (_ *csi.ControllerPublishVolumeResponse, err error) {
+	class := classNotAsked
+	defer func() { s.metrics.observe(opPublish, err, class) }()
 	if err := validateControllerPublishVolumeRequest(req); err != nil {
 		return nil, err
 	}
@@ -228,10 +232,11 @@ func (s *ControllerServer) ControllerPublishVolume(ctx context.Context, req *csi
 		return nil, aborted(volID)
 	}
 	defer s.inflight.release(volID)
-	if err := s.checkBackoff(ctx, volID, nodeID); err != nil {
+	if class, err = s.checkBackoff(ctx, volID, nodeID); err != nil {
 		return nil, err
 	}
 	att, err := s.cloud.AttachVolume(ctx, volID, nodeID)
+	class = cloudClass(err)
 	if err := s.ok(err); err != nil {
 		st := cloudStatus(opDefault, err, "attach %s to %s", volID, nodeID)
 		if s.backoff != nil {
@@ -247,35 +252,44 @@ func (s *ControllerServer) ControllerPublishVolume(ctx context.Context, req *csi
 }
 
 // checkBackoff returns the remembered error when the publish of volID to nodeID must not
-// reach the cloud yet, else nil. A node-wide RESOURCE_EXHAUSTED is confirmed against the
-// cloud's view of the volume first: the in-memory record of published volumes is empty after
-// a restart, and an attached volume must get its idempotent OK, never RESOURCE_EXHAUSTED
-// (its pod would be rejected). The cloud is only asked when the window would refuse.
-func (s *ControllerServer) checkBackoff(ctx context.Context, volID, nodeID string) error {
+// reach the cloud yet, else nil, with the class label of the outcome so far (backoff for a
+// refusal, the lookup's class when the cloud was asked, notAsked otherwise). A node-wide
+// RESOURCE_EXHAUSTED is confirmed against the cloud's view of the volume first: the
+// in-memory record of published volumes is empty after a restart, and an attached volume
+// must get its idempotent OK, never RESOURCE_EXHAUSTED (its pod would be rejected). The
+// cloud is only asked when the window would refuse.
+func (s *ControllerServer) checkBackoff(ctx context.Context, volID, nodeID string) (class string, err error) {
 	if s.backoff == nil {
-		return nil
+		return classNotAsked, nil
 	}
 	refused := s.backoff.Check(nodeID, volID)
-	if refused == nil || status.Code(refused) != codes.ResourceExhausted {
-		return refused
+	if refused == nil {
+		return classNotAsked, nil
 	}
-	v, err := s.cloud.GetVolume(ctx, volID)
-	if err := s.ok(err); err != nil {
+	if status.Code(refused) != codes.ResourceExhausted {
+		s.metrics.refused(refused)
+		return classBackoff, refused
+	}
+	v, lookupErr := s.cloud.GetVolume(ctx, volID)
+	if err := s.ok(lookupErr); err != nil {
 		// Not confirmed either way: the lookup's own error, never a guessed capacity error.
-		return cloudStatus(opDefault, err, "get volume %s", volID)
+		return cloudClass(err), cloudStatus(opDefault, err, "get volume %s", volID)
 	}
 	if v.AttachedTo != nodeID {
 		klog.FromContext(ctx).V(4).Info("Publish refused by the capacity backoff", "volumeID", volID, "nodeID", nodeID)
-		return refused
+		s.metrics.refused(refused)
+		return classBackoff, refused
 	}
 	s.backoff.Published(nodeID, volID)
-	return nil
+	return classNotAsked, nil
 }
 
 // ControllerUnpublishVolume detaches the volume from the node. A missing volume or node, or a
 // volume not attached there, is success. Without node_id the volume is detached from wherever
 // it is attached (CSI spec: "unpublish from all nodes").
-func (s *ControllerServer) ControllerUnpublishVolume(ctx context.Context, req *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
+func (s *ControllerServer) ControllerUnpublishVolume(ctx context.Context, req *csi.ControllerUnpublishVolumeRequest) (_ *csi.ControllerUnpublishVolumeResponse, err error) {
+	class := classNotAsked
+	defer func() { s.metrics.observe(opUnpublish, err, class) }()
 	if err := validateControllerUnpublishVolumeRequest(req); err != nil {
 		return nil, err
 	}
@@ -286,6 +300,7 @@ func (s *ControllerServer) ControllerUnpublishVolume(ctx context.Context, req *c
 	defer s.inflight.release(volID)
 	if nodeID == "" {
 		v, err := s.cloud.GetVolume(ctx, volID)
+		class = cloudClass(err)
 		if err := s.ok(err); err != nil {
 			if err := cloudStatus(opGone, err, "get volume %s", volID); err != nil {
 				return nil, err
@@ -297,7 +312,9 @@ func (s *ControllerServer) ControllerUnpublishVolume(ctx context.Context, req *c
 		}
 		nodeID = v.AttachedTo
 	}
-	if err := cloudStatus(opGone, s.ok(s.cloud.DetachVolume(ctx, volID, nodeID)), "detach %s from %s", volID, nodeID); err != nil {
+	detachErr := s.cloud.DetachVolume(ctx, volID, nodeID)
+	class = cloudClass(detachErr)
+	if err := cloudStatus(opGone, s.ok(detachErr), "detach %s from %s", volID, nodeID); err != nil {
 		return nil, err
 	}
 	if s.backoff != nil {

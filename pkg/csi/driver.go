@@ -87,6 +87,9 @@ func New(opts Options, deps Deps) (*Driver, error) {
 			return nil, fmt.Errorf("new driver: %w", err)
 		}
 		d.controller = NewControllerServer(deps.ControllerCloud, bo, d.ready.ControllerReady)
+		if d.controller.metrics, err = newControllerMetrics(deps.Registry, bo, d.controller.inflight); err != nil {
+			return nil, fmt.Errorf("new driver: %w", err)
+		}
 	}
 	if runNode {
 		d.node = NewNodeServer(NodeConfig{

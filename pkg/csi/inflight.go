@@ -29,3 +29,10 @@ func (f *inflight) release(key string) {
 	defer f.mu.Unlock()
 	delete(f.keys, key)
 }
+
+// len returns the number of busy keys.
+func (f *inflight) len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.keys)
+}

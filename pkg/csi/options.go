@@ -62,6 +62,12 @@ type Options struct {
 	// backoff). Keep the max below the kubelet's ~2 min attach wait.
 	PublishBackoffInitial time.Duration
 	PublishBackoffMax     time.Duration
+	// DynamicCapacity makes the node plugin report the capacity policy's value (default
+	// true). False reports a static count instead: the instance's slots (attach limit −
+	// out-of-band slots, at least 1) read from the cloud once and never changed, the count a
+	// cluster without mutable CSINode allocatable (KEP-4876) needs; it is how a canary
+	// rollout keeps most nodes on the old behaviour (--dynamic-capacity, docs/upgrade.md).
+	DynamicCapacity bool
 	// ShowVersion prints the version and exits (--version).
 	ShowVersion bool
 	// Version is the driver version reported by GetPluginInfo; set by the binary, not a flag.
@@ -86,6 +92,7 @@ func DefaultOptions() Options {
 		CapacityMaxStabilityWindow: c.MaxStabilityWindow,
 		PublishBackoffInitial:      b.CapacityInitial,
 		PublishBackoffMax:          b.CapacityMax,
+		DynamicCapacity:            true,
 	}
 }
 
@@ -107,6 +114,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CapacityMaxStabilityWindow, "capacity-max-stability-window", d.CapacityMaxStabilityWindow, "longest stability window flap damping may stretch to; >= --capacity-stability-window (equal: no damping)")
 	fs.DurationVar(&o.PublishBackoffInitial, "publish-backoff-initial", d.PublishBackoffInitial, "first window in which publishes to a node the cloud called full get RESOURCE_EXHAUSTED without asking the cloud")
 	fs.DurationVar(&o.PublishBackoffMax, "publish-backoff-max", d.PublishBackoffMax, "longest such window (repeated refusals double it)")
+	fs.BoolVar(&o.DynamicCapacity, "dynamic-capacity", d.DynamicCapacity, "report the capacity policy's value as max_volumes_per_node; false: a static count (attach limit - out-of-band slots) read once at start")
 	fs.BoolVar(&o.ShowVersion, "version", false, "print the version and exit")
 }
 

@@ -386,7 +386,10 @@ func statefulSet(t *testing.T, ns, name string, spec corev1.PodSpec, replicas in
 	t.Helper()
 	labels := map[string]string{"app": name}
 	claim := pvc(ns, "data")
-	spec.Volumes = nil // from the claim template
+	// The claim template "data" provides the volume of the same name.
+	spec.Volumes = nil
+	spec.Containers = append([]corev1.Container(nil), spec.Containers...)
+	spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
 	ss := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: appsv1.StatefulSetSpec{

@@ -36,7 +36,7 @@ type config struct {
 	// Local starts a local cluster when no kubeconfig is given.
 	Local bool
 	// RiseAllowance is added to deadlines of capacity increases: the driver's
-	// stability window (0 on the local cluster).
+	// stability window (0 on the local cluster, localcluster.DefaultDriverArgs).
 	RiseAllowance time.Duration
 	// StaleAfter is the driver's --capacity-stale-after (S6).
 	StaleAfter time.Duration
@@ -56,21 +56,6 @@ var (
 	env *suiteEnv
 )
 
-// driverArgsLocal are the driver flags of the local cluster: increases apply
-// at the next refresh (no stability window) so scenario deadlines stay
-// P + a few seconds, and the last known good value expires after
-// localStaleAfter so S6 finishes in about a minute.
-const localStaleAfter = 40 * time.Second
-
-func driverArgsLocal() []string {
-	return []string{
-		"--capacity-stability-window=0", "--capacity-max-stability-window=0",
-		"--capacity-max-step=0", "--capacity-min-interval=1s",
-		"--capacity-stale-after=" + localStaleAfter.String(),
-		"--publish-backoff-initial=2s", "--publish-backoff-max=10s",
-	}
-}
-
 func TestMain(m *testing.M) {
 	flag.StringVar(&cfg.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster under test (env KUBECONFIG)")
 	flag.StringVar(&cfg.CloudURL, "cloud-url", os.Getenv("FAKECLOUD_E2E_CLOUD_URL"), "fake cloud base URL (env FAKECLOUD_E2E_CLOUD_URL)")
@@ -80,14 +65,14 @@ func TestMain(m *testing.M) {
 	flag.StringVar(&cfg.PidDir, "pid-dir", os.Getenv("FAKECLOUD_E2E_PID_DIR"), "local cluster pid folder (env FAKECLOUD_E2E_PID_DIR)")
 	flag.BoolVar(&cfg.Local, "local", os.Getenv("FAKECLOUD_E2E_LOCAL") == "1", "start a local cluster of upstream binaries when no kubeconfig is given (env FAKECLOUD_E2E_LOCAL=1)")
 	flag.DurationVar(&cfg.RiseAllowance, "rise-allowance", 0, "extra time for capacity increases (the driver's stability window)")
-	flag.DurationVar(&cfg.StaleAfter, "stale-after", localStaleAfter, "the driver's --capacity-stale-after")
+	flag.DurationVar(&cfg.StaleAfter, "stale-after", localcluster.StaleAfter, "the driver's --capacity-stale-after")
 	flag.Parse()
 	os.Exit(runMain(m))
 }
 
 func runMain(m *testing.M) int {
-	if runDir := os.Getenv("FAKECLOUD_E2E_RUN_DIR"); runDir != "" && cfg.Kubeconfig == "" {
-		// A cluster from `localcluster up`.
+	if runDir := os.Getenv("FAKECLOUD_E2E_RUN_DIR"); runDir != "" {
+		// A cluster from `localcluster up`: its run folder says everything.
 		info, err := localcluster.ReadInfo(runDir)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -154,7 +139,6 @@ func startLocal() (func(), error) {
 		return nil, err
 	}
 	o := localcluster.DefaultOptions(root, binDir, runDir)
-	o.DriverArgs = driverArgsLocal()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	fmt.Printf("e2e: starting a local cluster in %s (logs: %s)\n", runDir, filepath.Join(runDir, "logs"))

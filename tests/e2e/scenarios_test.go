@@ -579,7 +579,6 @@ func TestS04StaleCountRejection(t *testing.T) {
 
 	// A StatefulSet pod that prefers the target, in the target's zone.
 	spec := podSpec("", "data")
-	spec.Volumes = nil
 	spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "topology.disk.fakecloud.dev/zone", Operator: corev1.NodeSelectorOpIn, Values: []string{zoneOf[target]}}},

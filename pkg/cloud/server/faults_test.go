@@ -69,7 +69,7 @@ func TestFaultsOverHTTP(t *testing.T) {
 	for _, want := range []string{
 		`fakecloud_faults_fired_total{operation="AttachVolume",rule="` + rule.ID + `"} 1`,
 		`fakecloud_faults_fired_total{operation="GetCapacity",rule="` + latency.ID + `"} 1`,
-		`fakecloud_instance_attachments{instance="node-a"} 1`,
+		`fakecloud_instance_attachments{instance_id="node-a"} 1`,
 		`fakecloud_quota_used{quota="attachments"} 1`,
 		`fakecloud_requests_total{code="Throttled",route="attachVolume",status="429"} 1`,
 	} {

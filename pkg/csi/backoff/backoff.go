@@ -289,6 +289,26 @@ func (b *Backoff) sweep(now time.Time) {
 	}
 }
 
+// Open returns the number of windows in force now: nodes refused for capacity and
+// node/volume pairs refused after a retryable error. Expired windows kept only to grow the
+// next one are not counted (Len counts them).
+func (b *Backoff) Open() (nodes, volumes int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.clk.Now()
+	for _, w := range b.nodes {
+		if now.Before(w.until) {
+			nodes++
+		}
+	}
+	for _, w := range b.volumes {
+		if now.Before(w.until) {
+			volumes++
+		}
+	}
+	return nodes, volumes
+}
+
 // Len returns the number of open or remembered windows (node-wide, per volume), for tests
 // and debugging.
 func (b *Backoff) Len() (nodes, volumes int) {

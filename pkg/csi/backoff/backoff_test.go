@@ -302,3 +302,28 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenCountsOnlyWindowsInForce(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Jitter = 0
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	b, _ := New(cfg, clk)
+	b.Record("i-1", "vol-1", errFull)
+	b.Record("i-2", "vol-2", errThrottled)
+	b.Record("i-2", "vol-3", errThrottled)
+	b.Record("i-3", "vol-4", errZone) // final: no window
+	if n, v := b.Open(); n != 1 || v != 2 {
+		t.Errorf("Open = %d nodes, %d volumes; want 1, 2", n, v)
+	}
+	clk.SetTime(clk.Now().Add(cfg.RetryableInitial))
+	if n, v := b.Open(); n != 1 || v != 0 {
+		t.Errorf("after the retryable windows: Open = %d, %d; want 1, 0", n, v)
+	}
+	clk.SetTime(clk.Now().Add(cfg.CapacityInitial))
+	if n, v := b.Open(); n != 0 || v != 0 {
+		t.Errorf("after every window: Open = %d, %d; want 0, 0", n, v)
+	}
+	if n, v := b.Len(); n != 1 || v != 2 {
+		t.Errorf("Len = %d, %d; want the expired windows still remembered (1, 2)", n, v)
+	}
+}

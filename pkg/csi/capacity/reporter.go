@@ -95,10 +95,12 @@ func NewReporter(cfg Config, src Source, instanceID string, clk clock.Clock, reg
 	}
 	r.m = newMetrics(r.goodAgeSeconds)
 	if reg != nil {
-		if err := r.m.register(reg); err != nil {
+		if err := register(reg, r.m.collectors()); err != nil {
 			return nil, fmt.Errorf("new capacity reporter: %w", err)
 		}
 	}
+	r.m.info.WithLabelValues(instanceID).Set(1)
+	r.m.dynamic.Set(1)
 	r.restore()
 	r.m.setMode(ModeFloor)
 	r.m.reported.Set(1)
@@ -281,6 +283,7 @@ func (r *Reporter) lookup(ctx context.Context) {
 			err = fmt.Errorf("reading of revision %d ignored: %s", c.Revision, class)
 		} else {
 			r.m.raw.Set(float64(r.policy.raw))
+			r.m.setCloud(*c)
 		}
 	}
 	r.lastErr = err

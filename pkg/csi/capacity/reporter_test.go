@@ -547,3 +547,56 @@ func TestReporterFloorWithoutACount(t *testing.T) {
 		t.Errorf("debug state attachedHere = %d, want none", *d.AttachedHere)
 	}
 }
+
+func TestReporterMetricsShowTheCloudTruth(t *testing.T) {
+	src := newFakeSource(reading(16, 2, 3, 40, 1))
+	r, clk, reg := newTestReporter(t, DefaultConfig(), src)
+	mustValue(t, r)
+	want := map[string]float64{
+		"fakecloud_csi_capacity_cloud_attach_limit":      16,
+		"fakecloud_csi_capacity_cloud_out_of_band_slots": 2,
+		"fakecloud_csi_capacity_cloud_attached":          3,
+		"fakecloud_csi_capacity_cloud_quota_headroom":    40,
+		"fakecloud_csi_capacity_dynamic":                 1,
+	}
+	check := func() {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, mf := range mfs {
+			if _, ok := want[mf.GetName()]; ok {
+				got[mf.GetName()] = mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		for name, w := range want {
+			if got[name] != w {
+				t.Errorf("%s = %v, want %v", name, got[name], w)
+			}
+		}
+	}
+	check()
+	// A failed lookup leaves the truth of the last accepted reading.
+	src.set(nil, cloud.ErrUnavailable)
+	clk.Step(10 * time.Second)
+	mustValue(t, r)
+	check()
+	src.set(reading(8, 1, 4, 10, 2), nil)
+	clk.Step(10 * time.Second)
+	mustValue(t, r)
+	want["fakecloud_csi_capacity_cloud_attach_limit"] = 8
+	want["fakecloud_csi_capacity_cloud_out_of_band_slots"] = 1
+	want["fakecloud_csi_capacity_cloud_attached"] = 4
+	want["fakecloud_csi_capacity_cloud_quota_headroom"] = 10
+	check()
+	info := `
+# HELP fakecloud_csi_capacity_node_info Always 1; node_id is the cloud instance ID this node plugin reports for (join key with fakecloud_instance_* series).
+# TYPE fakecloud_csi_capacity_node_info gauge
+fakecloud_csi_capacity_node_info{node_id="i-1"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(info), "fakecloud_csi_capacity_node_info"); err != nil {
+		t.Error(err)
+	}
+}

@@ -72,8 +72,27 @@ func DefaultOptions(repoRoot, binDir, runDir string) Options {
 			{Name: "node-3", Zone: "zone-b", InstanceType: "e2e-medium", MaxAttachments: 8, OutOfBandSlots: 1},
 		},
 		AttachmentQuota: 40,
+		DriverArgs:      DefaultDriverArgs(),
 		Verbosity:       4,
 		Out:             os.Stdout,
+	}
+}
+
+// StaleAfter is the driver's --capacity-stale-after on the local cluster:
+// short, so that the outage scenario (S6) reaches the floor in a minute.
+const StaleAfter = 40 * time.Second
+
+// DefaultDriverArgs are the driver's capacity flags on the local cluster:
+// increases apply at the next refresh (no stability window, no step limit) so
+// that scenario deadlines stay one CSIDriver period plus slack, lookups may
+// repeat every second, and the last known good value expires after
+// StaleAfter.
+func DefaultDriverArgs() []string {
+	return []string{
+		"--capacity-stability-window=0", "--capacity-max-stability-window=0",
+		"--capacity-max-step=0", "--capacity-min-interval=1s",
+		"--capacity-stale-after=" + StaleAfter.String(),
+		"--publish-backoff-initial=2s", "--publish-backoff-max=10s",
 	}
 }
 

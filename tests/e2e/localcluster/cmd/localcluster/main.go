@@ -63,7 +63,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Nodes, "nodes", 3, "hollow nodes")
 	fs.BoolVar(&o.Force, "force", false, "build: rebuild binaries that are cached")
 	fs.IntVar(&o.Verbosity, "v", 4, "component log verbosity")
-	fs.StringVar(&o.DriverArgs, "driver-args", "", "extra driver flags, space separated (e.g. \"--capacity-stale-after=30s\")")
+	fs.StringVar(&o.DriverArgs, "driver-args", "", "driver flags added after localcluster.DefaultDriverArgs, space separated (e.g. \"--capacity-stability-window=30s\")")
 }
 
 func (o *options) validate() error {
@@ -142,7 +142,7 @@ func clusterOptions(o options, runDir string, out io.Writer) localcluster.Option
 		co.Nodes = append(co.Nodes, n)
 	}
 	co.Verbosity = o.Verbosity
-	co.DriverArgs = strings.Fields(o.DriverArgs)
+	co.DriverArgs = append(co.DriverArgs, strings.Fields(o.DriverArgs)...)
 	co.Out = out
 	return co
 }

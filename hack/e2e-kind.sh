@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# make e2e: the e2e suite (tests/e2e, unchanged) against a kind cluster. Needs Docker and Go.
+#   1-6. hack/kind-up.sh (images, cluster, load, snapshot release, apply, rollout);
+#   7.   go test in tests/e2e with the kubeconfig kind wrote and the fake cloud on
+#        localhost:30080 (the kind port mapping), admin token from the demo tokens;
+#   8.   on failure: kind's logs (every node, every container) and the fake cloud's
+#        /v1/events into a folder it prints;
+#   9.   delete the cluster, unless KEEP_CLUSTER=1.
+# E2E_ARGS are passed to go test (e.g. E2E_ARGS='-run TestS01').
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+export KIND_CLUSTER_NAME=${KIND_CLUSTER_NAME:-fakecloud-csi}
+export KIND_DIR=${KIND_DIR:-$root/_output/kind}
+export KUBECONFIG_FILE=${KUBECONFIG_FILE:-$KIND_DIR/kubeconfig}
+export IMAGES_DIR=${IMAGES_DIR:-$root/_output/images}
+export CLOUD_URL=${CLOUD_URL:-http://127.0.0.1:30080}
+KEEP_CLUSTER=${KEEP_CLUSTER:-0}
+E2E_ARGS=${E2E_ARGS:-}
+ARTIFACTS=${ARTIFACTS:-$KIND_DIR/artifacts-$(date +%Y%m%d-%H%M%S)}
+kind=(go tool -modfile="$root/tools/go.mod" kind)
+
+teardown() {
+  if [[ "$KEEP_CLUSTER" == 1 ]]; then
+    echo "KEEP_CLUSTER=1: cluster $KIND_CLUSTER_NAME kept (KUBECONFIG=$KUBECONFIG_FILE); make kind-down removes it"
+  else
+    "${kind[@]}" delete cluster --name "$KIND_CLUSTER_NAME" || true
+  fi
+}
+
+collect() {
+  mkdir -p "$ARTIFACTS"
+  "${kind[@]}" export logs "$ARTIFACTS/kind" --name "$KIND_CLUSTER_NAME" || true
+  "$IMAGES_DIR/bin/kindctl" get --token demo-admin-token --out "$ARTIFACTS/fakecloud-events.json" \
+    "$CLOUD_URL/v1/events" || true
+  echo "e2e on kind FAILED; kind logs and the fake cloud's /v1/events are in $ARTIFACTS"
+}
+
+trap teardown EXIT
+if ! hack/kind-up.sh; then
+  collect
+  exit 1
+fi
+
+printf '\n== 7. e2e suite\n'
+mkdir -p "$ARTIFACTS"
+# The driver on kind runs the local cluster's capacity flags (deploy/kind/node-daemonset.yaml),
+# so the suite's defaults for -rise-allowance and -stale-after hold.
+# shellcheck disable=SC2086 # E2E_ARGS is a list of go test flags
+if ! (cd tests/e2e && go test -count=1 -timeout=40m -v . \
+      -kubeconfig="$KUBECONFIG_FILE" -cloud-url="$CLOUD_URL" -cloud-token=demo-admin-token \
+      -log-dir="$ARTIFACTS" $E2E_ARGS); then
+  collect
+  exit 1
+fi
+echo "e2e on kind passed"

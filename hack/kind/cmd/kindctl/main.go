@@ -1,0 +1,29 @@
+// Command kindctl is the kind tooling of fakecloud-csi that needs neither a Docker daemon nor
+// kubectl (hack/images.sh, hack/kind-up.sh, hack/e2e-kind.sh and `make deploy-dry-run` call
+// it):
+//
+//	kindctl image --binary=B --ref=R --out=F --version=V --commit=C [--arch=A] [--source=URL]
+//	kindctl render DIR
+//	kindctl apply [--kubeconfig=K] [--dry-run [--real-prerequisites]] DIR...
+//	kindctl wait [--kubeconfig=K] [--timeout=D] DIR...
+//	kindctl snapshotter --deploy=DIR --out=DIR
+//	kindctl get [--token=T] [--out=F] [--timeout=D] URL
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kindctl:", err)
+		os.Exit(1)
+	}
+}

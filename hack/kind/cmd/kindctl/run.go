@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/fakecloud/fakecloud-csi/hack/kind/internal/manifests"
+	"github.com/fakecloud/fakecloud-csi/hack/kind/internal/ociimage"
+)
+
+// run dispatches one subcommand; see the package comment.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("usage: kindctl image|render|apply|wait|snapshotter|get [flags] (see hack/kind/cmd/kindctl)")
+	}
+	fs := flag.NewFlagSet("kindctl "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	switch args[0] {
+	case "image":
+		return runImage(fs, args[1:], stdout)
+	case "render":
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if fs.NArg() != 1 {
+			return errors.New("render takes one kustomization directory")
+		}
+		out, err := manifests.RenderYAML(fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		_, err = stdout.Write(out)
+		return err
+	case "apply", "wait":
+		return runCluster(ctx, args[0], fs, args[1:], stdout)
+	case "snapshotter":
+		return runSnapshotter(ctx, fs, args[1:], stdout)
+	case "get":
+		return runGet(ctx, fs, args[1:], stdout)
+	default:
+		return fmt.Errorf("unknown subcommand %q", args[0])
+	}
+}
+
+func runImage(fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	var s ociimage.Spec
+	var out string
+	fs.StringVar(&s.Binary, "binary", "", "static linux binary to put at /<name> (the entrypoint)")
+	fs.StringVar(&s.Ref, "ref", "", "image reference, e.g. localhost/fakecloud-csi/driver:dev")
+	fs.StringVar(&s.Arch, "arch", runtime.GOARCH, "GOARCH of the binary")
+	fs.StringVar(&s.Version, "version", "", "version label (org.opencontainers.image.version)")
+	fs.StringVar(&s.Commit, "commit", "", "commit label (org.opencontainers.image.revision)")
+	fs.StringVar(&s.Source, "source", "https://github.com/fakecloud/fakecloud-csi", "source label; empty: none")
+	fs.StringVar(&out, "out", "", "OCI archive to write")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var errs []error
+	if out == "" {
+		errs = append(errs, errors.New("--out is required"))
+	}
+	if err := s.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	img, err := ociimage.Build(s)
+	if err != nil {
+		return err
+	}
+	if err := ociimage.WriteArchive(img, s.Ref, out); err != nil {
+		return err
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%s %s@%s\n", out, s.Ref, d)
+	return err
+}
+
+func runCluster(ctx context.Context, verb string, fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster (env KUBECONFIG)")
+	var o manifests.ApplyOptions
+	timeout := fs.Duration("timeout", 5*time.Minute, "wait: how long the rollout may take")
+	if verb == "apply" {
+		fs.BoolVar(&o.DryRun, "dry-run", false, "server-side dry run: validate every object, store nothing")
+		fs.BoolVar(&o.RealPrerequisites, "real-prerequisites", false, "with --dry-run: really apply Namespaces and CRDs (the server cannot dry-run objects that need them otherwise)")
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *kubeconfig == "" {
+		return errors.New("--kubeconfig (or KUBECONFIG) is required")
+	}
+	if fs.NArg() == 0 {
+		return fmt.Errorf("%s takes one or more kustomization directories", verb)
+	}
+	var objs []*unstructured.Unstructured
+	for _, dir := range fs.Args() {
+		o, err := manifests.Render(dir)
+		if err != nil {
+			return err
+		}
+		objs = append(objs, o...)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig %s: %w", *kubeconfig, err)
+	}
+	a, err := manifests.NewApplier(cfg, stdout)
+	if err != nil {
+		return err
+	}
+	if verb == "wait" {
+		return a.WaitRolledOut(ctx, objs, *timeout)
+	}
+	return a.Apply(ctx, objs, o)
+}
+
+func runSnapshotter(ctx context.Context, fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	deploy := fs.String("deploy", "deploy/kind", "kustomization whose csi-snapshotter sidecar tag picks the release")
+	out := fs.String("out", "_output/external-snapshotter", "where to put crd/ and snapshot-controller/")
+	goBin := fs.String("go", "go", "go command")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	objs, err := manifests.Render(*deploy)
+	if err != nil {
+		return err
+	}
+	version, err := manifests.ImageTag(objs, "csi-snapshotter")
+	if err != nil {
+		return fmt.Errorf("%s: %w", *deploy, err)
+	}
+	if err := manifests.FetchSnapshotter(ctx, *goBin, version, *out); err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(*out)
+	_, err = fmt.Fprintf(stdout, "external-snapshotter %s in %s\n", version, abs)
+	return err
+}
+
+// runGet fetches one URL (the fake cloud's /v1/events after a failure, its /readyz before
+// the suite), retrying until --timeout, and writes the body to --out or stdout.
+func runGet(ctx context.Context, fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	token := fs.String("token", "", "bearer token")
+	out := fs.String("out", "", "file to write the body to (default stdout)")
+	timeout := fs.Duration("timeout", 0, "keep retrying until a 200 answer or this much time passed (0: one try)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("get takes one URL")
+	}
+	deadline := time.Now().Add(*timeout)
+	for {
+		body, err := get(ctx, fs.Arg(0), *token)
+		if err == nil {
+			if *out == "" {
+				_, err = stdout.Write(body)
+				return err
+			}
+			return os.WriteFile(*out, body, 0o644)
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func get(ctx context.Context, url, token string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	return body, nil
+}

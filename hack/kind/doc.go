@@ -1,0 +1,6 @@
+// Package kind is the module of the kind tooling of fakecloud-csi: cmd/kindctl builds the
+// driver and fake cloud images without a Docker daemon, renders and applies deploy/kind,
+// waits for it to roll out and fetches the external-snapshotter release that matches the
+// csi-snapshotter sidecar. It is its own module so that client-go, kustomize and
+// go-containerregistry never enter the main module's go.mod.
+package kind

@@ -1,0 +1,339 @@
+// Package ociimage builds single-binary container images without a Docker daemon: a static
+// binary on an empty base, written as an OCI image-layout tar archive that
+// `kind load image-archive` (containerd's `ctr images import`) and `docker load` accept.
+package ociimage
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// OCI image-spec label and annotation keys the images carry.
+const (
+	LabelVersion  = "org.opencontainers.image.version"
+	LabelRevision = "org.opencontainers.image.revision"
+	LabelTitle    = "org.opencontainers.image.title"
+	LabelSource   = "org.opencontainers.image.source"
+	// annotationContainerdName is the full image reference containerd's importer names the
+	// image after (it takes precedence over the OCI ref name, which holds only the tag).
+	annotationContainerdName = "io.containerd.image.name"
+	annotationRefName        = "org.opencontainers.image.ref.name"
+)
+
+// Spec describes one image.
+type Spec struct {
+	// Binary is the path of a static Linux executable; it becomes /<base name> in the image
+	// and the image's entrypoint.
+	Binary string
+	// Ref is the image reference the archive names, e.g. localhost/fakecloud-csi/driver:dev;
+	// it must have a tag.
+	Ref string
+	// Arch is the GOARCH the binary was built for (amd64, arm64, ...).
+	Arch string
+	// Version and Commit are stamped into the labels LabelVersion and LabelRevision.
+	Version, Commit string
+	// Source is the LabelSource URL; empty leaves it out.
+	Source string
+	// Created is the image's creation time; the zero value gives the Unix epoch, so that the
+	// same binary always gives the same image digest.
+	Created time.Time
+}
+
+// Validate reports every problem of s at once (errors.Join); nil when s is usable.
+func (s Spec) Validate() error {
+	var errs []error
+	if s.Binary == "" {
+		errs = append(errs, errors.New("binary path is empty"))
+	} else if st, err := os.Stat(s.Binary); err != nil {
+		errs = append(errs, fmt.Errorf("binary: %w", err))
+	} else if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+		errs = append(errs, fmt.Errorf("binary %s is not an executable file", s.Binary))
+	}
+	if _, err := name.NewTag(s.Ref, name.StrictValidation); err != nil {
+		errs = append(errs, fmt.Errorf("image reference %q needs an explicit registry/repository:tag: %w", s.Ref, err))
+	}
+	if s.Arch == "" {
+		errs = append(errs, errors.New("architecture is empty"))
+	}
+	if s.Version == "" || s.Commit == "" {
+		errs = append(errs, errors.New("version and commit must be set"))
+	}
+	return errors.Join(errs...)
+}
+
+// Entrypoint is the path of the binary inside the image: "/" + its base name.
+func (s Spec) Entrypoint() string { return "/" + filepath.Base(s.Binary) }
+
+// Build returns the image of s: one layer holding the binary (mode 0755, owned by root), an
+// OCI manifest and config with entrypoint, labels, linux/<Arch>.
+func Build(s Spec) (v1.Image, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	bin, err := os.ReadFile(s.Binary)
+	if err != nil {
+		return nil, fmt.Errorf("read binary: %w", err)
+	}
+	created := s.Created
+	if created.IsZero() {
+		created = time.Unix(0, 0).UTC()
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	hdr := &tar.Header{
+		Name:     strings.TrimPrefix(s.Entrypoint(), "/"),
+		Mode:     0o755,
+		Size:     int64(len(bin)),
+		ModTime:  created,
+		Typeflag: tar.TypeReg,
+		Format:   tar.FormatPAX,
+	}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return nil, fmt.Errorf("layer header: %w", err)
+	}
+	if _, err := tw.Write(bin); err != nil {
+		return nil, fmt.Errorf("layer content: %w", err)
+	}
+	if err := tw.Close(); err != nil {
+		return nil, fmt.Errorf("close layer: %w", err)
+	}
+	layerBytes := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerBytes)), nil
+	}, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return nil, fmt.Errorf("layer: %w", err)
+	}
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{
+		Created:   v1.Time{Time: created},
+		CreatedBy: "fakecloud-csi hack/kind ociimage: COPY " + filepath.Base(s.Binary) + " " + s.Entrypoint(),
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("append layer: %w", err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", s.Arch
+	cf.Created = v1.Time{Time: created}
+	cf.Config.Entrypoint = []string{s.Entrypoint()}
+	cf.Config.Labels = map[string]string{
+		LabelVersion:  s.Version,
+		LabelRevision: s.Commit,
+		LabelTitle:    strings.TrimPrefix(s.Entrypoint(), "/"),
+	}
+	if s.Source != "" {
+		cf.Config.Labels[LabelSource] = s.Source
+	}
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		return nil, fmt.Errorf("set config: %w", err)
+	}
+	return img, nil
+}
+
+// WriteArchive writes img as an OCI image-layout tar at out, naming it ref in the index
+// annotations the way `docker save` does (containerd name = full reference, OCI ref name =
+// tag). out is replaced atomically.
+func WriteArchive(img v1.Image, ref, out string) error {
+	tag, err := name.NewTag(ref, name.StrictValidation)
+	if err != nil {
+		return fmt.Errorf("image reference %q: %w", ref, err)
+	}
+	dir, err := os.MkdirTemp("", "ociimage-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return fmt.Errorf("write layout: %w", err)
+	}
+	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{
+		annotationContainerdName: tag.Name(),
+		annotationRefName:        tag.TagStr(),
+	})); err != nil {
+		return fmt.Errorf("write image to layout: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(out), ".ociimage-*.tar")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tarDir(tmp, dir); err != nil {
+		tmp.Close()
+		return fmt.Errorf("archive %s: %w", out, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), out)
+}
+
+// tarDir writes the regular files and directories under dir into w, in lexical order, with
+// paths relative to dir and fixed ownership and times.
+func tarDir(w io.Writer, dir string) error {
+	tw := tar.NewWriter(w)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		hdr, err := tar.FileInfoHeader(info, "")
+		if err != nil {
+			return err
+		}
+		hdr.Name = filepath.ToSlash(rel)
+		if d.IsDir() {
+			hdr.Name += "/"
+		}
+		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
+		hdr.Mode = 0o644
+		if d.IsDir() {
+			hdr.Mode = 0o755
+		}
+		hdr.ModTime = time.Unix(0, 0)
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(tw, f)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// ReadArchive unpacks an archive written by WriteArchive (or any OCI layout tar) into the
+// empty folder dir, which must outlive the returned image, and returns the image the index
+// names ref (io.containerd.image.name). Errors: not a tar, no OCI layout, no image of that
+// name.
+func ReadArchive(archive, ref, dir string) (v1.Image, error) {
+	if err := untar(archive, dir); err != nil {
+		return nil, fmt.Errorf("unpack %s: %w", archive, err)
+	}
+	idx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not an OCI layout: %w", archive, err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range im.Manifests {
+		if d.Annotations[annotationContainerdName] != ref {
+			continue
+		}
+		return idx.Image(d.Digest)
+	}
+	return nil, fmt.Errorf("%s holds no image named %s", archive, ref)
+}
+
+func untar(archive, dir string) error {
+	f, err := os.Open(archive)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		clean := path.Clean(hdr.Name)
+		if path.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
+			return fmt.Errorf("unsafe path %q in archive", hdr.Name)
+		}
+		target := filepath.Join(dir, filepath.FromSlash(clean))
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				return err
+			}
+			out, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(out, tr); err != nil {
+				out.Close()
+				return err
+			}
+			if err := out.Close(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// ExtractFile returns the content of the file at p (absolute, e.g. "/driver") in img's
+// flattened filesystem. Errors: p absent.
+func ExtractFile(img v1.Image, p string) ([]byte, error) {
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	want := strings.TrimPrefix(path.Clean(p), "/")
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s not in image", p)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if strings.TrimPrefix(path.Clean(hdr.Name), "/") == want && hdr.Typeflag == tar.TypeReg {
+			return io.ReadAll(tr)
+		}
+	}
+}

@@ -1,0 +1,174 @@
+package ociimage_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/fakecloud/fakecloud-csi/hack/kind/internal/ociimage"
+)
+
+// repoRoot is the fakecloud-csi checkout this module sits in (hack/kind).
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", "..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "cmd", "driver")); err != nil {
+		t.Fatalf("not the repository root: %s: %v", root, err)
+	}
+	return root
+}
+
+// TestImagesScript runs hack/images.sh (what `make images` runs) and checks each archive as
+// kind would see it: the image the index names, its entrypoint, labels and platform, and the
+// binary inside, run with --version, printing the stamped version and commit.
+func TestImagesScript(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds both binaries; skipped under -short")
+	}
+	root := repoRoot(t)
+	out := t.TempDir()
+	const version, commit = "v9.8.7-test", "cafe123"
+	cmd := exec.Command(filepath.Join(root, "hack", "images.sh"))
+	cmd.Env = append(os.Environ(), "IMAGES_DIR="+out, "VERSION="+version, "COMMIT="+commit, "IMAGE_TAG=test", "ARCH="+runtime.GOARCH)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/images.sh: %v\n%s", err, b)
+	}
+	for _, bin := range []string{"driver", "fakecloud"} {
+		t.Run(bin, func(t *testing.T) {
+			ref := "localhost/fakecloud-csi/" + bin + ":test"
+			img, err := ociimage.ReadArchive(filepath.Join(out, bin+".tar"), ref, t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cf, err := img.ConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(cf.Config.Entrypoint, " "); got != "/"+bin {
+				t.Errorf("entrypoint %q, want %q", got, "/"+bin)
+			}
+			if cf.OS != "linux" || cf.Architecture != runtime.GOARCH {
+				t.Errorf("platform %s/%s, want linux/%s", cf.OS, cf.Architecture, runtime.GOARCH)
+			}
+			for k, want := range map[string]string{ociimage.LabelVersion: version, ociimage.LabelRevision: commit, ociimage.LabelTitle: bin} {
+				if got := cf.Config.Labels[k]; got != want {
+					t.Errorf("label %s = %q, want %q", k, got, want)
+				}
+			}
+			data, err := ociimage.ExtractFile(img, "/"+bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if runtime.GOOS != "linux" {
+				t.Skipf("cannot run a linux binary on %s", runtime.GOOS)
+			}
+			exe := filepath.Join(t.TempDir(), bin)
+			if err := os.WriteFile(exe, data, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			got, err := exec.Command(exe, "--version").CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s --version: %v\n%s", bin, err, got)
+			}
+			if want := bin + " " + version + " (" + commit + ")"; strings.TrimSpace(string(got)) != want {
+				t.Errorf("%s --version printed %q, want %q", bin, strings.TrimSpace(string(got)), want)
+			}
+		})
+	}
+}
+
+// TestSpecValidate: every problem of a bad Spec is reported at once; a good one passes.
+func TestSpecValidate(t *testing.T) {
+	exe := filepath.Join(t.TempDir(), "bin")
+	if err := os.WriteFile(exe, []byte("#!/bin/true\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	notExe := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(notExe, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	good := ociimage.Spec{Binary: exe, Ref: "localhost/x/bin:dev", Arch: "amd64", Version: "v1", Commit: "c"}
+	tests := []struct {
+		name  string
+		spec  func(s ociimage.Spec) ociimage.Spec
+		wants []string
+	}{
+		{"valid", func(s ociimage.Spec) ociimage.Spec { return s }, nil},
+		{"missing binary", func(s ociimage.Spec) ociimage.Spec { s.Binary = filepath.Join(exe, "nope"); return s }, []string{"binary"}},
+		{"not executable", func(s ociimage.Spec) ociimage.Spec { s.Binary = notExe; return s }, []string{"not an executable"}},
+		{"no tag and no version", func(s ociimage.Spec) ociimage.Spec { s.Ref, s.Version = "localhost/x/bin", ""; return s },
+			[]string{"registry/repository:tag", "version and commit"}},
+		{"no arch", func(s ociimage.Spec) ociimage.Spec { s.Arch = ""; return s }, []string{"architecture"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.spec(good).Validate()
+			if len(tt.wants) == 0 {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error, want %q", tt.wants)
+			}
+			for _, w := range tt.wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestArchiveRoundTrip: what WriteArchive writes, ReadArchive finds by name (and only by
+// that name), with the binary intact.
+func TestArchiveRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "tool")
+	content := []byte("\x7fELF not really\n")
+	if err := os.WriteFile(exe, content, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := ociimage.Spec{Binary: exe, Ref: "localhost/x/tool:v1", Arch: "arm64", Version: "v1", Commit: "abc"}
+	img, err := ociimage.Build(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out", "tool.tar")
+	if err := ociimage.WriteArchive(img, s.Ref, out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ociimage.ReadArchive(out, "localhost/x/tool:v2", t.TempDir()); err == nil {
+		t.Error("found an image under a name the archive does not hold")
+	}
+	back, err := ociimage.ReadArchive(out, s.Ref, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := img.Digest()
+	if got, _ := back.Digest(); got != want {
+		t.Errorf("digest after round trip %s, want %s", got, want)
+	}
+	got, err := ociimage.ExtractFile(back, "/tool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(content) {
+		t.Errorf("binary in image %q, want %q", got, content)
+	}
+	// Same input, same digest: the image is reproducible.
+	again, err := ociimage.Build(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := again.Digest(); d != want {
+		t.Errorf("second build digest %s, want %s", d, want)
+	}
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# `make test` (monitoring part): promtool (pinned in tools/promtool/go.mod, its own module so
+# the Prometheus dependency tree stays out of the main module and of tools/go.mod) checks the
+# alerting rules and runs their unit tests; the Go test in deploy/monitoring checks that the
+# PrometheusRule matches rules.yaml and that every alert has a runbook section and tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+promtool() { go tool -modfile=tools/promtool/go.mod promtool "$@"; }
+
+promtool check rules deploy/monitoring/rules.yaml
+promtool test rules deploy/monitoring/rules_test.yaml
+go test -count=1 ./deploy/monitoring/
