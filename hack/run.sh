@@ -4,6 +4,7 @@
 # NodeGetInfo move when capacity changes, then keeps running until Ctrl-C.
 #   RUN_DIR=/tmp/x make run          keep state and logs elsewhere (default: a new temp dir)
 #   FAKECLOUD_PORT=8080              the fake cloud's port on 127.0.0.1
+#   DRIVER_HTTP_PORT_BASE=9808       the controller's HTTP port; node plugins take the next ones
 #   DEMO=0                           skip the before/after demo
 #   EXIT_AFTER_DEMO=1                stop after the demo (CI uses this to prove `make run`)
 set -euo pipefail
@@ -32,13 +33,20 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-wait_for() { # wait_for DESCRIPTION COMMAND...: poll up to 20 s
+wait_for() { # wait_for DESCRIPTION COMMAND...: poll for up to 20 s while every process lives
   local what=$1; shift
-  for _ in $(seq 1 100); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
-  echo "timed out waiting for $what" >&2; return 1
+  for _ in $(seq 1 100); do
+    "$@" >/dev/null 2>&1 && return 0
+    for p in "${pids[@]}"; do
+      kill -0 "$p" 2>/dev/null || { echo "a process exited while waiting for $what; logs: $RUN_DIR/logs" >&2; return 1; }
+    done
+    sleep 0.2
+  done
+  echo "timed out waiting for $what; logs: $RUN_DIR/logs" >&2; return 1
 }
 
-if (echo >"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then
+port_in_use() { (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+if port_in_use "$PORT"; then
   echo "port $PORT is in use; set FAKECLOUD_PORT" >&2; exit 1
 fi
 
@@ -56,6 +64,11 @@ printf '%s' demo-driver-token >"$RUN_DIR/driver-token"
 pids+=($!)
 
 mapfile -t nodes < <(awk '/^instances:/{f=1;next} /^[a-z]/{f=0} f && /- id:/{print $3}' "$SEED")
+for ((i = 0; i <= ${#nodes[@]}; i++)); do
+  if port_in_use $((HTTP_BASE + i)); then
+    echo "port $((HTTP_BASE + i)) (driver HTTP) is in use; set DRIVER_HTTP_PORT_BASE" >&2; exit 1
+  fi
+done
 port=$HTTP_BASE
 for n in "${nodes[@]}"; do
   port=$((port + 1))
@@ -64,9 +77,9 @@ for n in "${nodes[@]}"; do
     --http-addr="127.0.0.1:$port" --capacity-min-interval=1s >"$RUN_DIR/logs/node-$n.log" 2>&1 &
   pids+=($!)
 done
-wait_for "controller plugin" "$BIN/driver" probe --endpoint="unix://$RUN_DIR/controller/csi.sock"
+wait_for "controller plugin" "$BIN/driver" probe --timeout=1s --endpoint="unix://$RUN_DIR/controller/csi.sock"
 for n in "${nodes[@]}"; do
-  wait_for "node plugin $n" "$BIN/driver" probe --endpoint="unix://$RUN_DIR/$n/csi.sock"
+  wait_for "node plugin $n" "$BIN/driver" probe --timeout=1s --endpoint="unix://$RUN_DIR/$n/csi.sock"
 done
 
 cat <<INFO
@@ -105,7 +118,9 @@ if [[ "${DEMO:-1}" == 1 ]]; then
   echo "== after PATCH /v1/quotas {\"attachments\": 0} (no headroom: the count falls to the floor, 1, never 0):"
   nodeinfo "$n1"
   curl -fsS -X POST -H "Authorization: Bearer $ADMIN" "$CLOUD/v1/reset" >/dev/null
-  echo "== POST /v1/reset: back to the seed"
+  echo "== POST /v1/reset: back to the seed. Decreases apply at once; increases wait for"
+  echo "   --capacity-stability-window (30s) and ramp by --capacity-max-step (2) per refresh,"
+  echo "   so $n1 climbs back to 7 over the next minute or so (watch /debug/capacity)."
 fi
 if [[ "${EXIT_AFTER_DEMO:-0}" == 1 ]]; then exit 0; fi
 echo; echo "Press Ctrl-C to stop."

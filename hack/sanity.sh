@@ -39,7 +39,7 @@ pids+=($!)
   --capacity-min-interval=10ms -v=2 >"$work/driver.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 100); do
-  "$BIN/driver" probe --endpoint="unix://$work/csi.sock" >/dev/null 2>&1 && break
+  "$BIN/driver" probe --timeout=1s --endpoint="unix://$work/csi.sock" >/dev/null 2>&1 && break
   sleep 0.2
 done
 

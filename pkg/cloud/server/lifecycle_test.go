@@ -382,10 +382,19 @@ func TestRestartKeepsAttachments(t *testing.T) {
 	tc := startCloud(t, server.Config{DataDir: dir})
 	v := must[*cloud.Volume](t)(tc.driver.CreateVolume(ctx, cloud.CreateVolumeRequest{Name: "v", SizeBytes: 1, Zone: "zone-a"}))
 	a := must[*cloud.Attachment](t)(tc.driver.AttachVolume(ctx, v.ID, "node-a"))
+	capBefore := must[*cloud.Capacity](t)(tc.driver.GetCapacity(ctx, "node-a"))
 	before := tc.snapshot(t)
 	tc.stop()
 
 	tc2 := startCloud(t, server.Config{DataDir: dir})
+	capAfter := must[*cloud.Capacity](t)(tc2.driver.GetCapacity(ctx, "node-a"))
+	if capBefore.Epoch == "" || capAfter.Epoch != capBefore.Epoch {
+		t.Fatalf("epoch %q before restart, %q after: want the same, non-empty", capBefore.Epoch, capAfter.Epoch)
+	}
+	fresh := startCloud(t, server.Config{DataDir: t.TempDir()})
+	if e := must[*cloud.Capacity](t)(fresh.driver.GetCapacity(ctx, "node-a")).Epoch; e == "" || e == capBefore.Epoch {
+		t.Fatalf("a new data dir has epoch %q, the old one %q: want a new, non-empty one", e, capBefore.Epoch)
+	}
 	after := tc2.snapshot(t)
 	if after.Revision < before.Revision {
 		t.Fatalf("revision went back from %d to %d", before.Revision, after.Revision)

@@ -308,6 +308,7 @@ func (s *Store) Capacity(id string) (*cloud.Capacity, error) {
 			QuotaHeadroom:  max(0, q.Attachments.Limit-q.Attachments.Used),
 			Instances:      t.tx.Bucket(bucketInstances).Stats().KeyN,
 			Revision:       t.rev,
+			Epoch:          t.s.epoch,
 			ObservedAt:     t.now,
 		}
 		return nil

@@ -20,6 +20,7 @@
 package store
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -69,6 +70,7 @@ var (
 	stateBuckets = [][]byte{bucketTypes, bucketInstances, bucketVolumes, bucketVolNames, bucketSnapshots, bucketSnapNames}
 
 	keyRevision     = []byte("revision")
+	keyEpoch        = []byte("epoch")
 	keySeq          = []byte("seq")
 	keyNextVolume   = []byte("nextVolume")
 	keyNextSnapshot = []byte("nextSnapshot")
@@ -99,6 +101,9 @@ type Store struct {
 	inFlight atomic.Int64
 	// tempPath is the file to remove on Close when the store is not persistent.
 	tempPath string
+	// epoch names this database: written once when it is created, so readers can tell a
+	// store that started empty again (revisions restarting from 0) from an older reading.
+	epoch string
 }
 
 // Open opens (creating if needed) the store in dir/fakecloud.db. With dir == "" it uses a
@@ -146,7 +151,13 @@ func Open(dir string, opts Options) (*Store, error) {
 				return fmt.Errorf("create bucket %s: %w", b, err)
 			}
 		}
-		return nil
+		meta := tx.Bucket(bucketMeta)
+		if e := meta.Get(keyEpoch); e != nil {
+			s.epoch = string(e)
+			return nil
+		}
+		s.epoch = newEpoch(s.now())
+		return meta.Put(keyEpoch, []byte(s.epoch))
 	})
 	if err != nil {
 		_ = db.Close()
@@ -155,6 +166,16 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	return s, nil
 }
+
+// newEpoch is a name no other store has had: the creation time plus 64 random bits.
+func newEpoch(now time.Time) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux (Go 1.24+ panics instead)
+	return fmt.Sprintf("%s-%x", now.UTC().Format("20060102T150405Z"), b)
+}
+
+// Epoch names this store; see cloud.Capacity.Epoch.
+func (s *Store) Epoch() string { return s.epoch }
 
 // Path is the bbolt file's path.
 func (s *Store) Path() string { return s.db.Path() }
