@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -105,8 +106,13 @@ func New(opts Options, deps Deps) (*Driver, error) {
 	return d, nil
 }
 
-// listen opens the endpoint; for a unix socket it first removes a stale socket file left by
-// a previous process (but never a file that is not a socket).
+// endpointDialTimeout bounds the check whether an existing unix socket has a live server.
+const endpointDialTimeout = time.Second
+
+// listen opens the endpoint. An existing unix socket file is removed only when it is stale:
+// nothing answers on it (connection refused). A socket a live process answers on, a socket
+// that cannot be checked (dial fails otherwise, e.g. times out) and a file that is not a
+// socket are errors, so a second plugin never takes over a running one's endpoint.
 func listen(endpoint string) (net.Listener, error) {
 	network, addr, err := ParseEndpoint(endpoint)
 	if err != nil {
@@ -116,6 +122,14 @@ func listen(endpoint string) (net.Listener, error) {
 		if fi, err := os.Lstat(addr); err == nil {
 			if fi.Mode()&os.ModeSocket == 0 {
 				return nil, fmt.Errorf("%s exists and is not a socket", addr)
+			}
+			conn, err := net.DialTimeout("unix", addr, endpointDialTimeout)
+			switch {
+			case err == nil:
+				_ = conn.Close()
+				return nil, fmt.Errorf("endpoint %s is in use by a running process: stop it or use another --endpoint", endpoint)
+			case !errors.Is(err, syscall.ECONNREFUSED):
+				return nil, fmt.Errorf("endpoint %s: cannot tell whether socket %s is stale: %w", endpoint, addr, err)
 			}
 			if err := os.Remove(addr); err != nil {
 				return nil, fmt.Errorf("remove stale socket: %w", err)
@@ -133,11 +147,23 @@ func listen(endpoint string) (net.Listener, error) {
 }
 
 // Run serves until ctx ends, then stops gracefully (calls in progress get gracePeriod) and
-// returns nil; it returns an error when a server cannot start or fails. Besides the servers
+// returns nil; it returns an error when a server cannot start or fails. In node and all modes
+// it first takes an exclusive lock on <StateDir>/.lock, held until it returns: a second
+// plugin on the same state dir fails here, naming the dir and the holder's pid. It refuses a
+// unix endpoint a running process answers on (listen). Besides the servers
 // it runs the readiness checks (the cloud for the controller, the zone for the node) and the
 // capacity reporter's background loop if it has one.
 func (d *Driver) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
+	if d.node != nil {
+		// Before the endpoint: a second plugin on this state dir must not touch the first one's
+		// socket either. Released when Run returns, i.e. with the process.
+		lock, err := lockStateDir(d.opts.StateDir)
+		if err != nil {
+			return err
+		}
+		defer lock.Close()
+	}
 	lis, err := listen(d.opts.Endpoint)
 	if err != nil {
 		return err

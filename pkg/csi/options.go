@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -118,7 +119,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.ShowVersion, "version", false, "print the version and exit")
 }
 
-// Validate reports every problem of o at once (errors.Join); nil when o is usable.
+// Validate reports every problem of o at once (errors.Join), each naming the flags as the
+// user typed them (e.g. "--capacity-max-step must be >= 0"); nil when o is usable. The
+// capacity and backoff flags are checked here rather than through capacity.Config.Validate and
+// backoff.Config.Validate, whose messages name struct fields; the settings that have no flag
+// keep their valid defaults. --cloud-token-file is read, as the cloud client will.
 func (o *Options) Validate() error {
 	var errs []error
 	node, controller := false, false
@@ -141,6 +146,13 @@ func (o *Options) Validate() error {
 	if u, err := url.Parse(o.CloudURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("--cloud-url must be an http:// or https:// URL with a host, got %q", o.CloudURL))
 	}
+	if o.CloudTokenFile != "" {
+		if b, err := os.ReadFile(o.CloudTokenFile); err != nil {
+			errs = append(errs, fmt.Errorf("--cloud-token-file: %w", err))
+		} else if strings.TrimSpace(string(b)) == "" {
+			errs = append(errs, fmt.Errorf("--cloud-token-file %s is empty", o.CloudTokenFile))
+		}
+	}
 	if node && (o.StateDir == "" || !filepath.IsAbs(o.StateDir)) {
 		errs = append(errs, fmt.Errorf("--state-dir must be an absolute path in mode %s, got %q", o.Mode, o.StateDir))
 	}
@@ -150,16 +162,55 @@ func (o *Options) Validate() error {
 		}
 	}
 	if node {
-		if err := o.CapacityConfig().Validate(); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, o.validateCapacity()...)
 	}
 	if controller {
-		if err := o.PublishBackoffConfig().Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("--publish-backoff-initial/--publish-backoff-max: %w", err))
-		}
+		errs = append(errs, o.validatePublishBackoff()...)
 	}
 	return errors.Join(errs...)
+}
+
+// validateCapacity checks the capacity flags, the rules of capacity.Config.Validate in flag
+// terms.
+func (o *Options) validateCapacity() []error {
+	var errs []error
+	if o.CapacityStaleAfter <= 0 {
+		errs = append(errs, fmt.Errorf("--capacity-stale-after must be > 0, got %s", o.CapacityStaleAfter))
+	}
+	if o.CapacityMaxStep < 0 {
+		errs = append(errs, fmt.Errorf("--capacity-max-step must be >= 0 (0: no limit), got %d", o.CapacityMaxStep))
+	}
+	if o.CapacityStabilityWindow < 0 {
+		errs = append(errs, fmt.Errorf("--capacity-stability-window must be >= 0, got %s", o.CapacityStabilityWindow))
+	}
+	if o.CapacityMaxStabilityWindow < o.CapacityStabilityWindow {
+		errs = append(errs, fmt.Errorf("--capacity-max-stability-window (%s) must be >= --capacity-stability-window (%s)",
+			o.CapacityMaxStabilityWindow, o.CapacityStabilityWindow))
+	}
+	if o.CapacityMinInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--capacity-min-interval must be > 0, got %s", o.CapacityMinInterval))
+	}
+	if _, err := capacity.ParseQuotaShare(o.QuotaShare); err != nil {
+		errs = append(errs, fmt.Errorf("--quota-share must be %s or %s, got %q", capacity.QuotaShareNone, capacity.QuotaShareEven, o.QuotaShare))
+	}
+	if o.CapacityStaleAfter > 0 && o.CapacityMinInterval > 0 && o.CapacityStaleAfter < o.CapacityMinInterval {
+		errs = append(errs, fmt.Errorf("--capacity-stale-after (%s) must be >= --capacity-min-interval (%s), or every cached value is already stale",
+			o.CapacityStaleAfter, o.CapacityMinInterval))
+	}
+	return errs
+}
+
+// validatePublishBackoff checks the publish backoff flags, the capacity rule of
+// backoff.Config.Validate in flag terms.
+func (o *Options) validatePublishBackoff() []error {
+	var errs []error
+	if o.PublishBackoffInitial <= 0 {
+		errs = append(errs, fmt.Errorf("--publish-backoff-initial must be > 0, got %s", o.PublishBackoffInitial))
+	}
+	if o.PublishBackoffMax < o.PublishBackoffInitial {
+		errs = append(errs, fmt.Errorf("--publish-backoff-max (%s) must be >= --publish-backoff-initial (%s)", o.PublishBackoffMax, o.PublishBackoffInitial))
+	}
+	return errs
 }
 
 // PublishBackoffConfig turns the publish backoff flags into the controller's backoff

@@ -1,6 +1,8 @@
 package csi
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,25 +14,50 @@ import (
 )
 
 func TestOptionsFlagsAndValidate(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	emptyToken := filepath.Join(dir, "empty")
+	if err := os.WriteFile(emptyToken, []byte(" \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missingToken := filepath.Join(dir, "missing")
 	tests := []struct {
 		name    string
 		args    []string
-		wantErr []string // substrings; empty means valid
+		wantErr []string // substrings that must all be in the one error; empty means valid
 	}{
 		{name: "all with node id", args: []string{"--node-id=i-1"}},
 		{name: "controller needs no node id", args: []string{"--mode=controller"}},
 		{name: "tcp endpoint", args: []string{"--mode=controller", "--endpoint=tcp://127.0.0.1:10000"}},
+		{name: "readable token file", args: []string{"--node-id=i-1", "--cloud-token-file=" + token}},
 		{name: "node without node id", args: []string{"--mode=node"}, wantErr: []string{"--node-id"}},
 		{name: "every problem at once", args: []string{"--mode=node", "--endpoint=http://x", "--cloud-url=ftp://x",
 			"--http-addr=nope", "--quota-share=most", "--capacity-stale-after=0s", "--state-dir=rel"},
-			wantErr: []string{"--node-id", "--endpoint", "--cloud-url", "--http-addr", "quota-share", "stale-after", "--state-dir"}},
+			wantErr: []string{"--node-id is required", "--endpoint", "--cloud-url", "--http-addr", "--quota-share must be none or even, got \"most\"",
+				"--capacity-stale-after must be > 0", "--state-dir"}},
+		{name: "every capacity, backoff and token flag at once", args: []string{"--node-id=i-1", "--capacity-max-step=-1",
+			"--capacity-min-interval=0s", "--capacity-stability-window=-1s", "--capacity-max-stability-window=-2s",
+			"--publish-backoff-initial=0s", "--publish-backoff-max=-1s", "--cloud-token-file=" + missingToken},
+			wantErr: []string{"--capacity-max-step must be >= 0", "--capacity-min-interval must be > 0",
+				"--capacity-stability-window must be >= 0", "--capacity-max-stability-window (-2s) must be >= --capacity-stability-window (-1s)",
+				"--publish-backoff-initial must be > 0", "--publish-backoff-max (-1s) must be >= --publish-backoff-initial (0s)",
+				"--cloud-token-file: open " + missingToken}},
+		{name: "stale-after below min-interval and an empty token file", args: []string{"--node-id=i-1", "--capacity-stale-after=1s",
+			"--capacity-min-interval=5s", "--cloud-token-file=" + emptyToken, "--mode=node"},
+			wantErr: []string{"--capacity-stale-after (1s) must be >= --capacity-min-interval (5s)", "--cloud-token-file " + emptyToken + " is empty"}},
 		{name: "bad mode", args: []string{"--mode=both"}, wantErr: []string{"--mode"}},
 		{name: "short windows for e2e", args: []string{"--node-id=i-1", "--capacity-stability-window=2s", "--capacity-max-stability-window=8s",
 			"--publish-backoff-initial=100ms", "--publish-backoff-max=1s"}},
-		{name: "stability window above its max", args: []string{"--node-id=i-1", "--capacity-stability-window=5m"}, wantErr: []string{"max-stability-window"}},
-		{name: "negative stability window", args: []string{"--mode=node", "--node-id=i-1", "--capacity-stability-window=-1s"}, wantErr: []string{"stability-window must be >= 0"}},
-		{name: "publish backoff max below initial", args: []string{"--mode=controller", "--publish-backoff-initial=10s", "--publish-backoff-max=1s"}, wantErr: []string{"--publish-backoff"}},
+		{name: "stability window above its max", args: []string{"--node-id=i-1", "--capacity-stability-window=5m"},
+			wantErr: []string{"--capacity-max-stability-window (4m0s) must be >= --capacity-stability-window (5m0s)"}},
+		{name: "negative stability window", args: []string{"--mode=node", "--node-id=i-1", "--capacity-stability-window=-1s"}, wantErr: []string{"--capacity-stability-window must be >= 0"}},
+		{name: "publish backoff max below initial", args: []string{"--mode=controller", "--publish-backoff-initial=10s", "--publish-backoff-max=1s"},
+			wantErr: []string{"--publish-backoff-max (1s) must be >= --publish-backoff-initial (10s)"}},
 		{name: "node mode ignores the publish backoff", args: []string{"--mode=node", "--node-id=i-1", "--publish-backoff-initial=0s"}},
+		{name: "controller mode ignores the capacity flags", args: []string{"--mode=controller", "--capacity-max-step=-1"}},
 		{name: "relative unix socket", args: []string{"--mode=controller", "--endpoint=unix://csi.sock"}, wantErr: []string{"--endpoint"}},
 	}
 	for _, tc := range tests {
@@ -46,6 +73,17 @@ func TestOptionsFlagsAndValidate(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Validate = %v, want nil", err)
 				}
+				// The flag checks must not let through what the packages would refuse.
+				if o.Mode != ModeController {
+					if err := o.CapacityConfig().Validate(); err != nil {
+						t.Errorf("Validate = nil but CapacityConfig().Validate = %v", err)
+					}
+				}
+				if o.Mode != ModeNode {
+					if err := o.PublishBackoffConfig().Validate(); err != nil {
+						t.Errorf("Validate = nil but PublishBackoffConfig().Validate = %v", err)
+					}
+				}
 				return
 			}
 			if err == nil {
@@ -54,6 +92,12 @@ func TestOptionsFlagsAndValidate(t *testing.T) {
 			for _, w := range tc.wantErr {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+			// Messages name flags, never the capacity package's field terms.
+			for _, bad := range []string{"capacity max-step", "capacity stale-after", "capacity min-interval", "capacity backoff"} {
+				if strings.Contains(err.Error(), bad) {
+					t.Errorf("error %q uses %q instead of the flag name", err, bad)
 				}
 			}
 		})

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -587,6 +588,24 @@ func TestS04StaleCountRejection(t *testing.T) {
 			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: hostnameKey, Operator: corev1.NodeSelectorOpIn, Values: []string{target}}},
 		}}},
 	}}
+	// The StatefulSet controller replaces a failed pod within milliseconds, so
+	// the rejection is caught by a watch rather than by polling.
+	podW, err := env.cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		failf(t, "watch pods in %s: %v", ns, err)
+	}
+	defer podW.Stop()
+	var mu sync.Mutex
+	var rejected *corev1.Pod
+	go func() {
+		for ev := range podW.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok && p.Status.Phase == corev1.PodFailed && p.Status.Reason == "VolumeAttachmentLimitExceeded" {
+				mu.Lock()
+				rejected = p
+				mu.Unlock()
+			}
+		}
+	}()
 	statefulSet(t, ns, "stale", spec, 1)
 
 	var firstUID types.UID
@@ -621,12 +640,18 @@ func TestS04StaleCountRejection(t *testing.T) {
 		if c == nil || *c != want {
 			return fmt.Errorf("CSINode %s: expected count %d after the rejection, seen %s", target, want, fmtCount(c))
 		}
-		p, err := env.cs.CoreV1().Pods(ns).Get(ctx, "stale-0", metav1.GetOptions{})
-		if err != nil {
-			return err
+		mu.Lock()
+		r := rejected
+		mu.Unlock()
+		if r == nil {
+			p, err := env.cs.CoreV1().Pods(ns).Get(ctx, "stale-0", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("pod %s/stale-0: expected Failed with reason VolumeAttachmentLimitExceeded, seen %s", ns, podState(p))
 		}
-		if p.UID == firstUID && p.Status.Reason != "VolumeAttachmentLimitExceeded" {
-			return fmt.Errorf("pod %s/stale-0: expected Failed VolumeAttachmentLimitExceeded, seen %s", ns, podState(p))
+		if r.UID != firstUID || r.Spec.NodeName != target {
+			failf(t, "pod %s/stale-0 (uid %s on %s) rejected, expected the first one (uid %s) on %s", ns, r.UID, r.Spec.NodeName, firstUID, target)
 		}
 		return nil
 	})

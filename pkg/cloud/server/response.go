@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -184,6 +186,41 @@ func queryUint(r *http.Request, name string) (uint64, error) {
 }
 
 func pathVar(r *http.Request, name string) string { return mux.Vars(r)[name] }
+
+// methodNotAllowedHandler answers 405 MethodNotAllowed like statusHandler, with the Allow
+// header RFC 9110 §15.5.6 requires: the methods r serves for the request's path, sorted and
+// comma-separated (e.g. "GET, POST"). r is read at request time, so routes added after the
+// handler is built count.
+func (s *Server) methodNotAllowedHandler(r *mux.Router) http.Handler {
+	next := s.statusHandler("methodNotAllowed", cloud.CodeMethodNotAllowed)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if allow := allowedMethods(r, req); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
+// allowedMethods returns the sorted methods of r's routes whose path matches req: a route
+// whose only failing matcher is the method sets ErrMethodMismatch (gorilla/mux).
+func allowedMethods(r *mux.Router, req *http.Request) []string {
+	seen := map[string]bool{}
+	_ = r.Walk(func(route *mux.Route, _ *mux.Router, _ []*mux.Route) error {
+		var m mux.RouteMatch
+		if !route.Match(req, &m) && !errors.Is(m.MatchErr, mux.ErrMethodMismatch) {
+			return nil
+		}
+		methods, err := route.GetMethods()
+		if err != nil {
+			return nil // a route without a method matcher allows any method; none here
+		}
+		for _, method := range methods {
+			seen[method] = true
+		}
+		return nil
+	})
+	return slices.Sorted(maps.Keys(seen))
+}
 
 // statusHandler answers routes no handler owns (404 NotFound, 405 MethodNotAllowed) in the
 // same error shape.

@@ -21,7 +21,7 @@ const public Role = ""
 func (s *Server) router() *mux.Router {
 	r := mux.NewRouter()
 	r.NotFoundHandler = s.statusHandler("notFound", cloud.CodeNotFound)
-	r.MethodNotAllowedHandler = s.statusHandler("methodNotAllowed", cloud.CodeMethodNotAllowed)
+	r.MethodNotAllowedHandler = s.methodNotAllowedHandler(r)
 
 	handle := func(method, path, name string, need Role, h handlerFunc) {
 		r.Handle(path, s.route(name, need, h)).Methods(method).Name(name)
