@@ -37,9 +37,11 @@ type NodeConfig struct {
 	// NodeID is the cloud instance ID of this node (--node-id), reported as node_id.
 	NodeID string
 	// StateDir holds each volume's data: <StateDir>/volumes/<volumeID>/data (a folder, for
-	// mount volumes) or .../block.img (a sparse file of the volume's size, for block volumes).
+	// mount volumes) or .../block.img (a sparse file of the volume's size, for block volumes),
+	// and the node identity, <StateDir>/node.json (see Zone). Empty: nothing persists.
 	StateDir string
-	// Cloud is used once (until it succeeds) to learn the instance's zone.
+	// Cloud is used once (until it succeeds) to learn the instance's zone, or to check the
+	// zone persisted under StateDir (node.json, see NodeServer.Zone).
 	Cloud NodeCloud
 	// Mounter makes the bind mounts.
 	Mounter mount.Mounter
@@ -69,11 +71,17 @@ type NodeServer struct {
 	stagedMu sync.Mutex
 	staged   map[string]string
 
-	// topoSem serialises the zone lookup while letting waiters give up with their ctx.
-	topoSem chan struct{}
-	topoMu  sync.Mutex
-	zone    string
-	zoneOK  bool
+	// topoSem serialises the zone lookup while letting waiters give up with their ctx;
+	// identityRead (guarded by it) is set once the persisted identity was looked at.
+	topoSem      chan struct{}
+	identityRead bool
+	// topoMu guards the zone, whether it is known, where it came from (zoneSource*) and
+	// whether the cloud has been compared with it (zoneChecked).
+	topoMu      sync.Mutex
+	zone        string
+	zoneOK      bool
+	zoneSource  string
+	zoneChecked bool
 }
 
 var _ csi.NodeServer = (*NodeServer)(nil)
@@ -86,9 +94,19 @@ func NewNodeServer(cfg NodeConfig) *NodeServer {
 	return &NodeServer{cfg: cfg, inflight: newInflight(), topoSem: make(chan struct{}, 1), published: map[string]map[string]bool{}}
 }
 
-// Zone returns the node's zone, asking the cloud for the instance the first time (and again
-// after a failure, never after a success: the topology of a CSINode must not change, domain.md
-// rule 4). It waits at most until ctx ends. Errors are status errors.
+// Zone returns the node's zone, the accessible topology NodeGetInfo reports. It waits at most
+// until ctx ends; errors are status errors.
+//
+// The first call takes the identity persisted in <StateDir>/node.json when it belongs to this
+// node ID, without asking the cloud, so a restarted plugin answers NodeGetInfo (and turns
+// ready) while the cloud is down; FetchTopology then checks it against the cloud in the
+// background. Otherwise the zone comes from the cloud's instance (asked again after a failure,
+// never after a success) and is persisted, atomically, for the next start; a failed write is
+// logged, not returned. Once known the zone never changes for the life of the process, and a
+// persisted zone is never replaced: the topology of a CSINode must not change (domain.md rule
+// 4; the API server rejects the update). If the cloud later names a DIFFERENT zone than the
+// persisted one, Zone keeps reporting the persisted zone and the mismatch is logged as an
+// error; removing node.json (and re-registering the node) is the way to take the new zone.
 func (n *NodeServer) Zone(ctx context.Context) (string, error) {
 	if z, ok := n.knownZone(); ok {
 		return z, nil
@@ -102,16 +120,42 @@ func (n *NodeServer) Zone(ctx context.Context) (string, error) {
 	if z, ok := n.knownZone(); ok {
 		return z, nil
 	}
+	logger := klog.FromContext(ctx)
+	path := n.identityPath()
+	if !n.identityRead && path != "" {
+		n.identityRead = true
+		id, ok, err := loadNodeIdentity(path)
+		switch {
+		case err != nil:
+			logger.Error(err, "Ignoring the persisted node identity", "nodeID", n.cfg.NodeID, "path", path)
+		case ok && id.NodeID != n.cfg.NodeID:
+			logger.Info("Ignoring the persisted identity of another node", "nodeID", n.cfg.NodeID, "stateNodeID", id.NodeID, "path", path)
+		case ok:
+			n.setZone(id.Zone, zoneSourceStateDir, false)
+			logger.Info("Node topology known", "nodeID", n.cfg.NodeID, "zone", id.Zone, "source", zoneSourceStateDir, "path", path)
+			n.cfg.TopologyReady()
+			return id.Zone, nil
+		}
+	}
 	inst, err := n.cfg.Cloud.GetInstance(ctx, n.cfg.NodeID)
 	if err != nil {
 		return "", cloudStatus(opDefault, err, "get instance %s", n.cfg.NodeID)
 	}
-	n.topoMu.Lock()
-	n.zone, n.zoneOK = inst.Zone, true
-	n.topoMu.Unlock()
-	klog.FromContext(ctx).V(1).Info("Node topology known", "nodeID", n.cfg.NodeID, "zone", inst.Zone)
+	n.setZone(inst.Zone, zoneSourceCloud, true)
+	logger.Info("Node topology known", "nodeID", n.cfg.NodeID, "zone", inst.Zone, "source", zoneSourceCloud)
+	if path != "" {
+		if err := saveNodeIdentity(path, nodeIdentity{Version: 1, NodeID: n.cfg.NodeID, Zone: inst.Zone, SavedAt: time.Now().UTC()}); err != nil {
+			logger.Error(err, "Cannot persist the node identity; a restart will need the cloud to answer NodeGetInfo", "nodeID", n.cfg.NodeID, "path", path)
+		}
+	}
 	n.cfg.TopologyReady()
 	return inst.Zone, nil
+}
+
+func (n *NodeServer) setZone(zone, source string, checked bool) {
+	n.topoMu.Lock()
+	defer n.topoMu.Unlock()
+	n.zone, n.zoneOK, n.zoneSource, n.zoneChecked = zone, true, source, checked
 }
 
 func (n *NodeServer) knownZone() (string, bool) {
@@ -120,16 +164,49 @@ func (n *NodeServer) knownZone() (string, bool) {
 	return n.zone, n.zoneOK
 }
 
-// FetchTopology calls Zone until it succeeds or ctx ends, backing off from 1s to 30s between
-// tries; Driver.Run starts it so Probe turns ready without waiting for the first NodeGetInfo.
+// checkZone compares a zone taken from the state dir with the cloud's, once the cloud
+// answers; a zone from the cloud needs no check. A different zone is logged as an error and
+// NOT adopted (see Zone). Errors: the cloud's, as status errors, when it could not be asked.
+func (n *NodeServer) checkZone(ctx context.Context) error {
+	n.topoMu.Lock()
+	zone, checked := n.zone, n.zoneChecked
+	n.topoMu.Unlock()
+	if checked {
+		return nil
+	}
+	inst, err := n.cfg.Cloud.GetInstance(ctx, n.cfg.NodeID)
+	if err != nil {
+		return cloudStatus(opDefault, err, "check zone of instance %s", n.cfg.NodeID)
+	}
+	n.topoMu.Lock()
+	n.zoneChecked = true
+	n.topoMu.Unlock()
+	logger := klog.FromContext(ctx)
+	if inst.Zone != zone {
+		logger.Error(fmt.Errorf("the cloud says instance %s is in zone %q, the state dir says %q", n.cfg.NodeID, inst.Zone, zone),
+			"Keeping the persisted zone: the CSINode topology cannot change; remove the node identity file and re-register the node to take the cloud's",
+			"nodeID", n.cfg.NodeID, "zone", zone, "cloudZone", inst.Zone, "path", n.identityPath())
+		return nil
+	}
+	logger.V(1).Info("Persisted node topology confirmed by the cloud", "nodeID", n.cfg.NodeID, "zone", zone)
+	return nil
+}
+
+// FetchTopology calls Zone until it succeeds and, when the zone came from the state dir,
+// checkZone until the cloud has answered, or until ctx ends; it backs off from 1s to 30s
+// between tries. Driver.Run starts it so Probe turns ready without waiting for the first
+// NodeGetInfo.
 func (n *NodeServer) FetchTopology(ctx context.Context) {
 	wait := time.Second
 	for {
 		_, err := n.Zone(ctx)
+		if err == nil {
+			err = n.checkZone(ctx)
+		}
 		if err == nil || ctx.Err() != nil {
 			return
 		}
-		klog.FromContext(ctx).Error(err, "Cannot learn the node's zone yet", "nodeID", n.cfg.NodeID, "retryIn", wait)
+		klog.FromContext(ctx).Error(err, "Cannot learn the node's zone from the cloud yet", "nodeID", n.cfg.NodeID, "retryIn", wait)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -581,7 +658,8 @@ func (n *NodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabiliti
 }
 
 // NodeGetInfo reports node_id (= the cloud instance ID), the zone as accessible_topology
-// (fixed after the first successful lookup) and max_volumes_per_node from the capacity
+// (fixed once known; from the state dir when a previous process persisted it, so a restart
+// answers while the cloud is down; see Zone) and max_volumes_per_node from the capacity
 // reporter: the total slots this driver may use here, never 0 (0 means unlimited; KEP-4876,
 // domain.md rules 2 and 3). Bounded by ctx, or by DefaultNodeInfoTimeout without a deadline;
 // when the zone or the capacity cannot be had in time the call fails (UNAVAILABLE,

@@ -337,7 +337,10 @@ func TestNodeZoneIsFetchedOnceAndFixed(t *testing.T) {
 func TestNodeGetInfoWaitsBoundedForTopology(t *testing.T) {
 	e := newNode(t, mount.NewFake(), nil)
 	release := make(chan struct{})
-	defer close(release)
+	holderDone := make(chan struct{})
+	// The holder's lookup then succeeds and persists the identity: let it finish before the
+	// temporary state dir is removed.
+	defer func() { close(release); <-holderDone }()
 	e.fake.SetHook(cloud.OperationGetInstance, func(ctx context.Context) error {
 		select {
 		case <-release:
@@ -348,6 +351,7 @@ func TestNodeGetInfoWaitsBoundedForTopology(t *testing.T) {
 	})
 	// One caller holds the lookup; a second must give up with its own deadline.
 	go func() {
+		defer close(holderDone)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_, _ = e.srv.Zone(ctx)

@@ -36,7 +36,9 @@ type Options struct {
 	CloudURL string
 	// CloudTokenFile holds the bearer token for the cloud; empty sends none (--cloud-token-file).
 	CloudTokenFile string
-	// StateDir holds volumes' backing data and the capacity state (--state-dir).
+	// StateDir holds volumes' backing data, the capacity state (capacity.json) and the node
+	// identity (node.json: node ID and zone, see NodeServer.Zone) (--state-dir). One node
+	// plugin at a time: Driver.Run locks <StateDir>/.lock.
 	StateDir string
 	// HTTPAddr is host:port of the /healthz, /metrics, /debug/capacity server; empty: off
 	// (--http-addr).
@@ -105,7 +107,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.NodeID, "node-id", d.NodeID, "cloud instance ID of this node (required in node and all modes)")
 	fs.StringVar(&o.CloudURL, "cloud-url", d.CloudURL, "base URL of the fake cloud")
 	fs.StringVar(&o.CloudTokenFile, "cloud-token-file", d.CloudTokenFile, "file holding the cloud bearer token (empty: no token)")
-	fs.StringVar(&o.StateDir, "state-dir", d.StateDir, "directory for volume backing data and capacity state")
+	fs.StringVar(&o.StateDir, "state-dir", d.StateDir, "directory for volume backing data, capacity state and node identity; one node plugin per directory (locked)")
 	fs.StringVar(&o.HTTPAddr, "http-addr", d.HTTPAddr, "host:port for /healthz, /metrics and /debug/capacity (empty: off)")
 	fs.DurationVar(&o.CapacityStaleAfter, "capacity-stale-after", d.CapacityStaleAfter, "how long the last known good capacity is reported while the cloud does not answer")
 	fs.Int64Var(&o.CapacityMaxStep, "capacity-max-step", d.CapacityMaxStep, "largest capacity increase per refresh, in slots (0: no limit)")
