@@ -214,8 +214,14 @@ func (r *Reporter) Refresh(ctx context.Context) error {
 }
 
 // Run refreshes in the background whenever a lookup is due, so that the value ages, ramps
-// and recovers between kubelet calls, until ctx ends; it then returns nil.
+// and recovers between kubelet calls, until ctx ends; it then waits for a lookup in flight
+// (at most LookupTimeout) and returns nil.
 func (r *Reporter) Run(ctx context.Context) error {
+	// Lookups outlive the call that started them (they run under WithoutCancel, bounded by
+	// LookupTimeout) and persist state when they finish; wait for the one in flight so that
+	// nothing writes to the state dir after Run has returned. singleflight's Do on the same
+	// key joins the lookup in flight, or runs the no-op when there is none.
+	defer r.sf.Do("lookup", func() (any, error) { return nil, nil })
 	for {
 		if err := r.Refresh(ctx); err != nil {
 			return nil
