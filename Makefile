@@ -11,12 +11,13 @@ COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -X github.com/fakecloud/fakecloud-csi/pkg/version.Version=$(VERSION) \
              -X github.com/fakecloud/fakecloud-csi/pkg/version.Commit=$(COMMIT)
 GOTESTFLAGS ?=
+LOCALCLUSTER := cd tests/e2e && $(GO) run ./localcluster/cmd/localcluster
 KEEP_CLUSTER ?= 0
 E2E_ARGS ?=
 
 .PHONY: help
 help: ## List the targets.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## Build bin/driver and bin/fakecloud with version and commit stamped.
@@ -34,6 +35,26 @@ test: verify build ## Everything CI checks: verify, unit + integration tests (ra
 	hack/readme-check.sh
 	hack/promtool-test.sh
 	cd hack/kind && $(GO) test -count=1 $(GOTESTFLAGS) ./...
+
+.PHONY: e2e-local-build
+e2e-local-build: ## Build etcd, kube-apiserver, -controller-manager, -scheduler, hollow kubelet, csi-attacher, csi-provisioner (v1.37.2) into the cache; only what is missing (~20-40 min cold).
+	$(LOCALCLUSTER) build
+
+.PHONY: e2e-local
+e2e-local: e2e-local-build ## The e2e suite (S1-S12) on a local cluster of upstream binaries, no Docker (E2E_ARGS='-run TestS03').
+	cd tests/e2e && FAKECLOUD_E2E_LOCAL=1 $(GO) test -count=1 -timeout=30m -v . $(E2E_ARGS)
+
+.PHONY: up-local
+up-local: e2e-local-build ## Start a local cluster and leave it running; prints KUBECONFIG and curl lines.
+	$(LOCALCLUSTER) up
+
+.PHONY: down-local
+down-local: ## Stop the cluster of the last up-local (its logs stay in its run folder).
+	$(LOCALCLUSTER) down
+
+.PHONY: deploy-check-local
+deploy-check-local: e2e-local-build ## CI's check of deploy/kind without Docker: server-side dry run against a local v1.37.2 API server.
+	hack/deploy-check-local.sh
 
 .PHONY: test-rules
 test-rules: ## promtool check + unit tests of deploy/monitoring/rules.yaml; PrometheusRule and runbook consistency.
