@@ -165,7 +165,7 @@ func (b *Backoff) Check(nodeID, volumeID string) error {
 		return nil
 	}
 	if w := b.nodes[nodeID]; w != nil && now.Before(w.until) {
-		return remembered(w, codes.ResourceExhausted, "node %s has no free attach slot (backing off for %s)", nodeID, w.until.Sub(now).Round(time.Millisecond))
+		return remembered(w, codes.ResourceExhausted, "the cloud refused an attach to node %s for lack of capacity; not asking again for %s", nodeID, w.until.Sub(now).Round(time.Millisecond))
 	}
 	if w := b.volumes[volumeKey{nodeID, volumeID}]; w != nil && now.Before(w.until) {
 		return remembered(w, codes.Unavailable, "attach of %s to %s failed recently (backing off for %s)", volumeID, nodeID, w.until.Sub(now).Round(time.Millisecond))
