@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/tests/e2e/capacityplot"
 )
 
 // runDeadline bounds provisioning, scheduling, attach and mount of a pod.
@@ -705,6 +706,10 @@ func TestS12Churn(t *testing.T) {
 		since = start[len(start)-1].Revision
 	}
 
+	// The capacity plot of the run: written even when the scenario fails.
+	plot := startCapacityPlot(t, "S12 churn")
+	defer plot()
+
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	csiWrites, exhausted := 0, map[string]bool{}
@@ -822,5 +827,43 @@ func restoreAll(t *testing.T, oob map[string]int, quota int64) {
 		if _, err := env.cloud.PatchInstance(ctx, node, cloud.InstancePatch{OutOfBandSlots: &slots}); err != nil {
 			failf(t, "restore %s: %v", node, err)
 		}
+	}
+}
+
+// startCapacityPlot starts watching CSINode and sampling the nodes and the
+// cloud; the returned function stops and writes capacityplot.PlotFile and
+// capacityplot.SummaryFile into the component log folder (a new temp folder
+// without one) and prints where.
+func startCapacityPlot(t *testing.T, title string) func() {
+	t.Helper()
+	rec, err := capacityplot.NewRecorder(env.cs, env.cloud, capacityplot.Options{Driver: driverName, Interval: 2 * time.Second, Title: title})
+	if err != nil {
+		failf(t, "capacity plot: %v", err)
+	}
+	if err := rec.Start(testCtx(t)); err != nil {
+		failf(t, "capacity plot: %v", err)
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		r := rec.Stop(ctx)
+		dir := env.logDir
+		if dir == "" {
+			if dir, err = os.MkdirTemp("", "fakecloud-e2e-plot-"); err != nil {
+				t.Errorf("capacity plot: %v", err)
+				return
+			}
+		}
+		html, summary, err := capacityplot.WriteFiles(dir, r)
+		if err != nil {
+			t.Errorf("capacity plot: %v", err)
+			return
+		}
+		var writes []string
+		for _, s := range r.Stats() {
+			writes = append(writes, fmt.Sprintf("%s %d writes (%d count changes, lag median %s max %s)", s.Node, s.Writes, s.CountChanges, s.LagMedian, s.LagMax))
+		}
+		t.Logf("%s: %s", title, strings.Join(writes, "; "))
+		fmt.Printf("e2e: %s capacity plot: %s (summary %s)\n", title, html, summary)
 	}
 }
