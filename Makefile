@@ -35,6 +35,7 @@ test: verify build ## Everything CI checks: verify, unit + integration tests (ra
 	hack/readme-check.sh
 	hack/promtool-test.sh
 	cd hack/kind && $(GO) test -count=1 $(GOTESTFLAGS) ./...
+	cd tests/e2e && $(GO) test -race -count=1 $(GOTESTFLAGS) ./... # the suite itself skips here: it needs a cluster (make e2e-local)
 
 .PHONY: e2e-local-build
 e2e-local-build: ## Build etcd, kube-apiserver, -controller-manager, -scheduler, hollow kubelet, csi-attacher, csi-provisioner (v1.37.2) into the cache; only what is missing (~20-40 min cold).

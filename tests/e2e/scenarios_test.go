@@ -861,7 +861,7 @@ func startCapacityPlot(t *testing.T, title string) func() {
 		}
 		var writes []string
 		for _, s := range r.Stats() {
-			writes = append(writes, fmt.Sprintf("%s %d writes (%d count changes, lag median %s max %s)", s.Node, s.Writes, s.CountChanges, s.LagMedian, s.LagMax))
+			writes = append(writes, fmt.Sprintf("%s %d writes (%d count changes, lag median %s max %s)", s.Node, s.Writes, s.CountChanges, s.LagMedian.Round(100*time.Millisecond), s.LagMax.Round(100*time.Millisecond)))
 		}
 		t.Logf("%s: %s", title, strings.Join(writes, "; "))
 		fmt.Printf("e2e: %s capacity plot: %s (summary %s)\n", title, html, summary)

@@ -1,0 +1,204 @@
+// Command capacityplot watches a cluster running the fakecloud CSI driver
+// together with its fake cloud for a while and writes capacity-plot.html
+// (one self-contained page: per node, cloud truth, CSINode count, volumes
+// scheduled over time, with CSINode writes and update lag) and
+// csinode-writes.txt into an output folder.
+//
+//	go run ./cmd/capacityplot --run-dir=/tmp/fcsi-... --duration=2m
+//	go run ./cmd/capacityplot --kubeconfig=kc --cloud-url=http://127.0.0.1:8080 \
+//	    --cloud-token-file=admin.token --duration=10m --out-dir=plots
+//
+// It stops early, and still writes the files, on Ctrl-C.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/tests/e2e/capacityplot"
+	"github.com/fakecloud/fakecloud-csi/tests/e2e/localcluster"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "capacityplot:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command's flags.
+type options struct {
+	// RunDir is a local cluster's run folder (its cluster.json gives the
+	// kubeconfig, cloud URL and token); explicit flags win over it.
+	RunDir         string
+	Kubeconfig     string
+	CloudURL       string
+	CloudToken     string
+	CloudTokenFile string
+	// Duration is how long to observe; Interval the time between samples.
+	Duration, Interval time.Duration
+	// OutDir receives capacity-plot.html and csinode-writes.txt.
+	OutDir     string
+	Driver     string
+	QuotaShare string
+	// PluginURLs are node=URL pairs of node plugin HTTP endpoints.
+	PluginURLs pluginURLs
+	Title      string
+}
+
+type pluginURLs map[string]string
+
+func (p *pluginURLs) String() string {
+	var parts []string
+	for k, v := range *p {
+		parts = append(parts, k+"="+v)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (p *pluginURLs) Set(s string) error {
+	node, url, ok := strings.Cut(s, "=")
+	if !ok || node == "" || url == "" {
+		return fmt.Errorf("expected NODE=URL, got %q", s)
+	}
+	if *p == nil {
+		*p = pluginURLs{}
+	}
+	(*p)[node] = url
+	return nil
+}
+
+func (o *options) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.RunDir, "run-dir", "", "local cluster run folder (from `localcluster up`); fills the kubeconfig and cloud flags")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster (env KUBECONFIG)")
+	fs.StringVar(&o.CloudURL, "cloud-url", "", "fake cloud base URL, e.g. http://127.0.0.1:8080")
+	fs.StringVar(&o.CloudToken, "cloud-token", "", "fake cloud admin token (it reads capacity, quotas and events)")
+	fs.StringVar(&o.CloudTokenFile, "cloud-token-file", "", "file with the fake cloud admin token")
+	fs.DurationVar(&o.Duration, "duration", 2*time.Minute, "how long to observe")
+	fs.DurationVar(&o.Interval, "interval", 2*time.Second, "time between samples")
+	fs.StringVar(&o.OutDir, "out-dir", ".", "folder for "+capacityplot.PlotFile+" and "+capacityplot.SummaryFile)
+	fs.StringVar(&o.Driver, "driver", localcluster.DriverName, "CSI driver name")
+	fs.StringVar(&o.QuotaShare, "quota-share", string(capacityplot.QuotaShareNone), "the driver's --quota-share: none|even")
+	fs.Var(&o.PluginURLs, "plugin-url", "NODE=URL of a node plugin's --http-addr, to plot its reported value (repeatable)")
+	fs.StringVar(&o.Title, "title", "", "plot title")
+}
+
+// complete fills connection flags from --run-dir.
+func (o *options) complete() error {
+	if o.RunDir == "" {
+		return nil
+	}
+	info, err := localcluster.ReadInfo(o.RunDir)
+	if err != nil {
+		return err
+	}
+	if o.Kubeconfig == "" || o.Kubeconfig == os.Getenv("KUBECONFIG") {
+		o.Kubeconfig = info.Kubeconfig
+	}
+	if o.CloudURL == "" {
+		o.CloudURL = info.CloudURL
+	}
+	if o.CloudToken == "" && o.CloudTokenFile == "" {
+		o.CloudToken, o.CloudTokenFile = info.AdminToken, info.AdminTokenFile
+	}
+	return nil
+}
+
+// validate reports every problem at once.
+func (o *options) validate() error {
+	var errs []error
+	if o.Kubeconfig == "" {
+		errs = append(errs, errors.New("--kubeconfig (or --run-dir) is required"))
+	}
+	if o.CloudURL == "" {
+		errs = append(errs, errors.New("--cloud-url (or --run-dir) is required"))
+	}
+	if o.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("--duration must be > 0, got %s", o.Duration))
+	}
+	if o.OutDir == "" {
+		errs = append(errs, errors.New("--out-dir must not be empty"))
+	}
+	ro := capacityplot.Options{Driver: o.Driver, Interval: o.Interval, Share: capacityplot.QuotaShare(o.QuotaShare)}
+	if err := ro.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("capacityplot", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	o.addFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %v", fs.Args())
+	}
+	if err := o.complete(); err != nil {
+		return err
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig %s: %w", o.Kubeconfig, err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	copts := []cloud.Option{cloud.WithUserAgent("fakecloud-csi-capacityplot")}
+	switch {
+	case o.CloudToken != "":
+		copts = append(copts, cloud.WithToken(o.CloudToken))
+	case o.CloudTokenFile != "":
+		copts = append(copts, cloud.WithTokenFile(o.CloudTokenFile))
+	}
+	cc, err := cloud.NewClient(o.CloudURL, copts...)
+	if err != nil {
+		return err
+	}
+	title := o.Title
+	if title == "" {
+		title = "CSINode capacity over time, " + time.Now().Format("2006-01-02 15:04")
+	}
+	rec, err := capacityplot.NewRecorder(cs, cc, capacityplot.Options{Driver: o.Driver, Interval: o.Interval,
+		Share: capacityplot.QuotaShare(o.QuotaShare), PluginURLs: o.PluginURLs, Title: title})
+	if err != nil {
+		return err
+	}
+	if err := rec.Start(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "capacityplot: observing for %s (Ctrl-C writes the plot early)\n", o.Duration)
+	select {
+	case <-ctx.Done():
+	case <-time.After(o.Duration):
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	plot, summary, err := capacityplot.WriteFiles(o.OutDir, rec.Stop(stopCtx))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "capacityplot: wrote %s and %s\n", plot, summary)
+	return nil
+}
