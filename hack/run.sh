@@ -6,7 +6,7 @@
 #   FAKECLOUD_PORT=8080              the fake cloud's port on 127.0.0.1
 #   DRIVER_HTTP_PORT_BASE=9808       the controller's HTTP port; node plugins take the next ones
 #   DEMO=0                           skip the before/after demo
-#   EXIT_AFTER_DEMO=1                stop after the demo (CI uses this to prove `make run`)
+#   EXIT_AFTER_DEMO=1                stop after the demo (.ci/run uses this to prove `make run`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,6 +49,12 @@ port_in_use() { (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 if port_in_use "$PORT"; then
   echo "port $PORT is in use; set FAKECLOUD_PORT" >&2; exit 1
 fi
+mapfile -t nodes < <(awk '/^instances:/{f=1;next} /^[a-z]/{f=0} f && /- id:/{print $3}' "$SEED")
+for ((i = 0; i <= ${#nodes[@]}; i++)); do
+  if port_in_use $((HTTP_BASE + i)); then
+    echo "port $((HTTP_BASE + i)) (driver HTTP) is in use; set DRIVER_HTTP_PORT_BASE" >&2; exit 1
+  fi
+done
 
 "$BIN/fakecloud" --listen="127.0.0.1:$PORT" --data-dir="$RUN_DIR/cloud" --seed="$SEED" \
   --auth=tokens --tokens-file="$TOKENS" >"$RUN_DIR/logs/fakecloud.log" 2>&1 &
@@ -63,12 +69,6 @@ printf '%s' demo-driver-token >"$RUN_DIR/driver-token"
   --http-addr="127.0.0.1:$HTTP_BASE" >"$RUN_DIR/logs/controller.log" 2>&1 &
 pids+=($!)
 
-mapfile -t nodes < <(awk '/^instances:/{f=1;next} /^[a-z]/{f=0} f && /- id:/{print $3}' "$SEED")
-for ((i = 0; i <= ${#nodes[@]}; i++)); do
-  if port_in_use $((HTTP_BASE + i)); then
-    echo "port $((HTTP_BASE + i)) (driver HTTP) is in use; set DRIVER_HTTP_PORT_BASE" >&2; exit 1
-  fi
-done
 port=$HTTP_BASE
 for n in "${nodes[@]}"; do
   port=$((port + 1))
