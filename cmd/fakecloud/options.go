@@ -37,7 +37,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DataDir, "data-dir", "", "directory of the durable store; empty: a temporary store, nothing persists")
 	fs.StringVar(&o.SeedFile, "seed", "", "seed YAML (instance types, instances, quotas, faults); empty: built-in defaults")
 	fs.StringVar(&o.Auth, "auth", string(server.AuthTokens), "authentication: tokens or none (laptop demo)")
-	fs.StringVar(&o.TokensFile, "tokens-file", "", "tokens YAML `tokens: [{token: T, role: admin|driver|reader}]`, for --auth=tokens")
+	fs.StringVar(&o.TokensFile, "tokens-file", "", "tokens YAML (tokens: [{token: T, role: admin|driver|reader}]), for --auth=tokens")
 	fs.BoolVar(&o.AutoRegister, "auto-register", false, "create unknown instances that a driver asks about")
 	fs.StringVar(&o.DefaultInstanceType, "default-instance-type", "medium", "instance type of auto-registered instances")
 	fs.StringVar(&o.DefaultZone, "default-zone", "zone-a", "zone of auto-registered instances and of volumes created without a zone")
