@@ -114,6 +114,7 @@ func NewError(code Code, format string, args ...any) *Error {
 	}
 }
 
+// Error is "Code: Message", or the code alone when there is no message.
 func (e *Error) Error() string {
 	if e.Message == "" {
 		return string(e.Code)
