@@ -83,8 +83,16 @@ func TestFaultsOverHTTP(t *testing.T) {
 	if err := tc.admin.DeleteFault(ctx, rule.ID); err != nil {
 		t.Fatal(err)
 	}
+	// A deleted rule's series goes with it; the others stay until the rules are cleared.
+	metrics = string(tc.do(t, "GET", "/metrics", "", "").body)
+	if strings.Contains(metrics, `rule="`+rule.ID+`"`) || !strings.Contains(metrics, `rule="`+latency.ID+`"`) {
+		t.Errorf("after deleting rule %s, fakecloud_faults_fired_total is:\n%s", rule.ID, grepLines(metrics, "fakecloud_faults_fired_total"))
+	}
 	if err := tc.admin.ClearFaults(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if metrics = string(tc.do(t, "GET", "/metrics", "", "").body); strings.Contains(metrics, "fakecloud_faults_fired_total{") {
+		t.Errorf("after clearing the rules, fakecloud_faults_fired_total is:\n%s", grepLines(metrics, "fakecloud_faults_fired_total"))
 	}
 	if rules := must[[]cloud.FaultRule](t)(tc.admin.ListFaults(ctx)); len(rules) != 0 {
 		t.Fatalf("rules after clear %+v", rules)
@@ -144,4 +152,15 @@ func TestShutdownEndsInjectedLatency(t *testing.T) {
 	if err := <-errc; cloud.CodeOf(err) != cloud.CodeUnavailable {
 		t.Fatalf("in-flight request during shutdown: %v, want Unavailable", err)
 	}
+}
+
+// grepLines returns the lines of text that contain substr.
+func grepLines(text, substr string) string {
+	var out []string
+	for line := range strings.SplitSeq(text, "\n") {
+		if strings.Contains(line, substr) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
