@@ -95,6 +95,19 @@ func validateDeleteVolumeRequest(req *csi.DeleteVolumeRequest) error {
 	return nil
 }
 
+// validateRequiredCapability is the check of a request's single volume_capability field,
+// which ControllerPublishVolume, NodeStageVolume and NodePublishVolume require (CSI spec, each
+// RPC's "REQUIRED" field).
+func validateRequiredCapability(c *csi.VolumeCapability) error {
+	if c == nil {
+		return invalid("volume_capability is required")
+	}
+	if p := capabilityProblem(c); p != "" {
+		return invalid("%s", p)
+	}
+	return nil
+}
+
 func validateControllerPublishVolumeRequest(req *csi.ControllerPublishVolumeRequest) error {
 	if req.GetVolumeId() == "" {
 		return invalid("volume_id is required")
@@ -102,13 +115,7 @@ func validateControllerPublishVolumeRequest(req *csi.ControllerPublishVolumeRequ
 	if req.GetNodeId() == "" {
 		return invalid("node_id is required")
 	}
-	if req.GetVolumeCapability() == nil {
-		return invalid("volume_capability is required")
-	}
-	if p := capabilityProblem(req.GetVolumeCapability()); p != "" {
-		return invalid("%s", p)
-	}
-	return nil
+	return validateRequiredCapability(req.GetVolumeCapability())
 }
 
 func validateControllerUnpublishVolumeRequest(req *csi.ControllerUnpublishVolumeRequest) error {
@@ -227,13 +234,7 @@ func validateNodeStageVolumeRequest(req *csi.NodeStageVolumeRequest) error {
 	if err := validatePath("staging_target_path", req.GetStagingTargetPath()); err != nil {
 		return err
 	}
-	if req.GetVolumeCapability() == nil {
-		return invalid("volume_capability is required")
-	}
-	if p := capabilityProblem(req.GetVolumeCapability()); p != "" {
-		return invalid("%s", p)
-	}
-	return nil
+	return validateRequiredCapability(req.GetVolumeCapability())
 }
 
 func validateNodeUnstageVolumeRequest(req *csi.NodeUnstageVolumeRequest) error {
@@ -253,13 +254,7 @@ func validateNodePublishVolumeRequest(req *csi.NodePublishVolumeRequest) error {
 	if err := validatePath("target_path", req.GetTargetPath()); err != nil {
 		return err
 	}
-	if req.GetVolumeCapability() == nil {
-		return invalid("volume_capability is required")
-	}
-	if p := capabilityProblem(req.GetVolumeCapability()); p != "" {
-		return invalid("%s", p)
-	}
-	return nil
+	return validateRequiredCapability(req.GetVolumeCapability())
 }
 
 func validateNodeUnpublishVolumeRequest(req *csi.NodeUnpublishVolumeRequest) error {
