@@ -86,42 +86,59 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports every problem of c at once (errors.Join); nil when c is usable.
+// Validate reports every problem of c at once (errors.Join); nil when c is usable. Messages
+// name the settings "capacity stale-after", "capacity max-step", ...
 func (c Config) Validate() error {
+	return errors.Join(c.Problems(func(setting string) string {
+		if setting == "quota-share" {
+			return setting
+		}
+		return "capacity " + setting
+	})...)
+}
+
+// Problems lists every problem of c, one error each, naming a setting with name(setting),
+// where setting is the flag-style name of a field: "stale-after", "max-step",
+// "stability-window", "max-stability-window", "min-interval", "jitter", "quota-share",
+// "answer-bound" or "lookup-timeout". The driver's options pass a name that gives the flag
+// (e.g. "--capacity-max-step"), so that one set of rules serves both.
+func (c Config) Problems(name func(setting string) string) []error {
 	var errs []error
 	if c.StaleAfter <= 0 {
-		errs = append(errs, fmt.Errorf("capacity stale-after must be > 0, got %s", c.StaleAfter))
+		errs = append(errs, fmt.Errorf("%s must be > 0, got %s", name("stale-after"), c.StaleAfter))
 	}
 	if c.MaxStep < 0 {
-		errs = append(errs, fmt.Errorf("capacity max-step must be >= 0 (0: no limit), got %d", c.MaxStep))
+		errs = append(errs, fmt.Errorf("%s must be >= 0 (0: no limit), got %d", name("max-step"), c.MaxStep))
 	}
 	if c.StabilityWindow < 0 {
-		errs = append(errs, fmt.Errorf("capacity stability-window must be >= 0, got %s", c.StabilityWindow))
+		errs = append(errs, fmt.Errorf("%s must be >= 0, got %s", name("stability-window"), c.StabilityWindow))
 	}
 	if c.MaxStabilityWindow < c.StabilityWindow {
-		errs = append(errs, fmt.Errorf("capacity max-stability-window (%s) must be >= stability-window (%s)", c.MaxStabilityWindow, c.StabilityWindow))
+		errs = append(errs, fmt.Errorf("%s (%s) must be >= %s (%s)",
+			name("max-stability-window"), c.MaxStabilityWindow, name("stability-window"), c.StabilityWindow))
 	}
 	if c.MinInterval <= 0 {
-		errs = append(errs, fmt.Errorf("capacity min-interval must be > 0, got %s", c.MinInterval))
+		errs = append(errs, fmt.Errorf("%s must be > 0, got %s", name("min-interval"), c.MinInterval))
 	}
 	if c.Jitter < 0 || c.Jitter > 1 || c.Jitter != c.Jitter {
-		errs = append(errs, fmt.Errorf("capacity jitter must be in [0, 1], got %v", c.Jitter))
+		errs = append(errs, fmt.Errorf("%s must be in [0, 1], got %v", name("jitter"), c.Jitter))
 	}
 	switch c.QuotaShare {
 	case QuotaShareNone, QuotaShareEven:
 	default:
-		errs = append(errs, fmt.Errorf("quota-share must be %q or %q, got %q", QuotaShareNone, QuotaShareEven, c.QuotaShare))
+		errs = append(errs, fmt.Errorf("%s must be %s or %s, got %q", name("quota-share"), QuotaShareNone, QuotaShareEven, c.QuotaShare))
 	}
 	if c.AnswerBound <= 0 {
-		errs = append(errs, fmt.Errorf("capacity answer-bound must be > 0, got %s", c.AnswerBound))
+		errs = append(errs, fmt.Errorf("%s must be > 0, got %s", name("answer-bound"), c.AnswerBound))
 	}
 	if c.LookupTimeout < c.AnswerBound {
-		errs = append(errs, fmt.Errorf("capacity lookup-timeout (%s) must be >= answer-bound (%s)", c.LookupTimeout, c.AnswerBound))
+		errs = append(errs, fmt.Errorf("%s (%s) must be >= %s (%s)", name("lookup-timeout"), c.LookupTimeout, name("answer-bound"), c.AnswerBound))
 	}
 	if c.StaleAfter > 0 && c.MinInterval > 0 && c.StaleAfter < c.MinInterval {
-		errs = append(errs, fmt.Errorf("capacity stale-after (%s) must be >= min-interval (%s), or every cached value is already stale", c.StaleAfter, c.MinInterval))
+		errs = append(errs, fmt.Errorf("%s (%s) must be >= %s (%s), or every cached value is already stale",
+			name("stale-after"), c.StaleAfter, name("min-interval"), c.MinInterval))
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // ParseQuotaShare parses the --quota-share flag value.

@@ -24,13 +24,13 @@ func TestConfigValidate(t *testing.T) {
 		{"even share", func(c *Config) { c.QuotaShare = QuotaShareEven }, nil},
 		{"zero stale-after", func(c *Config) { c.StaleAfter = 0 }, []string{"stale-after must be > 0"}},
 		{"negative step and window", func(c *Config) { c.MaxStep = -1; c.StabilityWindow = -time.Second }, []string{"max-step", "stability-window"}},
-		{"max window below the window", func(c *Config) { c.MaxStabilityWindow = time.Second }, []string{"max-stability-window (1s) must be >= stability-window (30s)"}},
+		{"max window below the window", func(c *Config) { c.MaxStabilityWindow = time.Second }, []string{"capacity max-stability-window (1s) must be >= capacity stability-window (30s)"}},
 		{"zero interval", func(c *Config) { c.MinInterval = 0 }, []string{"min-interval must be > 0"}},
 		{"jitter out of range", func(c *Config) { c.Jitter = 1.5 }, []string{"jitter"}},
 		{"jitter NaN", func(c *Config) { c.Jitter = math.NaN() }, []string{"jitter"}},
 		{"unknown share", func(c *Config) { c.QuotaShare = "" }, []string{"quota-share"}},
 		{"bounds", func(c *Config) { c.AnswerBound = 0; c.LookupTimeout = -1 }, []string{"answer-bound", "lookup-timeout"}},
-		{"stale before the interval", func(c *Config) { c.StaleAfter = time.Second }, []string{"stale-after (1s) must be >= min-interval"}},
+		{"stale before the interval", func(c *Config) { c.StaleAfter = time.Second }, []string{"capacity stale-after (1s) must be >= capacity min-interval"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
