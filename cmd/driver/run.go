@@ -20,6 +20,7 @@ import (
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	csidriver "github.com/fakecloud/fakecloud-csi/pkg/csi"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/clustercheck"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
 	"github.com/fakecloud/fakecloud-csi/pkg/version"
 )
@@ -130,7 +131,11 @@ func serve(ctx context.Context, opts csidriver.Options) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	d, err := csidriver.NewForCloud(opts, client, mount.NewLinux(), reg)
+	kube, err := clustercheck.NewClient(opts.Kubeconfig, "fakecloud-csi/"+opts.Version)
+	if err != nil {
+		return err
+	}
+	d, err := csidriver.NewForCloud(ctx, opts, client, kube, mount.NewLinux(), reg)
 	if err != nil {
 		return err
 	}

@@ -50,13 +50,15 @@ func rulesFile(t *testing.T) []group {
 	return f.Groups
 }
 
-// wantAlerts are the alerts the operations issue asks for, one per failure mode.
+// wantAlerts are the alerts the operations issue asks for, one per failure mode, and the
+// start-up cluster check's fallback.
 var wantAlerts = []string{
 	"FakeCloudCSIAttachErrors",
 	"FakeCloudCSIAttachResourceExhausted",
 	"FakeCloudCSICSINodeWriteRateHigh",
 	"FakeCloudCSICapacityDrift",
 	"FakeCloudCSICapacityStale",
+	"FakeCloudCSIDynamicCapacityUnsupported",
 	"FakeCloudCSINodeAtFloor",
 	"FakeCloudUnavailable",
 }

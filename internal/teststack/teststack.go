@@ -123,7 +123,7 @@ func Start(tb testing.TB, cfg Config) *Stack {
 	opts.StateDir = filepath.Join(dir, "state")
 	opts.CloudURL = url
 	opts.CapacityMinInterval = time.Millisecond
-	d, err := csidriver.NewForCloud(opts, driverClient, m, prometheus.NewRegistry())
+	d, err := csidriver.NewForCloud(ctx, opts, driverClient, nil, m, prometheus.NewRegistry())
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/backoff"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
+	"github.com/fakecloud/fakecloud-csi/pkg/version"
 )
 
 // gracePeriod bounds GracefulStop: calls still running after it are cut off.
@@ -80,6 +81,9 @@ func New(opts Options, deps Deps) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new driver: %w", err)
 	}
+	if err := registerBuildInfo(deps.Registry, opts.Version); err != nil {
+		return nil, fmt.Errorf("new driver: %w", err)
+	}
 	d := &Driver{opts: opts, deps: deps, ready: NewReadiness(runController, runNode), metrics: m}
 	d.identity = NewIdentityServer(opts.Version, runController, d.ready)
 	if runController {
@@ -104,6 +108,17 @@ func New(opts Options, deps Deps) (*Driver, error) {
 		}
 	}
 	return d, nil
+}
+
+// registerBuildInfo exports fakecloud_csi_build_info{version,commit} = 1, so that a rollout can
+// be followed per node plugin (docs/upgrade.md).
+func registerBuildInfo(reg prometheus.Registerer, v string) error {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "fakecloud_csi", Name: "build_info",
+		Help: "Always 1; the labels are the driver's version (GetPluginInfo vendor_version) and git commit.",
+	}, []string{"version", "commit"})
+	g.WithLabelValues(v, version.Commit).Set(1)
+	return reg.Register(g)
 }
 
 // endpointDialTimeout bounds the check whether an existing unix socket has a live server.

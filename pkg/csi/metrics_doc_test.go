@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"google.golang.org/grpc"
+	"k8s.io/utils/ptr"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
@@ -128,6 +129,9 @@ func driverFamilies(t *testing.T) []*dto.MetricFamily {
 	reg := prometheus.NewRegistry()
 	opts := DefaultOptions()
 	opts.NodeID, opts.StateDir = "i-1", t.TempDir()
+	if r := staticReason(context.Background(), opts, kubeCluster("v1.37.2", ptr.To[int64](10)), reg); r != "" {
+		t.Fatalf("the cluster check refused a supported cluster: %s", r)
+	}
 	rep, err := capacity.NewReporter(opts.CapacityConfig(), f, "i-1", nil, reg)
 	if err != nil {
 		t.Fatal(err)

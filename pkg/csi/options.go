@@ -71,6 +71,14 @@ type Options struct {
 	// cluster without mutable CSINode allocatable (KEP-4876) needs; it is how a canary
 	// rollout keeps most nodes on the old behaviour (--dynamic-capacity, docs/upgrade.md).
 	DynamicCapacity bool
+	// Kubeconfig is the kubeconfig the node plugin reads the cluster with at start; empty: the
+	// pod's service account when running in a pod, else no cluster check (--kubeconfig).
+	// NodeName is this node's Kubernetes name, for the kubelet version check; empty: not
+	// checked (--node-name). ClusterCheckTimeout bounds the start-up check, a duration such
+	// as 30s (--cluster-check-timeout). See package clustercheck and docs/upgrade.md.
+	Kubeconfig          string
+	NodeName            string
+	ClusterCheckTimeout time.Duration
 	// ShowVersion prints the version and exits (--version).
 	ShowVersion bool
 	// Version is the driver version reported by GetPluginInfo; set by the binary, not a flag.
@@ -96,6 +104,7 @@ func DefaultOptions() Options {
 		PublishBackoffInitial:      b.CapacityInitial,
 		PublishBackoffMax:          b.CapacityMax,
 		DynamicCapacity:            true,
+		ClusterCheckTimeout:        30 * time.Second,
 	}
 }
 
@@ -118,14 +127,17 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.PublishBackoffInitial, "publish-backoff-initial", d.PublishBackoffInitial, "first window in which publishes to a node the cloud called full get RESOURCE_EXHAUSTED without asking the cloud")
 	fs.DurationVar(&o.PublishBackoffMax, "publish-backoff-max", d.PublishBackoffMax, "longest such window (repeated refusals double it)")
 	fs.BoolVar(&o.DynamicCapacity, "dynamic-capacity", d.DynamicCapacity, "report the capacity policy's value as max_volumes_per_node; false: a static count (attach limit - out-of-band slots) read once at start")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", d.Kubeconfig, "kubeconfig for the start-up cluster check (empty: the pod's service account in a pod, else no check)")
+	fs.StringVar(&o.NodeName, "node-name", d.NodeName, "Kubernetes node name, for the cluster check of the kubelet version (empty: not checked)")
+	fs.DurationVar(&o.ClusterCheckTimeout, "cluster-check-timeout", d.ClusterCheckTimeout, "how long the node plugin retries the start-up cluster check before it keeps --dynamic-capacity as given")
 	fs.BoolVar(&o.ShowVersion, "version", false, "print the version and exit")
 }
 
 // Validate reports every problem of o at once (errors.Join), each naming the flags as the
 // user typed them (e.g. "--capacity-max-step must be >= 0"); nil when o is usable. The
-// capacity and backoff flags are checked here rather than through capacity.Config.Validate and
-// backoff.Config.Validate, whose messages name struct fields; the settings that have no flag
-// keep their valid defaults. --cloud-token-file is read, as the cloud client will.
+// capacity flags are checked with capacity.Config's own rules (Problems) named as flags; the
+// settings that have no flag keep their valid defaults. --cloud-token-file is read, as the
+// cloud client will.
 func (o *Options) Validate() error {
 	var errs []error
 	node, controller := false, false
@@ -165,6 +177,14 @@ func (o *Options) Validate() error {
 	}
 	if node {
 		errs = append(errs, o.validateCapacity()...)
+		if o.ClusterCheckTimeout <= 0 {
+			errs = append(errs, fmt.Errorf("--cluster-check-timeout must be > 0, got %s", o.ClusterCheckTimeout))
+		}
+		if o.Kubeconfig != "" {
+			if _, err := os.Stat(o.Kubeconfig); err != nil {
+				errs = append(errs, fmt.Errorf("--kubeconfig: %w", err))
+			}
+		}
 	}
 	if controller {
 		errs = append(errs, o.validatePublishBackoff()...)
@@ -172,34 +192,14 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// validateCapacity checks the capacity flags, the rules of capacity.Config.Validate in flag
-// terms.
+// validateCapacity checks the capacity flags with the rules of capacity.Config, in flag terms.
 func (o *Options) validateCapacity() []error {
-	var errs []error
-	if o.CapacityStaleAfter <= 0 {
-		errs = append(errs, fmt.Errorf("--capacity-stale-after must be > 0, got %s", o.CapacityStaleAfter))
-	}
-	if o.CapacityMaxStep < 0 {
-		errs = append(errs, fmt.Errorf("--capacity-max-step must be >= 0 (0: no limit), got %d", o.CapacityMaxStep))
-	}
-	if o.CapacityStabilityWindow < 0 {
-		errs = append(errs, fmt.Errorf("--capacity-stability-window must be >= 0, got %s", o.CapacityStabilityWindow))
-	}
-	if o.CapacityMaxStabilityWindow < o.CapacityStabilityWindow {
-		errs = append(errs, fmt.Errorf("--capacity-max-stability-window (%s) must be >= --capacity-stability-window (%s)",
-			o.CapacityMaxStabilityWindow, o.CapacityStabilityWindow))
-	}
-	if o.CapacityMinInterval <= 0 {
-		errs = append(errs, fmt.Errorf("--capacity-min-interval must be > 0, got %s", o.CapacityMinInterval))
-	}
-	if _, err := capacity.ParseQuotaShare(o.QuotaShare); err != nil {
-		errs = append(errs, fmt.Errorf("--quota-share must be %s or %s, got %q", capacity.QuotaShareNone, capacity.QuotaShareEven, o.QuotaShare))
-	}
-	if o.CapacityStaleAfter > 0 && o.CapacityMinInterval > 0 && o.CapacityStaleAfter < o.CapacityMinInterval {
-		errs = append(errs, fmt.Errorf("--capacity-stale-after (%s) must be >= --capacity-min-interval (%s), or every cached value is already stale",
-			o.CapacityStaleAfter, o.CapacityMinInterval))
-	}
-	return errs
+	return o.CapacityConfig().Problems(func(setting string) string {
+		if setting == "quota-share" {
+			return "--quota-share"
+		}
+		return "--capacity-" + setting
+	})
 }
 
 // validatePublishBackoff checks the publish backoff flags, the capacity rule of

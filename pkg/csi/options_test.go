@@ -58,6 +58,10 @@ func TestOptionsFlagsAndValidate(t *testing.T) {
 			wantErr: []string{"--publish-backoff-max (1s) must be >= --publish-backoff-initial (10s)"}},
 		{name: "node mode ignores the publish backoff", args: []string{"--mode=node", "--node-id=i-1", "--publish-backoff-initial=0s"}},
 		{name: "controller mode ignores the capacity flags", args: []string{"--mode=controller", "--capacity-max-step=-1"}},
+		{name: "cluster check flags", args: []string{"--mode=node", "--node-id=i-1", "--kubeconfig=" + token, "--node-name=n1", "--cluster-check-timeout=5s"}},
+		{name: "bad cluster check flags", args: []string{"--mode=node", "--node-id=i-1", "--kubeconfig=" + missingToken, "--cluster-check-timeout=0s"},
+			wantErr: []string{"--kubeconfig: stat " + missingToken, "--cluster-check-timeout must be > 0"}},
+		{name: "controller mode ignores the cluster check flags", args: []string{"--mode=controller", "--cluster-check-timeout=0s"}},
 		{name: "relative unix socket", args: []string{"--mode=controller", "--endpoint=unix://csi.sock"}, wantErr: []string{"--endpoint"}},
 	}
 	for _, tc := range tests {

@@ -2,10 +2,20 @@ package csi
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	apiversion "k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
@@ -35,7 +45,7 @@ func TestDynamicCapacityFlagChoosesTheReporter(t *testing.T) {
 			f := cloudfake.New()
 			f.AddInstance("i-1", "zone-a", 8, 1)
 			reg := prometheus.NewRegistry()
-			d, err := NewForCloud(o, f, mount.NewFake(), reg)
+			d, err := NewForCloud(context.Background(), o, f, nil, mount.NewFake(), reg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,4 +79,90 @@ func TestDynamicCapacityFlagChoosesTheReporter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// kubeCluster is a fake API server of version server whose CSIDriver sets period (nil: unset).
+func kubeCluster(server string, period *int64) *fake.Clientset {
+	cs := fake.NewClientset(&storagev1.CSIDriver{
+		ObjectMeta: metav1.ObjectMeta{Name: DriverName},
+		Spec:       storagev1.CSIDriverSpec{NodeAllocatableUpdatePeriodSeconds: period},
+	})
+	cs.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &apiversion.Info{GitVersion: server}
+	return cs
+}
+
+func TestClusterCheckChoosesTheReporter(t *testing.T) {
+	unreachable := kubeCluster("v1.37.2", ptr.To[int64](10))
+	unreachable.PrependReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("down")
+	})
+	tests := []struct {
+		name          string
+		kube          *fake.Clientset
+		args          []string
+		wantStatic    bool
+		wantSupported float64 // -1: the gauge is not exported
+		wantEvents    int
+		wantReason    string // in /debug/capacity, for a static count
+	}{
+		{name: "supported cluster: the policy", kube: kubeCluster("v1.37.2", ptr.To[int64](10)), wantSupported: 1},
+		{name: "period unset: static count and an event", kube: kubeCluster("v1.37.2", nil), wantStatic: true, wantEvents: 1,
+			wantReason: "cannot take CSINode allocatable updates: CSIDriver disk.fakecloud.dev does not set spec.nodeAllocatableUpdatePeriodSeconds"},
+		{name: "old API server: static count and an event", kube: kubeCluster("v1.34.1", ptr.To[int64](10)), wantStatic: true, wantEvents: 1,
+			wantReason: "API server is v1.34.1"},
+		{name: "no answer: the flag as given, no gauge", kube: unreachable, args: []string{"--cluster-check-timeout=50ms"}, wantSupported: -1},
+		{name: "--dynamic-capacity=false: no check", kube: kubeCluster("v1.37.2", ptr.To[int64](10)),
+			args: []string{"--dynamic-capacity=false"}, wantStatic: true, wantSupported: -1, wantReason: "--dynamic-capacity=false"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var o Options
+			fs := pflag.NewFlagSet("driver", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(append([]string{"--mode=node", "--node-id=i-1", "--state-dir=" + t.TempDir()}, tc.args...)); err != nil {
+				t.Fatal(err)
+			}
+			f := cloudfake.New()
+			f.AddInstance("i-1", "zone-a", 8, 1)
+			reg := prometheus.NewRegistry()
+			d, err := NewForCloud(context.Background(), o, f, tc.kube, mount.NewFake(), reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, static := d.deps.Capacity.(*capacity.Static)
+			if static != tc.wantStatic {
+				t.Errorf("capacity reporter %T, want static: %v", d.deps.Capacity, tc.wantStatic)
+			}
+			if static {
+				if r := st.DebugState().(capacity.StaticDebugInfo).Reason; !strings.Contains(r, tc.wantReason) {
+					t.Errorf("static reason %q, want it to contain %q", r, tc.wantReason)
+				}
+			}
+			if got := gaugeValue(t, reg, "fakecloud_csi_cluster_dynamic_capacity_supported"); got != tc.wantSupported {
+				t.Errorf("fakecloud_csi_cluster_dynamic_capacity_supported = %v, want %v", got, tc.wantSupported)
+			}
+			evs, err := tc.kube.EventsV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
+			if err == nil && len(evs.Items) != tc.wantEvents {
+				t.Errorf("%d events, want %d", len(evs.Items), tc.wantEvents)
+			}
+			if tc.name == "--dynamic-capacity=false: no check" && len(tc.kube.Actions()) != 1 { // the List above
+				t.Errorf("the check ran with --dynamic-capacity=false: %v", tc.kube.Actions())
+			}
+		})
+	}
+}
+
+// gaugeValue is the value of the unlabelled gauge name in reg, -1 when it is not exported.
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
 }

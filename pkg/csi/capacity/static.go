@@ -25,6 +25,7 @@ import (
 type Static struct {
 	src           Source
 	instanceID    string
+	reason        string
 	lookupTimeout time.Duration
 	m             *metrics
 
@@ -35,9 +36,11 @@ type Static struct {
 }
 
 // NewStatic returns a static count for instanceID read through src; each lookup is bounded by
-// lookupTimeout (> 0). reg nil means the metrics are not exported. It does not call the cloud.
+// lookupTimeout (> 0). reason says why the count is static (shown by DebugState, e.g.
+// "--dynamic-capacity=false"). reg nil means the metrics are not exported. It does not call
+// the cloud.
 // Errors: nil src, empty instanceID, lookupTimeout <= 0, metrics that cannot be registered.
-func NewStatic(src Source, instanceID string, lookupTimeout time.Duration, reg prometheus.Registerer) (*Static, error) {
+func NewStatic(src Source, instanceID, reason string, lookupTimeout time.Duration, reg prometheus.Registerer) (*Static, error) {
 	var errs []error
 	if src == nil {
 		errs = append(errs, errors.New("capacity source is nil"))
@@ -51,7 +54,7 @@ func NewStatic(src Source, instanceID string, lookupTimeout time.Duration, reg p
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("new static capacity: %w", err)
 	}
-	s := &Static{src: src, instanceID: instanceID, lookupTimeout: lookupTimeout,
+	s := &Static{src: src, instanceID: instanceID, reason: reason, lookupTimeout: lookupTimeout,
 		m: newMetrics(func() float64 { return -1 })}
 	if reg != nil {
 		if err := register(reg, s.m.staticCollectors()); err != nil {
@@ -108,6 +111,8 @@ type StaticDebugInfo struct {
 	NodeID string `json:"nodeId"`
 	// Mode is always "static".
 	Mode string `json:"mode"`
+	// Reason says why: the flag, or the cluster check's problems.
+	Reason string `json:"reason,omitempty"`
 	// Reported is the fixed count, 0 until the first successful lookup.
 	Reported  int64           `json:"reported"`
 	Inputs    *cloud.Capacity `json:"inputs,omitempty"`
@@ -119,7 +124,7 @@ type StaticDebugInfo struct {
 func (s *Static) DebugState() any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := StaticDebugInfo{NodeID: s.instanceID, Mode: "static", Reported: s.value, Inputs: s.inputs}
+	d := StaticDebugInfo{NodeID: s.instanceID, Mode: "static", Reason: s.reason, Reported: s.value, Inputs: s.inputs}
 	if s.err != nil {
 		d.LastError = s.err.Error()
 	}

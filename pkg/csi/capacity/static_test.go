@@ -34,7 +34,7 @@ func TestStaticReadsOnceAndNeverChanges(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			src := newFakeSource(reading(tc.limit, tc.oob, tc.attached, tc.headroom, 1))
 			reg := prometheus.NewRegistry()
-			s, err := NewStatic(src, "i-1", time.Second, reg)
+			s, err := NewStatic(src, "i-1", "test", time.Second, reg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +79,7 @@ fakecloud_csi_capacity_reported ` + strconv.FormatInt(tc.want, 10) + `
 func TestStaticFailsUntilTheFirstReading(t *testing.T) {
 	src := newFakeSource(reading(8, 1, 0, 100, 1))
 	src.set(nil, cloud.ErrUnavailable)
-	s, err := NewStatic(src, "i-1", time.Second, prometheus.NewRegistry())
+	s, err := NewStatic(src, "i-1", "test", time.Second, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestStaticFailsUntilTheFirstReading(t *testing.T) {
 
 func TestStaticRejectsAForeignReading(t *testing.T) {
 	src := newFakeSource(reading(8, 1, 0, 100, 1))
-	s, err := NewStatic(src, "i-2", time.Second, nil)
+	s, err := NewStatic(src, "i-2", "--dynamic-capacity=false", time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestStaticRejectsAForeignReading(t *testing.T) {
 }
 
 func TestNewStaticValidates(t *testing.T) {
-	if _, err := NewStatic(nil, "", 0, nil); err == nil || !strings.Contains(err.Error(), "source") ||
+	if _, err := NewStatic(nil, "", "", 0, nil); err == nil || !strings.Contains(err.Error(), "source") ||
 		!strings.Contains(err.Error(), "instance") || !strings.Contains(err.Error(), "lookup-timeout") {
 		t.Errorf("NewStatic(nil, \"\", 0) = %v, want all three problems", err)
 	}

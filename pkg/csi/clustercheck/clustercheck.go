@@ -1,0 +1,207 @@
+// Package clustercheck decides, once at node plugin start, whether the Kubernetes cluster can
+// take run-time updates of CSINode.spec.drivers[].allocatable.count (KEP-4876, Mutable CSINode
+// Allocatable). Three things must hold: the API server is v1.35 or newer (the
+// MutableCSINodeAllocatableCount feature gate is beta and on by default in 1.35, GA and locked
+// on in 1.36), the CSIDriver object sets spec.nodeAllocatableUpdatePeriodSeconds (without it the
+// kubelet never calls NodeGetInfo again after registration; an API server whose gate is off
+// drops the field, so a missing field also catches that), and the node's kubelet is v1.35 or
+// newer (it is the kubelet that refreshes CSINode).
+//
+// Where they do not hold, the node plugin reports a static count instead of the capacity
+// policy (pkg/csi/capacity.Static): such a kubelet reads max_volumes_per_node only at
+// registration, and a value that depended on the attachments of that moment would stay wrong
+// for the node's life.
+package clustercheck
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// MinVersion is the oldest API server and kubelet that take allocatable updates with their
+// default feature gates: v1.35, where MutableCSINodeAllocatableCount became on by default.
+var MinVersion = version.MajorMinor(1, 35)
+
+// EventReason is the reason of the Warning Event Report creates.
+const EventReason = "DynamicCapacityUnsupported"
+
+// Result is what Check found. Supported is true only when Problems is empty.
+type Result struct {
+	// Supported: the cluster takes allocatable updates from this node's kubelet.
+	Supported bool
+	// ServerVersion is the API server's gitVersion, e.g. "v1.37.2".
+	ServerVersion string
+	// KubeletVersion is the node's status.nodeInfo.kubeletVersion; empty when no node name
+	// was given.
+	KubeletVersion string
+	// PeriodSeconds is the CSIDriver's spec.nodeAllocatableUpdatePeriodSeconds; nil when unset
+	// or when the CSIDriver does not exist.
+	PeriodSeconds *int64
+	// CSIDriverUID is the UID of the CSIDriver object, empty when it does not exist; Report
+	// uses it so that `kubectl describe csidriver` lists the Event.
+	CSIDriverUID string
+	// Problems says, one sentence each, why updates cannot reach the scheduler.
+	Problems []string
+}
+
+// Checker reads the cluster through Client. DriverName is the CSIDriver object's name (the CSI
+// driver name); NodeName is this node's Kubernetes name, empty to skip the kubelet check;
+// NodeID names the reporting instance in Events.
+type Checker struct {
+	Client     kubernetes.Interface
+	DriverName string
+	NodeName   string
+	NodeID     string
+}
+
+// Check reads the API server version (GET /version), the CSIDriver object and, with NodeName,
+// the Node object, and returns what they say. An absent CSIDriver is a problem, not an error.
+// Errors: the API server cannot be reached or refuses a read (e.g. RBAC forbids get on
+// csidrivers or nodes), the Node does not exist, a version cannot be parsed; the Result is
+// then not meaningful.
+func (c Checker) Check(ctx context.Context) (Result, error) {
+	var res Result
+	info, err := c.Client.Discovery().ServerVersion()
+	if err != nil {
+		return res, fmt.Errorf("read the API server version: %w", err)
+	}
+	res.ServerVersion = info.GitVersion
+	if problem, err := tooOld("API server", info.GitVersion); err != nil {
+		return res, err
+	} else if problem != "" {
+		res.Problems = append(res.Problems, problem)
+	}
+
+	d, err := c.Client.StorageV1().CSIDrivers().Get(ctx, c.DriverName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		res.Problems = append(res.Problems, fmt.Sprintf("the CSIDriver object %s does not exist", c.DriverName))
+	case err != nil:
+		return res, fmt.Errorf("read CSIDriver %s: %w", c.DriverName, err)
+	default:
+		res.CSIDriverUID = string(d.UID)
+		res.PeriodSeconds = d.Spec.NodeAllocatableUpdatePeriodSeconds
+		if res.PeriodSeconds == nil {
+			res.Problems = append(res.Problems, fmt.Sprintf(
+				"CSIDriver %s does not set spec.nodeAllocatableUpdatePeriodSeconds (or the API server's MutableCSINodeAllocatableCount gate is off and dropped it)", c.DriverName))
+		}
+	}
+
+	if c.NodeName != "" {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, c.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return res, fmt.Errorf("read Node %s: %w", c.NodeName, err)
+		}
+		res.KubeletVersion = n.Status.NodeInfo.KubeletVersion
+		if problem, err := tooOld("kubelet of node "+c.NodeName, res.KubeletVersion); err != nil {
+			return res, err
+		} else if problem != "" {
+			res.Problems = append(res.Problems, problem)
+		}
+	}
+	res.Supported = len(res.Problems) == 0
+	return res, nil
+}
+
+// tooOld returns a problem sentence when gitVersion is older than MinVersion.
+func tooOld(what, gitVersion string) (string, error) {
+	v, err := version.ParseGeneric(gitVersion)
+	if err != nil {
+		return "", fmt.Errorf("parse the %s version %q: %w", what, gitVersion, err)
+	}
+	if v.LessThan(MinVersion) {
+		return fmt.Sprintf("the %s is %s, older than v%s", what, gitVersion, MinVersion), nil
+	}
+	return "", nil
+}
+
+// Report creates a Warning Event (events.k8s.io/v1, namespace "default", as for any
+// cluster-scoped object) regarding the CSIDriver object, reason EventReason, whose note lists
+// res.Problems and names this node, so that `kubectl describe csidriver` and `kubectl events`
+// show why the node plugin reports a static count. Errors: the API server refuses the create
+// (RBAC needs create on events.k8s.io events).
+func (c Checker) Report(ctx context.Context, res Result) error {
+	note := fmt.Sprintf("node %s reports a static max_volumes_per_node: %s", c.NodeID, strings.Join(res.Problems, "; "))
+	if len(note) > 1024 { // the API's limit for a note
+		note = note[:1021] + "..."
+	}
+	now := time.Now()
+	ev := &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: c.DriverName + "-", Namespace: metav1.NamespaceDefault},
+		EventTime:  metav1.NewMicroTime(now),
+		// The kubelet's plugin manager is "the controller" in Kubernetes' terms; this is ours.
+		ReportingController: c.DriverName + "/node",
+		ReportingInstance:   c.DriverName + "-" + c.NodeID,
+		Action:              "CheckCluster",
+		Reason:              EventReason,
+		Type:                corev1.EventTypeWarning,
+		Note:                note,
+		Regarding: corev1.ObjectReference{
+			APIVersion: "storage.k8s.io/v1", Kind: "CSIDriver", Name: c.DriverName, UID: types.UID(res.CSIDriverUID),
+		},
+	}
+	if _, err := c.Client.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create event %s for CSIDriver %s: %w", EventReason, c.DriverName, err)
+	}
+	return nil
+}
+
+// NewClient returns a client for the cluster: from kubeconfig when it is not empty, else from
+// the pod's service account when the process runs in a pod (KUBERNETES_SERVICE_HOST is set);
+// nil and no error when neither, i.e. there is no cluster to check (make run, csi-sanity).
+// Errors: an unreadable or invalid kubeconfig, an in-cluster config that cannot be loaded.
+func NewClient(kubeconfig, userAgent string) (kubernetes.Interface, error) {
+	var cfg *rest.Config
+	var err error
+	switch {
+	case kubeconfig != "":
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	case os.Getenv("KUBERNETES_SERVICE_HOST") != "":
+		cfg, err = rest.InClusterConfig()
+	default:
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	cfg.UserAgent = userAgent
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return cs, nil
+}
+
+// CheckUntil calls Check every interval until it answers (a Result, supported or not) or
+// timeout has passed, so that an API server that is still starting or a network that is not up
+// yet does not decide the node plugin's mode. Errors: the last Check error, wrapped, when none
+// answered; the context's error when ctx ends first.
+func (c Checker) CheckUntil(ctx context.Context, interval, timeout time.Duration) (Result, error) {
+	var res Result
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
+		res, last = c.Check(ctx)
+		return last == nil, nil
+	})
+	if err != nil {
+		if last == nil {
+			last = err
+		}
+		return res, fmt.Errorf("cluster check for %s gave no answer within %s: %w", c.DriverName, timeout, last)
+	}
+	return res, nil
+}
