@@ -57,7 +57,13 @@ type rendered struct {
 
 func render(t *testing.T) rendered {
 	t.Helper()
-	objs, err := manifests.Render(deployDir(t))
+	return renderDir(t, deployDir(t))
+}
+
+// renderDir is render for the kustomization in dir.
+func renderDir(t *testing.T, dir string) rendered {
+	t.Helper()
+	objs, err := manifests.Render(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
