@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/tests/e2e/localcluster"
 )
 
 const (
@@ -41,6 +42,14 @@ type suiteEnv struct {
 	pidDir string
 	// period is the CSIDriver's nodeAllocatableUpdatePeriodSeconds.
 	period time.Duration
+	// pluginURLs and pluginSockets map node name to its node plugin's HTTP
+	// base URL and CSI socket; empty when the cluster does not say (kind).
+	pluginURLs, pluginSockets map[string]string
+	// local is the cluster this run started (-local); nil for a given
+	// kubeconfig, including a cluster from `localcluster up`, whose
+	// supervisor runs in another process. S13 and S14 restart node plugins
+	// through it.
+	local *localcluster.Cluster
 }
 
 func newSuiteEnv(c config) (*suiteEnv, error) {
@@ -66,7 +75,8 @@ func newSuiteEnv(c config) (*suiteEnv, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CSIDriver %s: %w", driverName, err)
 	}
-	e := &suiteEnv{cs: cs, cloud: cc, logDir: c.LogDir, pidDir: c.PidDir, period: 10 * time.Second}
+	e := &suiteEnv{cs: cs, cloud: cc, logDir: c.LogDir, pidDir: c.PidDir, period: 10 * time.Second,
+		pluginURLs: c.PluginURLs, pluginSockets: c.PluginSockets}
 	if p := drv.Spec.NodeAllocatableUpdatePeriodSeconds; p != nil {
 		e.period = time.Duration(*p) * time.Second
 	}

@@ -40,6 +40,13 @@ type config struct {
 	RiseAllowance time.Duration
 	// StaleAfter is the driver's --capacity-stale-after (S6).
 	StaleAfter time.Duration
+	// PluginURLs map node name to its node plugin's HTTP base URL (a local
+	// cluster's Info); empty elsewhere, and the capacity plot has no
+	// "reported" series.
+	PluginURLs map[string]string
+	// PluginSockets map node name to its node plugin's CSI socket (a local
+	// cluster's Info).
+	PluginSockets map[string]string
 }
 
 func envOr(name, def string) string {
@@ -80,17 +87,19 @@ func runMain(m *testing.M) int {
 		}
 		fillFromInfo(info)
 	}
+	var local *localcluster.Cluster
 	if cfg.Kubeconfig == "" {
 		if !cfg.Local {
 			fmt.Println("e2e: no -kubeconfig and no -local (FAKECLOUD_E2E_LOCAL=1): skipping the end-to-end suite")
 			return 0
 		}
-		stop, err := startLocal()
+		c, stop, err := startLocal()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "e2e: local cluster:", err)
 			return 1
 		}
 		defer stop()
+		local = c
 	}
 	if cfg.CloudToken == "" && cfg.CloudTokenFile != "" {
 		data, err := os.ReadFile(cfg.CloudTokenFile)
@@ -106,6 +115,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
+	env.local = local
 	code := m.Run()
 	if code != 0 {
 		fmt.Printf("e2e: FAILED; component logs are in %s\n", cfg.LogDir)
@@ -117,26 +127,27 @@ func fillFromInfo(info localcluster.Info) {
 	cfg.Kubeconfig, cfg.CloudURL, cfg.CloudTokenFile = info.Kubeconfig, info.CloudURL, info.AdminTokenFile
 	cfg.CloudToken = info.AdminToken
 	cfg.LogDir, cfg.PidDir = info.LogDir, info.PidDir
+	cfg.PluginURLs, cfg.PluginSockets = info.PluginURLs, info.PluginSockets
 }
 
 // startLocal starts the local cluster for this run, stopping it on Ctrl-C
 // too (the deferred stop does not run when a signal kills the test binary).
-func startLocal() (func(), error) {
+func startLocal() (*localcluster.Cluster, func(), error) {
 	wd, err := os.Getwd()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	root, err := localcluster.FindRepoRoot(wd)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	binDir, err := localcluster.DefaultCacheDir()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	runDir, err := localcluster.NewRunDir()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	o := localcluster.DefaultOptions(root, binDir, runDir)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -144,11 +155,11 @@ func startLocal() (func(), error) {
 	fmt.Printf("e2e: starting a local cluster in %s (logs: %s)\n", runDir, filepath.Join(runDir, "logs"))
 	c, err := localcluster.Start(ctx, o)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	stopSignals := stopOnSignal(c.Stop)
 	fillFromInfo(c.Info)
-	return func() {
+	return c, func() {
 		stopSignals()
 		c.Stop()
 		fmt.Printf("e2e: local cluster stopped; logs in %s\n", c.LogDir)

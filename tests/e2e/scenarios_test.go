@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -836,7 +837,7 @@ func restoreAll(t *testing.T, oob map[string]int, quota int64) {
 // without one) and prints where.
 func startCapacityPlot(t *testing.T, title string) func() {
 	t.Helper()
-	rec, err := capacityplot.NewRecorder(env.cs, env.cloud, capacityplot.Options{Driver: driverName, Interval: 2 * time.Second, Title: title})
+	rec, err := capacityplot.NewRecorder(env.cs, env.cloud, capacityplot.Options{Driver: driverName, Interval: 2 * time.Second, Title: title, PluginURLs: env.pluginURLs})
 	if err != nil {
 		failf(t, "capacity plot: %v", err)
 	}
@@ -847,6 +848,9 @@ func startCapacityPlot(t *testing.T, title string) func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		r := rec.Stop(ctx)
+		if len(env.pluginURLs) > 0 && !slices.ContainsFunc(r.Samples, func(s capacityplot.Sample) bool { return s.Plugin != nil }) {
+			t.Errorf("capacity plot: node plugin URLs %v are known but no sample read a reported value from /debug/capacity", env.pluginURLs)
+		}
 		dir := env.logDir
 		if dir == "" {
 			if dir, err = os.MkdirTemp("", "fakecloud-e2e-plot-"); err != nil {

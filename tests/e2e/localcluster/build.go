@@ -137,14 +137,27 @@ func missingBinaries(binDir string) []string {
 func buildRepoBinaries(ctx context.Context, repoRoot, dir string, out io.Writer) error {
 	for _, name := range []string{"fakecloud", "driver"} {
 		t := time.Now()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, name), "./cmd/"+name)
-		cmd.Dir = repoRoot
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("build ./cmd/%s in %s: %w\n%s", name, repoRoot, err, stderr.String())
+		if err := goBuild(ctx, repoRoot, filepath.Join(dir, name), "./cmd/"+name, ""); err != nil {
+			return err
 		}
 		fmt.Fprintf(out, "%-24s built in %s\n", name, time.Since(t).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// goBuild builds package pkg of the module at repoRoot into dst with
+// ldflags (may be empty).
+func goBuild(ctx context.Context, repoRoot, dst, pkg, ldflags string) error {
+	args := []string{"build", "-o", dst}
+	if ldflags != "" {
+		args = append(args, "-ldflags", ldflags)
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, pkg)...)
+	cmd.Dir = repoRoot
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("build %s in %s: %w\n%s", pkg, repoRoot, err, stderr.String())
 	}
 	return nil
 }

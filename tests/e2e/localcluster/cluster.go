@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -146,19 +147,34 @@ type Info struct {
 	// through it and the supervisor restarts it.
 	PidDir string `json:"pidDir"`
 	Nodes  []Node `json:"nodes"`
+	// PluginURLs maps node name to its node plugin's HTTP base URL
+	// (http://127.0.0.1:PORT, the driver's --http-addr): /healthz, /readyz,
+	// /metrics, /debug/capacity.
+	PluginURLs map[string]string `json:"pluginURLs,omitempty"`
+	// PluginSockets maps node name to the absolute path of its node plugin's
+	// CSI unix socket (the endpoint the kubelet calls).
+	PluginSockets map[string]string `json:"pluginSockets,omitempty"`
 }
 
 // Cluster is a running local cluster.
 type Cluster struct {
 	Info
-	opts   Options
-	sup    *supervisor
+	opts Options
+	sup  *supervisor
+	// runCtx ends with Stop; components restarted by RestartNodePlugin are
+	// supervised under it, like those Start launched.
+	runCtx context.Context
 	cancel context.CancelFunc
+	// driverBinary is the driver built from the clone for this run.
+	driverBinary string
+
+	mu      sync.Mutex
+	plugins map[string]*nodePlugin
 }
 
 type ports struct {
 	etcdClient, etcdPeer, apiserver, cloud int
-	kubelet, healthz                       []int
+	kubelet, healthz, pluginHTTP           []int
 }
 
 func freePorts(n int) ([]int, error) {
@@ -194,8 +210,9 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		cancel()
 		return nil, err
 	}
-	c := &Cluster{opts: o, sup: sup, cancel: cancel}
+	c := &Cluster{opts: o, sup: sup, runCtx: runCtx, cancel: cancel, plugins: map[string]*nodePlugin{}}
 	c.RunDir, c.LogDir, c.PidDir, c.Nodes = o.RunDir, logDir, sup.pidDir, o.Nodes
+	c.PluginURLs, c.PluginSockets = map[string]string{}, map[string]string{}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -214,12 +231,14 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if err := buildRepoBinaries(ctx, o.RepoRoot, binDir, o.Out); err != nil {
 		return nil, err
 	}
-	pp, err := freePorts(4 + 2*len(o.Nodes))
+	c.driverBinary = filepath.Join(binDir, "driver")
+	nn := len(o.Nodes)
+	pp, err := freePorts(4 + 3*nn)
 	if err != nil {
 		return nil, err
 	}
 	p := ports{etcdClient: pp[0], etcdPeer: pp[1], apiserver: pp[2], cloud: pp[3]}
-	p.kubelet, p.healthz = pp[4:4+len(o.Nodes)], pp[4+len(o.Nodes):]
+	p.kubelet, p.healthz, p.pluginHTTP = pp[4:4+nn], pp[4+nn:4+2*nn], pp[4+2*nn:]
 
 	pk, err := newPKI(filepath.Join(o.RunDir, "pki"))
 	if err != nil {
@@ -236,6 +255,10 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		// ServiceAccount subjects by user name, so the sidecars run with exactly
 		// the permissions of deploy/kind/rbac-*.yaml, as in a cluster.
 		{"sidecars", "system:serviceaccount:fakecloud-csi:fakecloud-csi-controller", "system:serviceaccounts"},
+		// The node plugins' cluster check (API server and kubelet versions,
+		// the CSIDriver's update period, a Warning Event) under the node
+		// ServiceAccount's RBAC (deploy/kind/rbac-node-*.yaml).
+		{"node-plugin", "system:serviceaccount:fakecloud-csi:fakecloud-csi-node", "system:serviceaccounts"},
 	} {
 		var orgs []string
 		if k.org != "" {
@@ -353,7 +376,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if err := os.MkdirAll(filepath.Join(ctrlDir, "state"), 0o755); err != nil {
 		return nil, err
 	}
-	if _, err := sup.start(runCtx, procSpec{Name: "driver-controller", Path: filepath.Join(binDir, "driver"), Args: append([]string{
+	if _, err := sup.start(runCtx, procSpec{Name: "driver-controller", Path: c.driverBinary, Args: append([]string{
 		"--mode=controller", "--endpoint=unix://" + ctrlSock,
 		"--state-dir=" + filepath.Join(ctrlDir, "state"), "--http-addr=",
 	}, driverCommon...), Restart: true}); err != nil {
@@ -374,7 +397,9 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	}
 	step("controller plugin, csi-provisioner and csi-attacher started")
 
-	// nodes
+	// nodes: the kubelets first, as a DaemonSet's pods start on registered
+	// nodes; the node plugins' cluster check reads the Node objects.
+	nps := make([]*nodePlugin, len(o.Nodes))
 	for i, n := range o.Nodes {
 		nodeDir := filepath.Join(o.RunDir, "n", n.Name)
 		root := filepath.Join(nodeDir, "kubelet")
@@ -384,11 +409,12 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 				return nil, err
 			}
 		}
-		if _, err := sup.start(runCtx, procSpec{Name: "driver-node-" + n.Name, Path: filepath.Join(binDir, "driver"), Args: append([]string{
-			"--mode=node", "--node-id=" + n.Name, "--endpoint=unix://" + sock,
-			"--state-dir=" + filepath.Join(nodeDir, "state"), "--http-addr=",
-		}, driverCommon...), Restart: true}); err != nil {
-			return nil, err
+		nps[i] = &nodePlugin{
+			component: "driver-node-" + n.Name,
+			socket:    sock,
+			url:       fmt.Sprintf("http://127.0.0.1:%d", p.pluginHTTP[i]),
+			regSocket: filepath.Join(root, "plugins_registry", DriverName+"-reg.sock"),
+			reg:       &registrar{driverName: DriverName, endpoint: sock, node: n.Name},
 		}
 		if _, err := sup.start(runCtx, procSpec{Name: "kubelet-" + n.Name, Path: bin("hollow-kubelet"), Args: []string{
 			"--kubeconfig=" + kc(n.Name), "--name=" + n.Name, "--root-dir=" + root,
@@ -398,13 +424,34 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		}, Restart: true}); err != nil {
 			return nil, err
 		}
-		if err := waitFile(ctx, sock, 30*time.Second); err != nil {
-			return nil, fmt.Errorf("node plugin socket of %s: %w", n.Name, err)
-		}
-		reg := &registrar{driverName: DriverName, endpoint: sock, node: n.Name}
-		if err := serveRegistration(runCtx, filepath.Join(root, "plugins_registry", DriverName+"-reg.sock"), reg); err != nil {
+	}
+	for i, n := range o.Nodes {
+		nodeDir := filepath.Join(o.RunDir, "n", n.Name)
+		if _, err := sup.start(runCtx, procSpec{Name: nps[i].component, Path: c.driverBinary, Args: append([]string{
+			"--mode=node", "--node-id=" + n.Name, "--endpoint=unix://" + nps[i].socket,
+			"--state-dir=" + filepath.Join(nodeDir, "state"),
+			"--http-addr=127.0.0.1:" + strconv.Itoa(p.pluginHTTP[i]),
+			"--kubeconfig=" + kc("node-plugin"), "--node-name=" + n.Name,
+		}, driverCommon...), Restart: true}); err != nil {
 			return nil, err
 		}
+	}
+	for i, n := range o.Nodes {
+		np := nps[i]
+		// The plugin serves its socket after the cluster check, which waits
+		// for the kubelet to register the Node (up to the driver's
+		// --cluster-check-timeout, 30 s).
+		if err := waitFile(ctx, np.socket, pluginReadyTimeout); err != nil {
+			return nil, fmt.Errorf("node plugin socket of %s: %w", n.Name, err)
+		}
+		if err := waitHTTP(ctx, np.url+"/healthz", nil, 30*time.Second); err != nil {
+			return nil, fmt.Errorf("node plugin HTTP of %s: %w", n.Name, err)
+		}
+		if np.stopReg, err = serveRegistration(runCtx, np.regSocket, np.reg); err != nil {
+			return nil, err
+		}
+		c.plugins[n.Name] = np
+		c.PluginURLs[n.Name], c.PluginSockets[n.Name] = np.url, np.socket
 	}
 	step("%d hollow kubelets and node plugins started", len(o.Nodes))
 

@@ -12,10 +12,17 @@
 // control plane, the fake cloud (seeded with one instance per node, the node
 // name being the instance ID), the driver's controller plugin with its
 // sidecars (authenticated as the ServiceAccount of deploy/kind, so RBAC is
-// exercised), and per node a hollow kubelet, a node plugin and the kubelet
-// plugin registration service that node-driver-registrar would serve. It
-// applies deploy/kind's RBAC, CSIDriver and StorageClass, and returns when
-// every node is Ready and its CSINode reports the driver with a count.
+// exercised), and per node a hollow kubelet, a node plugin (its HTTP
+// endpoints on a free port, Info.PluginURLs; its cluster check under the
+// node ServiceAccount's RBAC) and the kubelet plugin registration service
+// that node-driver-registrar would serve. It applies deploy/kind's RBAC,
+// CSIDriver and StorageClass, and returns when every node is Ready and its
+// CSINode reports the driver with a count.
+//
+// RestartNodePlugin rolls one node plugin as a DaemonSet update would: with
+// another binary (BuildDriver stamps a version), keeping the registration
+// socket (a driver container restart) or removing and serving it again (a
+// pod replacement, which makes the kubelet deregister the plugin).
 //
 // Every component logs to <run>/logs/<name>.log and has a pid file in
 // <run>/pids; components other than etcd and kube-apiserver are restarted

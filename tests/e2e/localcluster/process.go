@@ -39,11 +39,14 @@ type proc struct {
 	logPath string
 	pidPath string
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// path is the binary the next launch runs: spec.Path until resume
+	// swaps it.
+	path    string
 	cmd     *exec.Cmd
 	stopped bool
 	exited  chan struct{} // closed when the current cmd has exited
-	done    chan struct{} // closed when the supervisor loop ends
+	done    chan struct{} // closed when the current supervisor loop ends
 }
 
 // supervisor starts components with their output in logDir and their pids in
@@ -71,6 +74,7 @@ func (s *supervisor) start(ctx context.Context, spec procSpec) (*proc, error) {
 		spec:    spec,
 		logPath: filepath.Join(s.logDir, spec.Name+".log"),
 		pidPath: filepath.Join(s.pidDir, spec.Name+".pid"),
+		path:    spec.Path,
 		done:    make(chan struct{}),
 	}
 	if err := p.launch(); err != nil {
@@ -79,8 +83,48 @@ func (s *supervisor) start(ctx context.Context, spec procSpec) (*proc, error) {
 	s.mu.Lock()
 	s.procs = append(s.procs, p)
 	s.mu.Unlock()
-	go p.supervise(ctx)
+	go p.supervise(ctx, p.done)
 	return p, nil
+}
+
+// resume starts a stopped process again, running binary instead of the
+// previous one when binary is not empty, and supervises it as start does:
+// a rolling update of one component. It fails when p is not stopped.
+func (p *proc) resume(ctx context.Context, binary string) error {
+	p.mu.Lock()
+	if !p.stopped {
+		p.mu.Unlock()
+		return fmt.Errorf("resume %s: it is not stopped", p.spec.Name)
+	}
+	select {
+	case <-p.done:
+	default:
+		p.mu.Unlock()
+		return fmt.Errorf("resume %s: its previous supervisor loop still runs", p.spec.Name)
+	}
+	if binary != "" {
+		p.path = binary
+	}
+	p.stopped = false
+	done := make(chan struct{})
+	p.done = done
+	p.mu.Unlock()
+	if err := p.launch(); err != nil {
+		p.mu.Lock()
+		p.stopped = true
+		p.mu.Unlock()
+		close(done)
+		return err
+	}
+	go p.supervise(ctx, done)
+	return nil
+}
+
+// binary is the path the process runs (or ran last).
+func (p *proc) binary() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.path
 }
 
 func (p *proc) launch() error {
@@ -88,8 +132,9 @@ func (p *proc) launch() error {
 	if err != nil {
 		return fmt.Errorf("open log of %s: %w", p.spec.Name, err)
 	}
-	fmt.Fprintf(logFile, "=== %s start: %s %q\n", time.Now().Format(time.RFC3339Nano), p.spec.Path, p.spec.Args)
-	cmd := exec.Command(p.spec.Path, p.spec.Args...)
+	path := p.binary()
+	fmt.Fprintf(logFile, "=== %s start: %s %q\n", time.Now().Format(time.RFC3339Nano), path, p.spec.Args)
+	cmd := exec.Command(path, p.spec.Args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Own process group: a terminal's Ctrl-C reaches the harness only, which
 	// then stops the components in order. Pdeathsig covers a harness killed
@@ -115,8 +160,10 @@ func (p *proc) launch() error {
 	return nil
 }
 
-func (p *proc) supervise(ctx context.Context) {
-	defer close(p.done)
+// supervise restarts the process when it exits by itself and closes done
+// when it gives up or the process was stopped.
+func (p *proc) supervise(ctx context.Context, done chan struct{}) {
+	defer close(done)
 	for {
 		p.mu.Lock()
 		exited := p.exited
@@ -171,7 +218,7 @@ func (p *proc) stop() {
 	p.mu.Unlock()
 	for {
 		p.mu.Lock()
-		cmd, exited := p.cmd, p.exited
+		cmd, exited, done := p.cmd, p.exited, p.done
 		p.mu.Unlock()
 		select {
 		case <-exited:
@@ -185,7 +232,7 @@ func (p *proc) stop() {
 			}
 		}
 		select {
-		case <-p.done:
+		case <-done:
 			_ = os.Remove(p.pidPath)
 			return
 		case <-time.After(100 * time.Millisecond):

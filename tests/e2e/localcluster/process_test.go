@@ -51,3 +51,61 @@ func TestSupervisorRestartsAndStops(t *testing.T) {
 		t.Errorf("pid file of long left behind: %v", err)
 	}
 }
+
+// A rolling update of one component: stop it, start it again from another
+// binary; the supervisor keeps restarting the new one when it crashes.
+func TestSupervisorResumeSwapsBinary(t *testing.T) {
+	dir := t.TempDir()
+	s, err := newSupervisor(filepath.Join(dir, "logs"), filepath.Join(dir, "pids"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stopAll()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	script := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	v1 := script("v1", "echo running v1; exec sleep 60")
+	v2 := script("v2", "echo running v2 \"$@\"; exit 3") // crashes: must be restarted as v2
+	p, err := s.start(ctx, procSpec{Name: "plugin", Path: v1, Args: []string{"--flag"}, Restart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.resume(ctx, v2); err == nil {
+		t.Fatal("resume of a running process: expected an error")
+	}
+	p.stop()
+	if p.running() {
+		t.Fatal("plugin still running after stop")
+	}
+	if err := p.resume(ctx, v2); err != nil {
+		t.Fatalf("resume with v2: %v", err)
+	}
+	if got := p.binary(); got != v2 {
+		t.Errorf("binary after resume = %s, want %s", got, v2)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		data, _ := os.ReadFile(p.logPath)
+		log := string(data)
+		if strings.Count(log, "start: "+v1+" ") == 1 && strings.Count(log, "start: "+v2+" ") >= 2 && strings.Count(log, "running v2 --flag") >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("expected v1 once, then v2 with the same args restarted after its crash; log:\n%s", data)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p.stop()
+	if err := p.resume(ctx, ""); err != nil {
+		t.Fatalf("resume keeping the binary: %v", err)
+	}
+	if got := p.binary(); got != v2 {
+		t.Errorf("binary after resume without one = %s, want %s", got, v2)
+	}
+}

@@ -59,27 +59,46 @@ func (r *registrar) NotifyRegistrationStatus(ctx context.Context, st *registerap
 	return &registerapi.RegistrationStatusResponse{}, nil
 }
 
-// serveRegistration serves r on socketPath until ctx ends; it returns once the
-// socket listens.
-func serveRegistration(ctx context.Context, socketPath string, r *registrar) error {
+// serveRegistration serves r on socketPath until ctx ends or the returned
+// stop is called; it returns once the socket listens. stop closes the server
+// and removes the socket before it returns, as node-driver-registrar does on
+// SIGTERM (removeRegSocket), so that the kubelet's plugin watcher
+// deregisters the plugin; it may be called more than once.
+func serveRegistration(ctx context.Context, socketPath string, r *registrar) (stop func(), err error) {
 	if err := os.Remove(socketPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove stale %s: %w", socketPath, err)
+		return nil, fmt.Errorf("remove stale %s: %w", socketPath, err)
 	}
 	lis, err := net.Listen("unix", socketPath)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", socketPath, err)
+		return nil, fmt.Errorf("listen on %s: %w", socketPath, err)
 	}
 	srv := grpc.NewServer()
 	registerapi.RegisterRegistrationServer(srv, r)
+	served := make(chan struct{})
 	go func() {
+		defer close(served)
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			klog.ErrorS(err, "Registration server stopped", "socket", socketPath)
 		}
 	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			srv.Stop()
+			<-served
+			// Serve's listener unlinks the socket on close; this covers a
+			// listener closed before Serve took it over.
+			if err := os.Remove(socketPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+				klog.ErrorS(err, "Cannot remove the registration socket", "socket", socketPath)
+			}
+		})
+	}
 	go func() {
-		<-ctx.Done()
-		srv.Stop()
-		_ = os.Remove(socketPath)
+		select {
+		case <-ctx.Done():
+			stop()
+		case <-served:
+		}
 	}()
-	return nil
+	return stop, nil
 }

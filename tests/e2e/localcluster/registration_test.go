@@ -2,8 +2,11 @@ package localcluster
 
 import (
 	"context"
+	"errors"
+	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -17,9 +20,11 @@ func TestRegistrarServesKubeletHandshake(t *testing.T) {
 	defer cancel()
 	sock := filepath.Join(t.TempDir(), "reg.sock")
 	r := &registrar{driverName: DriverName, endpoint: "/run/csi/csi.sock", node: "node-1"}
-	if err := serveRegistration(ctx, sock, r); err != nil {
+	stop, err := serveRegistration(ctx, sock, r)
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer stop()
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -50,5 +55,47 @@ func TestRegistrarServesKubeletHandshake(t *testing.T) {
 		if got != tc.want || lastErr != tc.status.Error {
 			t.Errorf("after %+v: registered=%v error=%q, want %v %q", tc.status, got, lastErr, tc.want, tc.status.Error)
 		}
+	}
+}
+
+// A DaemonSet pod replacement: the registrar removes its socket on SIGTERM
+// (the kubelet then deregisters the plugin) and the new pod serves it again
+// at the same path.
+func TestRegistrationStopRemovesSocketAndServesAgain(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sock := filepath.Join(t.TempDir(), "reg.sock")
+	r := &registrar{driverName: DriverName, endpoint: "/run/csi/csi.sock", node: "node-1"}
+	stop, err := serveRegistration(ctx, sock, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("socket after stop: expected it removed, stat says %v", err)
+	}
+	stop() // a second stop is harmless
+	if _, err := serveRegistration(ctx, sock, r); err != nil {
+		t.Fatalf("serve again at the same path: %v", err)
+	}
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	info, err := registerapi.NewRegistrationClient(conn).GetInfo(ctx, &registerapi.InfoRequest{})
+	if err != nil || info.Name != DriverName {
+		t.Fatalf("GetInfo after serving again = %+v, %v; want %s", info, err, DriverName)
+	}
+	cancel()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat(sock); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("socket still exists 5 s after the context ended")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -43,7 +43,8 @@ func main() {
 // options are the command's flags.
 type options struct {
 	// RunDir is a local cluster's run folder (its cluster.json gives the
-	// kubeconfig, cloud URL and token); explicit flags win over it.
+	// kubeconfig, cloud URL and token, and the node plugins' URLs); explicit
+	// flags win over it.
 	RunDir         string
 	Kubeconfig     string
 	CloudURL       string
@@ -83,7 +84,7 @@ func (p *pluginURLs) Set(s string) error {
 }
 
 func (o *options) addFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.RunDir, "run-dir", "", "local cluster run folder (from `localcluster up`); fills the kubeconfig and cloud flags")
+	fs.StringVar(&o.RunDir, "run-dir", "", "local cluster run folder (from `localcluster up`); fills the kubeconfig, cloud and plugin URL flags")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster (env KUBECONFIG)")
 	fs.StringVar(&o.CloudURL, "cloud-url", "", "fake cloud base URL, e.g. http://127.0.0.1:8080")
 	fs.StringVar(&o.CloudToken, "cloud-token", "", "fake cloud admin token (it reads capacity, quotas and events)")
@@ -97,7 +98,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Title, "title", "", "plot title")
 }
 
-// complete fills connection flags from --run-dir.
+// complete fills connection flags and plugin URLs from --run-dir.
 func (o *options) complete() error {
 	if o.RunDir == "" {
 		return nil
@@ -114,6 +115,12 @@ func (o *options) complete() error {
 	}
 	if o.CloudToken == "" && o.CloudTokenFile == "" {
 		o.CloudToken, o.CloudTokenFile = info.AdminToken, info.AdminTokenFile
+	}
+	if len(o.PluginURLs) == 0 && len(info.PluginURLs) > 0 {
+		o.PluginURLs = pluginURLs{}
+		for node, url := range info.PluginURLs {
+			o.PluginURLs[node] = url
+		}
 	}
 	return nil
 }

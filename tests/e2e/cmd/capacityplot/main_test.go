@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,5 +50,42 @@ func TestPluginURLs(t *testing.T) {
 	}
 	if len(p) != 2 || p["node-1"] != "http://127.0.0.1:9810" || p["node-2"] != "http://127.0.0.1:9809" {
 		t.Errorf("expected the last URL per node, got %v", p)
+	}
+}
+
+func TestCompleteFromRunDir(t *testing.T) {
+	dir := t.TempDir()
+	info := `{"kubeconfig":"/run/kc","cloudURL":"http://127.0.0.1:1","adminToken":"tok",` +
+		`"pluginURLs":{"node-1":"http://127.0.0.1:2","node-2":"http://127.0.0.1:3"}}`
+	if err := os.WriteFile(filepath.Join(dir, "cluster.json"), []byte(info), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want pluginURLs
+	}{
+		{"from the run folder", nil, pluginURLs{"node-1": "http://127.0.0.1:2", "node-2": "http://127.0.0.1:3"}},
+		{"flags win", []string{"--plugin-url=node-1=http://127.0.0.1:9"}, pluginURLs{"node-1": "http://127.0.0.1:9"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("KUBECONFIG", "")
+			var o options
+			fs := flag.NewFlagSet("t", flag.ContinueOnError)
+			o.addFlags(fs)
+			if err := fs.Parse(append([]string{"--run-dir=" + dir}, tc.args...)); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.complete(); err != nil {
+				t.Fatal(err)
+			}
+			if o.Kubeconfig != "/run/kc" || o.CloudURL != "http://127.0.0.1:1" || o.CloudToken != "tok" {
+				t.Errorf("connection from cluster.json: got kubeconfig %q, cloud %q, token %q", o.Kubeconfig, o.CloudURL, o.CloudToken)
+			}
+			if !maps.Equal(o.PluginURLs, tc.want) {
+				t.Errorf("plugin URLs = %v, want %v", o.PluginURLs, tc.want)
+			}
+		})
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -234,6 +235,14 @@ local cluster ready (run folder %[1]s, logs in %[2]s)
   curl -s -H "Authorization: Bearer $(cat %[5]s)" %[4]s/v1/quotas
 stop it with: localcluster down --run-dir=%[1]s
 `, info.RunDir, info.LogDir, info.Kubeconfig, info.CloudURL, info.AdminTokenFile)
+	nodes := make([]string, 0, len(info.PluginURLs))
+	for n := range info.PluginURLs {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	for _, n := range nodes {
+		fmt.Fprintf(w, "node plugin of %s: curl -s %s/debug/capacity (also /metrics)\n", n, info.PluginURLs[n])
+	}
 }
 
 // down stops the serve process of a run folder and waits for it to finish.

@@ -1,0 +1,654 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	csi "github.com/container-storage-interface/spec/lib/go/csi"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/fakecloud/fakecloud-csi/tests/e2e/capacityplot"
+	"github.com/fakecloud/fakecloud-csi/tests/e2e/localcluster"
+)
+
+// upgradeVersion is what the upgraded node plugin of S13 reports in
+// GetPluginInfo.
+const upgradeVersion = "v0.0.0-e2e-upgrade"
+
+// reregisterDeadline bounds how long a node's CSINode entry may be missing
+// when its node plugin's DaemonSet pod is replaced (S13 phase B).
+const reregisterDeadline = 60 * time.Second
+
+// needLocal returns the local cluster this run started, or skips t: node
+// plugins are restarted through the harness's supervisor, which only exists
+// in this process.
+func needLocal(t *testing.T) *localcluster.Cluster {
+	t.Helper()
+	if env.local == nil {
+		t.Skip("needs the local cluster this suite starts itself (-local without a kubeconfig): it restarts node plugins through the harness; on kind or a cluster from `localcluster up` they run elsewhere")
+	}
+	return env.local
+}
+
+// S13: roll the node plugin to a new version with volumes attached, node by
+// node, first as a driver container upgrade (the registrar keeps its
+// socket: CSINode keeps the driver and its count throughout), then as a
+// DaemonSet pod replacement (the registrar removes its socket on SIGTERM,
+// the kubelet deregisters the plugin and its CSINode entry goes until the
+// new pod registers; that gap is what a real rolling update of the
+// DaemonSet does, so it is bounded and measured, not forbidden). Throughout,
+// no pod fails or is rejected, the pods keep running without restarts, every
+// VolumeAttachment stays attached and the cloud's attachments stay the
+// same; afterwards a new pod with a new volume runs on every node.
+func TestS13NodePluginUpgrade(t *testing.T) {
+	lc := needLocal(t)
+	ctx := testCtx(t)
+	ns := namespace(t)
+	nodes := e2eNodes(t)
+	original := lc.DriverBinary()
+	buildStart := time.Now()
+	upgraded, err := lc.BuildDriver(ctx, upgradeVersion)
+	if err != nil {
+		failf(t, "build the upgraded driver: %v", err)
+	}
+	t.Logf("built %s (%s) in %s", upgraded, upgradeVersion, time.Since(buildStart).Round(100*time.Millisecond))
+
+	// Nodes whose plugin is not back on the original binary; the cleanup,
+	// which runs before the namespace's (the kubelets need registered
+	// plugins to unmount), restores them for the scenarios after this one.
+	var dirtyMu sync.Mutex
+	dirty := map[string]bool{}
+	t.Cleanup(func() {
+		dirtyMu.Lock()
+		defer dirtyMu.Unlock()
+		for _, node := range slices.Sorted(maps.Keys(dirty)) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			if err := lc.RestartNodePlugin(ctx, node, localcluster.NodePluginRestart{Binary: original}); err != nil {
+				t.Errorf("restore the node plugin of %s: %v (component logs: %s)", node, err, env.logDir)
+			}
+			cancel()
+		}
+	})
+	restart := func(node string, r localcluster.NodePluginRestart) time.Duration {
+		t.Helper()
+		dirtyMu.Lock()
+		dirty[node] = true
+		dirtyMu.Unlock()
+		start := time.Now()
+		if err := lc.RestartNodePlugin(ctx, node, r); err != nil {
+			failf(t, "restart the node plugin of %s: %v", node, err)
+		}
+		if r.Binary == original {
+			dirtyMu.Lock()
+			delete(dirty, node)
+			dirtyMu.Unlock()
+		}
+		return time.Since(start)
+	}
+
+	// Setup: several volumes on every node, below its count, so that one
+	// more pod per node fits after the roll.
+	counts := map[string]int32{}
+	var held []string
+	for _, n := range nodes {
+		counts[n.Name] = nodeCount(t, n.Name)
+		for j := range max(1, min(3, int(counts[n.Name])-1)) {
+			name := fmt.Sprintf("%s-v%d", n.Name, j)
+			podWithClaim(t, ns, name, n.Name)
+			held = append(held, name)
+		}
+	}
+	uids := map[string]types.UID{}
+	for _, name := range held {
+		uids[name] = waitPodRunning(t, ns, name, runDeadline).UID
+	}
+	vas, err := volumeAttachmentsFor(ctx, ns)
+	if err != nil {
+		failf(t, "VolumeAttachments of %s: %v", ns, err)
+	}
+	vaNames := map[string]bool{}
+	for _, va := range vas {
+		if !va.Status.Attached {
+			failf(t, "VolumeAttachment %s: expected attached before the roll, seen %+v", va.Name, va.Status)
+		}
+		vaNames[va.Name] = true
+	}
+	if len(vaNames) != len(held) {
+		failf(t, "expected %d VolumeAttachments in %s before the roll, seen %d", len(held), ns, len(vaNames))
+	}
+	cloudBefore := cloudAttachments(t)
+	oldVersion := map[string]string{}
+	for _, n := range nodes {
+		v, err := pluginVersion(ctx, n.Name)
+		if err != nil {
+			failf(t, "GetPluginInfo of the node plugin of %s: %v", n.Name, err)
+		}
+		if v == upgradeVersion {
+			failf(t, "node plugin of %s: reports %s before the upgrade", n.Name, v)
+		}
+		oldVersion[n.Name] = v
+	}
+	w := startRollWatch(t, ns, uids, vaNames)
+	t.Logf("setup: %d pods with %d volumes on %d nodes, cloud holds %d attachments", len(held), len(vaNames), len(nodes), len(cloudBefore))
+
+	// Phase A: the driver container of each node plugin pod is upgraded;
+	// node-driver-registrar keeps its socket and the kubelet its
+	// registration.
+	markA := len(w.csinodes.Result().Changes)
+	for _, n := range nodes {
+		took := restart(n.Name, localcluster.NodePluginRestart{Binary: upgraded})
+		if v, err := pluginVersion(ctx, n.Name); err != nil || v != upgradeVersion {
+			failf(t, "node plugin of %s after the upgrade: expected GetPluginInfo vendor_version %s, seen %q (err %v)", n.Name, upgradeVersion, v, err)
+		}
+		dc, err := pluginDebugCapacity(ctx, n.Name)
+		if err != nil {
+			failf(t, "node plugin of %s after the upgrade: /debug/capacity: %v", n.Name, err)
+		}
+		if dc.Mode == "static" || dc.Reported != int64(counts[n.Name]) {
+			failf(t, "node plugin of %s after the upgrade: expected the dynamic policy reporting %d, /debug/capacity says mode %q reported %d", n.Name, counts[n.Name], dc.Mode, dc.Reported)
+		}
+		// The kubelet's periodic CSINode update must have asked the new
+		// process, so that an unchanged count means it answered the same.
+		waited := time.Now()
+		eventually(t, countDeadline(false), fmt.Sprintf("the kubelet of %s calls NodeGetInfo on the upgraded plugin", n.Name), func() error {
+			return nodeGetInfoServed(ctx, n.Name)
+		})
+		if c := nodeCount(t, n.Name); c != counts[n.Name] {
+			failf(t, "CSINode %s after the upgrade: expected count %d, seen %d", n.Name, counts[n.Name], c)
+		}
+		w.check(t)
+		t.Logf("phase A %s: upgraded in %s; the kubelet asked it after %s more", n.Name, took.Round(100*time.Millisecond), time.Since(waited).Round(100*time.Millisecond))
+	}
+	for _, c := range w.csinodes.Result().Changes[markA:] {
+		failf(t, "phase A (driver container upgrade, registrar kept): CSINode %s changed at %s from %s to %s; the entry and its count must stay",
+			c.Node, c.At.Format(time.TimeOnly), fmtCount64(c.Old), fmtCount64(c.New))
+	}
+
+	// Phase B: the DaemonSet replaces each node plugin pod: the registrar
+	// removes its socket, the kubelet deregisters the plugin and removes its
+	// CSINode entry, the new pod (here the previous version again: a
+	// rollback, which also restores the normal build) registers anew.
+	for _, n := range nodes {
+		mark := len(w.csinodes.Result().Changes)
+		start := time.Now()
+		took := restart(n.Name, localcluster.NodePluginRestart{Binary: original, Reregister: true})
+		var gone, back *capacityplot.CountChange
+		eventually(t, reregisterDeadline-time.Since(start), fmt.Sprintf("CSINode %s: the driver entry removed (deregistration) and back with count %d", n.Name, counts[n.Name]), func() error {
+			gone, back = nil, nil
+			for _, c := range w.csinodes.Result().Changes[mark:] {
+				if c.Node != n.Name {
+					continue
+				}
+				switch {
+				case c.New == nil && gone == nil:
+					gone = &c
+				case c.New != nil && *c.New != int64(counts[n.Name]):
+					failf(t, "phase B: CSINode %s came back with count %d at %s, expected %d", n.Name, *c.New, c.At.Format(time.TimeOnly), counts[n.Name])
+				case c.New != nil && gone != nil && back == nil:
+					back = &c
+				}
+			}
+			if gone == nil || back == nil {
+				return fmt.Errorf("CSINode %s: expected the driver entry removed (deregistration) and added back, watch saw removed=%v back=%v", n.Name, gone != nil, back != nil)
+			}
+			return nil
+		})
+		waitCount(t, n.Name, counts[n.Name], 10*time.Second)
+		if v, err := pluginVersion(ctx, n.Name); err != nil || v != oldVersion[n.Name] {
+			failf(t, "node plugin of %s after the pod replacement: expected vendor_version %s, seen %q (err %v)", n.Name, oldVersion[n.Name], v, err)
+		}
+		w.check(t)
+		t.Logf("phase B %s: replaced in %s; CSINode entry missing for %s (removed %s after the start, back with count %d)",
+			n.Name, took.Round(100*time.Millisecond), back.At.Sub(gone.At).Round(100*time.Millisecond), gone.At.Sub(start).Round(100*time.Millisecond), *back.New)
+	}
+
+	// Nothing lost or duplicated, in the cluster or in the cloud.
+	w.check(t)
+	if after := cloudAttachments(t); !maps.Equal(after, cloudBefore) {
+		failf(t, "cloud attachments changed by the roll:\nbefore %v\nafter  %v", cloudBefore, after)
+	}
+	vas, err = volumeAttachmentsFor(ctx, ns)
+	if err != nil {
+		failf(t, "VolumeAttachments of %s: %v", ns, err)
+	}
+	for _, va := range vas {
+		if !vaNames[va.Name] || !va.Status.Attached {
+			failf(t, "VolumeAttachment %s after the roll: expected one of the %d attached before, seen attached=%v", va.Name, len(vaNames), va.Status.Attached)
+		}
+	}
+	if len(vas) != len(vaNames) {
+		failf(t, "expected %d VolumeAttachments in %s after the roll, seen %d", len(vaNames), ns, len(vas))
+	}
+
+	// The rolled plugins work: one more pod with a new volume on every node.
+	for _, n := range nodes {
+		podWithClaim(t, ns, "after-"+n.Name, n.Name)
+	}
+	for _, n := range nodes {
+		waitPodRunning(t, ns, "after-"+n.Name, runDeadline)
+	}
+	w.check(t)
+}
+
+// S14: the node plugin's start-up cluster check (KEP-4876 needs the
+// CSIDriver's nodeAllocatableUpdatePeriodSeconds, or the kubelet never
+// refreshes CSINode). Without the period a restarted node plugin falls back
+// to the static count: /debug/capacity mode "static",
+// fakecloud_csi_cluster_dynamic_capacity_supported 0 and a Warning Event
+// DynamicCapacityUnsupported regarding the CSIDriver. With the period back
+// and another restart it runs the dynamic policy again (supported 1).
+func TestS14ClusterCheckFallback(t *testing.T) {
+	lc := needLocal(t)
+	ctx := testCtx(t)
+	node := e2eNodes(t)[0].Name
+	in, err := env.cloud.GetInstance(ctx, node)
+	if err != nil {
+		failf(t, "instance %s: %v", node, err)
+	}
+	// With nothing attached the policy's count and the static count (read
+	// once at start) are both limit − out-of-band slots.
+	if len(in.Attachments) != 0 {
+		failf(t, "instance %s: expected no attachments at the start, seen %v", node, in.Attachments)
+	}
+	count := int32(max(1, in.AttachLimit-in.OutOfBandSlots))
+	waitCount(t, node, count, countDeadline(false))
+	// The plugin's pod is replaced (same binary): the cluster check runs at
+	// start, and the kubelet registers the new plugin and asks NodeGetInfo,
+	// which the static count needs for its one lookup (without the period
+	// the kubelet asks nothing else).
+	restart := func(what string) {
+		t.Helper()
+		start := time.Now()
+		if err := lc.RestartNodePlugin(ctx, node, localcluster.NodePluginRestart{Reregister: true}); err != nil {
+			failf(t, "restart the node plugin of %s (%s): %v", node, what, err)
+		}
+		t.Logf("restarted the node plugin of %s (%s) in %s", node, what, time.Since(start).Round(100*time.Millisecond))
+	}
+	checkMode := func(wantStatic bool, wantSupported float64) {
+		t.Helper()
+		eventually(t, countDeadline(false), fmt.Sprintf("node plugin of %s static=%v reporting %d", node, wantStatic, count), func() error {
+			dc, err := pluginDebugCapacity(ctx, node)
+			if err != nil {
+				return err
+			}
+			if (dc.Mode == "static") != wantStatic || dc.Reported != int64(count) {
+				return fmt.Errorf("node plugin of %s: expected static=%v reporting %d, /debug/capacity says mode %q reported %d", node, wantStatic, count, dc.Mode, dc.Reported)
+			}
+			return nil
+		})
+		got, err := pluginGauge(ctx, node, "fakecloud_csi_cluster_dynamic_capacity_supported")
+		if err != nil || got != wantSupported {
+			failf(t, "node plugin of %s: expected fakecloud_csi_cluster_dynamic_capacity_supported %v, seen %v (err %v)", node, wantSupported, got, err)
+		}
+	}
+	checkMode(false, 1)
+
+	// Registered before the period is cleared, so it runs after the period
+	// is restored: a plugin left static is restarted into the dynamic policy.
+	t.Cleanup(func() {
+		dc, err := pluginDebugCapacity(context.Background(), node)
+		if err == nil && dc.Mode != "static" {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := lc.RestartNodePlugin(ctx, node, localcluster.NodePluginRestart{Reregister: true}); err != nil {
+			t.Errorf("restore the node plugin of %s: %v (component logs: %s)", node, err, env.logDir)
+		}
+	})
+	restorePeriod := clearPeriod(t)
+	since := time.Now()
+	restart("period cleared")
+	checkMode(true, 0)
+	eventually(t, 30*time.Second, fmt.Sprintf("Warning Event %s regarding CSIDriver %s from node %s", "DynamicCapacityUnsupported", driverName, node), func() error {
+		return checkUnsupportedEvent(ctx, node, since)
+	})
+	if c := nodeCount(t, node); c != count {
+		failf(t, "CSINode %s with the static count: expected %d (limit − out-of-band), seen %d", node, count, c)
+	}
+
+	restorePeriod()
+	restart("period restored")
+	checkMode(false, 1)
+	waitCount(t, node, count, countDeadline(false))
+}
+
+// clearPeriod removes the CSIDriver's nodeAllocatableUpdatePeriodSeconds
+// (the field is mutable) and returns a function that puts env.period back;
+// the cleanup puts it back too.
+func clearPeriod(t *testing.T) func() {
+	t.Helper()
+	patch := func(body string) error {
+		_, err := env.cs.StorageV1().CSIDrivers().Patch(context.Background(), driverName, types.MergePatchType, []byte(body), metav1.PatchOptions{})
+		return err
+	}
+	if err := patch(`{"spec":{"nodeAllocatableUpdatePeriodSeconds":null}}`); err != nil {
+		failf(t, "clear CSIDriver %s nodeAllocatableUpdatePeriodSeconds: %v", driverName, err)
+	}
+	restore := func() error {
+		return patch(fmt.Sprintf(`{"spec":{"nodeAllocatableUpdatePeriodSeconds":%d}}`, int64(env.period/time.Second)))
+	}
+	t.Cleanup(func() {
+		if err := restore(); err != nil {
+			t.Errorf("restore CSIDriver period %s: %v", env.period, err)
+		}
+	})
+	return func() {
+		t.Helper()
+		if err := restore(); err != nil {
+			failf(t, "restore CSIDriver period %s: %v", env.period, err)
+		}
+	}
+}
+
+// checkUnsupportedEvent is nil when namespace "default" holds a Warning
+// Event (events.k8s.io/v1) with reason DynamicCapacityUnsupported regarding
+// the CSIDriver, from node's plugin, newer than since.
+func checkUnsupportedEvent(ctx context.Context, node string, since time.Time) error {
+	list, err := env.cs.EventsV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list events in %s: %w", metav1.NamespaceDefault, err)
+	}
+	var seen []string
+	for _, ev := range list.Items {
+		if ev.Reason != "DynamicCapacityUnsupported" {
+			continue
+		}
+		at := ev.EventTime.Time
+		if ev.Series != nil {
+			at = ev.Series.LastObservedTime.Time
+		}
+		seen = append(seen, fmt.Sprintf("%s %s regarding %s/%s at %s: %q", ev.Name, ev.Type, ev.Regarding.Kind, ev.Regarding.Name, at.Format(time.TimeOnly), ev.Note))
+		// One second of slack for the MicroTime round trip.
+		if ev.Type == corev1.EventTypeWarning && ev.Regarding.Kind == "CSIDriver" && ev.Regarding.Name == driverName &&
+			strings.Contains(ev.Note, node) && !at.Before(since.Add(-time.Second)) {
+			return nil
+		}
+	}
+	return fmt.Errorf("no Warning Event DynamicCapacityUnsupported regarding CSIDriver %s from node %s since %s; seen: %v", driverName, node, since.Format(time.TimeOnly), seen)
+}
+
+// rollWatch records from informers what a rolling update of the node
+// plugin must not do: change a CSINode (capacityplot.Watcher keeps every
+// count change and entry removal), fail or reject a pod of the namespace,
+// replace, restart or stop one of the pods that ran before, or detach or
+// delete one of the VolumeAttachments that were attached.
+type rollWatch struct {
+	csinodes *capacityplot.Watcher
+
+	mu         sync.Mutex
+	violations []string
+}
+
+// startRollWatch starts the informers and returns once their caches have
+// synced; they stop with the test.
+func startRollWatch(t *testing.T, ns string, pods map[string]types.UID, vas map[string]bool) *rollWatch {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &rollWatch{csinodes: capacityplot.NewWatcher(driverName, nil)}
+	nsf := informers.NewSharedInformerFactoryWithOptions(env.cs, 0, informers.WithNamespace(ns))
+	f := informers.NewSharedInformerFactory(env.cs, 0)
+	t.Cleanup(func() { cancel(); nsf.Shutdown(); f.Shutdown() })
+	onPod := func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			w.checkPod(p, pods)
+		}
+	}
+	onVA := func(obj any) {
+		if va, ok := obj.(*storagev1.VolumeAttachment); ok && vas[va.Name] {
+			if !va.Status.Attached || va.Status.DetachError != nil || va.DeletionTimestamp != nil {
+				w.add("VolumeAttachment %s: expected attached, seen attached=%v detachError=%v deleting=%v", va.Name, va.Status.Attached, va.Status.DetachError, va.DeletionTimestamp != nil)
+			}
+		}
+	}
+	handlers := []struct {
+		inf cache.SharedIndexInformer
+		h   cache.ResourceEventHandler
+	}{
+		{nsf.Core().V1().Pods().Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc: onPod, UpdateFunc: func(_, obj any) { onPod(obj) },
+			DeleteFunc: func(obj any) {
+				if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = d.Obj
+				}
+				if p, ok := obj.(*corev1.Pod); ok && pods[p.Name] != "" {
+					w.add("pod %s/%s was deleted", p.Namespace, p.Name)
+				}
+			},
+		}},
+		{f.Storage().V1().VolumeAttachments().Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc: onVA, UpdateFunc: func(_, obj any) { onVA(obj) },
+			DeleteFunc: func(obj any) {
+				if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = d.Obj
+				}
+				if va, ok := obj.(*storagev1.VolumeAttachment); ok && vas[va.Name] {
+					w.add("VolumeAttachment %s was deleted", va.Name)
+				}
+			},
+		}},
+		{f.Storage().V1().CSINodes().Informer(), w.csinodes.Handler()},
+	}
+	for _, h := range handlers {
+		if _, err := h.inf.AddEventHandler(h.h); err != nil {
+			failf(t, "watch: %v", err)
+		}
+	}
+	nsf.Start(ctx.Done())
+	f.Start(ctx.Done())
+	syncCtx, syncCancel := context.WithTimeout(ctx, time.Minute)
+	defer syncCancel()
+	for _, h := range handlers {
+		if !cache.WaitForCacheSync(syncCtx.Done(), h.inf.HasSynced) {
+			failf(t, "watch: informer caches did not sync within a minute")
+		}
+	}
+	w.check(t)
+	return w
+}
+
+// checkPod records a failed or rejected pod, and a pod of before (name to
+// UID) that is not the same pod Running without container restarts.
+func (w *rollWatch) checkPod(p *corev1.Pod, before map[string]types.UID) {
+	if p.Status.Phase == corev1.PodFailed || p.Status.Reason != "" {
+		w.add("pod %s/%s failed or was rejected: %s %q", p.Namespace, p.Name, podState(p), p.Status.Message)
+	}
+	uid, held := before[p.Name]
+	if !held {
+		return
+	}
+	if p.UID != uid || !isRunning(p) || p.DeletionTimestamp != nil {
+		w.add("pod %s/%s: expected uid %s Running, seen uid %s %s deleting=%v", p.Namespace, p.Name, uid, p.UID, podState(p), p.DeletionTimestamp != nil)
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.RestartCount > 0 {
+			w.add("pod %s/%s: container %s restarted %d times", p.Namespace, p.Name, cs.Name, cs.RestartCount)
+		}
+	}
+}
+
+func (w *rollWatch) add(format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.violations = append(w.violations, time.Now().Format(time.TimeOnly)+" "+fmt.Sprintf(format, args...))
+}
+
+// check fails t with every violation seen so far.
+func (w *rollWatch) check(t *testing.T) {
+	t.Helper()
+	w.mu.Lock()
+	v := slices.Clone(w.violations)
+	w.mu.Unlock()
+	if len(v) > 0 {
+		failf(t, "during the node plugin roll:\n%s", strings.Join(v, "\n"))
+	}
+}
+
+func fmtCount64(c *int64) string {
+	if c == nil {
+		return "<no entry or allocatable>"
+	}
+	return fmt.Sprint(*c)
+}
+
+// cloudAttachments is the cloud's attachment set, volume ID to instance ID,
+// from the instances' attachment lists. It fails t when a volume is on two
+// instances or a volume's attachedTo disagrees with the instances.
+func cloudAttachments(t *testing.T) map[string]string {
+	t.Helper()
+	ctx := testCtx(t)
+	instances, err := env.cloud.ListInstances(ctx)
+	if err != nil {
+		failf(t, "cloud instances: %v", err)
+	}
+	set := map[string]string{}
+	for _, in := range instances {
+		for _, vol := range in.Attachments {
+			if other, dup := set[vol]; dup {
+				failf(t, "cloud: volume %s is attached to both %s and %s", vol, other, in.ID)
+			}
+			set[vol] = in.ID
+		}
+	}
+	token := ""
+	for {
+		page, err := env.cloud.ListVolumes(ctx, 100, token)
+		if err != nil {
+			failf(t, "cloud volumes: %v", err)
+		}
+		for _, v := range page.Volumes {
+			if v.AttachedTo != set[v.ID] {
+				failf(t, "cloud: volume %s says attachedTo %q, the instances say %q", v.ID, v.AttachedTo, set[v.ID])
+			}
+		}
+		if token = page.NextPageToken; token == "" {
+			return set
+		}
+	}
+}
+
+// pluginVersion is the vendor_version node's plugin returns from
+// GetPluginInfo on its CSI socket.
+func pluginVersion(ctx context.Context, node string) (string, error) {
+	sock := env.pluginSockets[node]
+	if sock == "" {
+		return "", fmt.Errorf("no CSI socket known for the node plugin of %s", node)
+	}
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return "", fmt.Errorf("dial %s: %w", sock, err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	info, err := csi.NewIdentityClient(conn).GetPluginInfo(ctx, &csi.GetPluginInfoRequest{})
+	if err != nil {
+		return "", fmt.Errorf("GetPluginInfo on %s: %w", sock, err)
+	}
+	if info.GetName() != driverName {
+		return "", fmt.Errorf("GetPluginInfo on %s: expected name %s, seen %q", sock, driverName, info.GetName())
+	}
+	return info.GetVendorVersion(), nil
+}
+
+// pluginCapacity is the part of a node plugin's /debug/capacity the
+// scenarios read.
+type pluginCapacity struct {
+	// Mode is "static" for the fallback, a policy mode (fresh,
+	// last-known-good, floor, ramping) otherwise.
+	Mode     string `json:"mode"`
+	Reported int64  `json:"reported"`
+}
+
+// pluginGet GETs path from node's plugin HTTP server and returns the body.
+func pluginGet(ctx context.Context, node, path string, decode func(*http.Response) error) error {
+	base := env.pluginURLs[node]
+	if base == "" {
+		return fmt.Errorf("no HTTP URL known for the node plugin of %s", node)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", req.URL, resp.Status)
+	}
+	if err := decode(resp); err != nil {
+		return fmt.Errorf("GET %s: %w", req.URL, err)
+	}
+	return nil
+}
+
+func pluginDebugCapacity(ctx context.Context, node string) (pluginCapacity, error) {
+	var c pluginCapacity
+	err := pluginGet(ctx, node, "/debug/capacity", func(r *http.Response) error { return json.NewDecoder(r.Body).Decode(&c) })
+	return c, err
+}
+
+func pluginMetrics(ctx context.Context, node string) (map[string]*dto.MetricFamily, error) {
+	var mf map[string]*dto.MetricFamily
+	err := pluginGet(ctx, node, "/metrics", func(r *http.Response) error {
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		var err error
+		mf, err = p.TextToMetricFamilies(r.Body)
+		return err
+	})
+	return mf, err
+}
+
+// pluginGauge is the value of the unlabelled gauge name on node's plugin.
+func pluginGauge(ctx context.Context, node, name string) (float64, error) {
+	mf, err := pluginMetrics(ctx, node)
+	if err != nil {
+		return 0, err
+	}
+	f := mf[name]
+	if f == nil || len(f.GetMetric()) != 1 || f.GetMetric()[0].GetGauge() == nil {
+		return 0, fmt.Errorf("node plugin of %s: no gauge %s on /metrics", node, name)
+	}
+	return f.GetMetric()[0].GetGauge().GetValue(), nil
+}
+
+// nodeGetInfoServed is nil once node's plugin process has answered
+// NodeGetInfo with OK (fakecloud_csi_grpc_requests_total).
+func nodeGetInfoServed(ctx context.Context, node string) error {
+	mf, err := pluginMetrics(ctx, node)
+	if err != nil {
+		return err
+	}
+	for _, m := range mf["fakecloud_csi_grpc_requests_total"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["method"] == "/csi.v1.Node/NodeGetInfo" && labels["code"] == "OK" && m.GetCounter().GetValue() > 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("node plugin of %s: no successful NodeGetInfo on /metrics yet", node)
+}
