@@ -27,14 +27,19 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 )
 
 // MinVersion is the oldest API server and kubelet that take allocatable updates with their
 // default feature gates: v1.35, where MutableCSINodeAllocatableCount became on by default.
 var MinVersion = version.MajorMinor(1, 35)
+
+// requestTimeout bounds one API request of the check.
+const requestTimeout = 10 * time.Second
 
 // EventReason is the reason of the Warning Event Report creates.
 const EventReason = "DynamicCapacityUnsupported"
@@ -75,7 +80,9 @@ type Checker struct {
 // then not meaningful.
 func (c Checker) Check(ctx context.Context) (Result, error) {
 	var res Result
-	info, err := c.Client.Discovery().ServerVersion()
+	// With the context: a server that accepts the connection and never answers must not hold
+	// the node plugin's start past the check's deadline.
+	info, err := discovery.ToServerVersionInterfaceWithContext(c.Client.Discovery()).ServerVersionWithContext(ctx)
 	if err != nil {
 		return res, fmt.Errorf("read the API server version: %w", err)
 	}
@@ -179,6 +186,8 @@ func NewClient(kubeconfig, userAgent string) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubernetes client config: %w", err)
 	}
 	cfg.UserAgent = userAgent
+	// Each request of the check is bounded on its own too, whatever the caller's context.
+	cfg.Timeout = requestTimeout
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
@@ -188,20 +197,36 @@ func NewClient(kubeconfig, userAgent string) (kubernetes.Interface, error) {
 
 // CheckUntil calls Check every interval until it answers (a Result, supported or not) or
 // timeout has passed, so that an API server that is still starting or a network that is not up
-// yet does not decide the node plugin's mode. Errors: the last Check error, wrapped, when none
-// answered; the context's error when ctx ends first.
+// yet does not decide the node plugin's mode. The first failed attempt is logged, later ones
+// at -v=4. Errors: when none answered, the last attempt's error that was not just the deadline
+// cutting it short (so that the cause shows, e.g. "nodes "x" not found"), wrapped; the
+// context's error when ctx ends first.
 func (c Checker) CheckUntil(ctx context.Context, interval, timeout time.Duration) (Result, error) {
 	var res Result
-	var last error
+	var cause error
+	attempts := 0
 	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
-		res, last = c.Check(ctx)
-		return last == nil, nil
+		var err error
+		res, err = c.Check(ctx)
+		if err == nil {
+			return true, nil
+		}
+		attempts++
+		if cause == nil || ctx.Err() == nil {
+			cause = err
+		}
+		logger := klog.FromContext(ctx)
+		if attempts > 1 {
+			logger = logger.V(4)
+		}
+		logger.Info("Cluster check failed, retrying", "driver", c.DriverName, "timeout", timeout, "err", err)
+		return false, nil
 	})
 	if err != nil {
-		if last == nil {
-			last = err
+		if cause == nil {
+			cause = err
 		}
-		return res, fmt.Errorf("cluster check for %s gave no answer within %s: %w", c.DriverName, timeout, last)
+		return res, fmt.Errorf("cluster check for %s gave no answer within %s: %w", c.DriverName, timeout, cause)
 	}
 	return res, nil
 }

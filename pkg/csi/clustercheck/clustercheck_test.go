@@ -3,6 +3,8 @@ package clustercheck
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -215,5 +217,54 @@ current-context: x
 	}
 	if c, err := NewClient(kc, "ua"); c == nil || err != nil {
 		t.Errorf("NewClient with a kubeconfig = %v, %v", c, err)
+	}
+}
+
+func TestCheckUntilReportsTheCauseNotTheDeadline(t *testing.T) {
+	cs := cluster("v1.37.2", ptr.To[int64](10), false, "v1.37.2")
+	calls := 0
+	cs.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		calls++
+		if calls == 1 {
+			return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, "node-9")
+		}
+		time.Sleep(60 * time.Millisecond) // the deadline cuts this attempt short
+		return true, nil, context.DeadlineExceeded
+	})
+	_, err := Checker{Client: cs, DriverName: driver, NodeName: "node-9"}.CheckUntil(context.Background(), time.Millisecond, 50*time.Millisecond)
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("CheckUntil error = %v, want the NotFound of the attempt before the deadline", err)
+	}
+}
+
+// TestCheckUntilEndsWhenTheServerNeverAnswers: an API server that accepts the connection and
+// the TLS handshake but never answers must not hold the check past its timeout.
+func TestCheckUntilEndsWhenTheServerNeverAnswers(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "`+srv.URL+`", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	client, err := NewClient(kc, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Checker{Client: client, DriverName: driver}.CheckUntil(context.Background(), 10*time.Millisecond, 200*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "no answer within 200ms") {
+		t.Fatalf("CheckUntil = %v, want no answer", err)
 	}
 }
