@@ -106,6 +106,27 @@ func (s *Static) MaxVolumesPerNode(ctx context.Context) (int64, error) {
 	return s.value, nil
 }
 
+// Run fixes the count at start: it looks the cloud up until a lookup succeeds (waiting 1s
+// after the first failure, doubling up to 30s) or ctx ends, then returns nil, so that
+// /debug/capacity and the metrics show the count before the kubelet's first NodeGetInfo. The
+// driver runs it beside the gRPC server (Deps.Capacity with a Run method).
+func (s *Static) Run(ctx context.Context) error {
+	wait := time.Second
+	for {
+		if _, err := s.MaxVolumesPerNode(ctx); err == nil || ctx.Err() != nil {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+}
+
 // StaticDebugInfo is the JSON-able state Static.DebugState returns.
 type StaticDebugInfo struct {
 	NodeID string `json:"nodeId"`

@@ -126,3 +126,45 @@ type sourceFunc func(ctx context.Context, id string) (*cloud.Capacity, error)
 func (f sourceFunc) GetCapacity(ctx context.Context, id string) (*cloud.Capacity, error) {
 	return f(ctx, id)
 }
+
+func TestStaticRunFixesTheCountAtStart(t *testing.T) {
+	src := newFakeSource(reading(8, 1, 0, 100, 1))
+	src.set(nil, cloud.ErrUnavailable)
+	s, err := NewStatic(src, "i-1", "test", time.Second, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(context.Background()) }()
+	// The first lookup fails; Run retries after a second and then returns.
+	for s.DebugState().(StaticDebugInfo).LastError == "" {
+		time.Sleep(time.Millisecond)
+	}
+	src.set(reading(8, 1, 0, 100, 2), nil)
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if d := s.DebugState().(StaticDebugInfo); d.Reported != 7 || d.LastError != "" {
+		t.Errorf("after Run DebugState = %+v, want 7 and no error", d)
+	}
+	if got := testutil.ToFloat64(s.m.reported); got != 7 {
+		t.Errorf("reported gauge = %v, want 7", got)
+	}
+}
+
+func TestStaticRunEndsWithItsContext(t *testing.T) {
+	src := newFakeSource(reading(8, 1, 0, 100, 1))
+	src.set(nil, cloud.ErrUnavailable)
+	s, err := NewStatic(src, "i-1", "test", time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Run(ctx); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if d := s.DebugState().(StaticDebugInfo); d.Reported != 0 {
+		t.Errorf("Reported = %d without a successful lookup", d.Reported)
+	}
+}
