@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make deploy-dry-run KUBECONFIG=...: every manifest of deploy/kind, deploy/canary (and the
+# make deploy-dry-run KUBECONFIG=...: every manifest of deploy/kind (and the
 # external-snapshotter release of deploy/kind/snapshot) sent to a real API server as a
 # server-side dry run, so schema, admission and RBAC (escalation checks included) are
 # checked by that server and nothing is stored. The server cannot dry-run an object whose
@@ -13,5 +13,3 @@ root=$(pwd)
 "${kindctl[@]}" snapshotter --deploy "$root/deploy/kind" --out "$root/_output/external-snapshotter"
 "${kindctl[@]}" apply --kubeconfig "$KUBECONFIG" --dry-run --real-prerequisites \
   "$root/deploy/kind/snapshot" "$root/deploy/kind"
-# The canary overlay (docs/upgrade.md): deploy/kind plus the canary node DaemonSet.
-"${kindctl[@]}" apply --kubeconfig "$KUBECONFIG" --dry-run --real-prerequisites "$root/deploy/canary"

@@ -68,8 +68,9 @@ type Options struct {
 	// DynamicCapacity makes the node plugin report the capacity policy's value (default
 	// true). False reports a static count instead: the instance's slots (attach limit −
 	// out-of-band slots, at least 1) read from the cloud once and never changed, the count a
-	// cluster without mutable CSINode allocatable (KEP-4876) needs; it is how a canary
-	// rollout keeps most nodes on the old behaviour (--dynamic-capacity, docs/upgrade.md).
+	// cluster without mutable CSINode allocatable (KEP-4876) needs (--dynamic-capacity).
+	// The Node label DynamicCapacityNodeLabel ("true"/"false"), read at start with NodeName
+	// and API access, overrides it per node: the canary switch of docs/upgrade.md.
 	DynamicCapacity bool
 	// Kubeconfig is the kubeconfig the node plugin reads the cluster with at start; empty: the
 	// pod's service account when running in a pod, else no cluster check (--kubeconfig).
@@ -117,7 +118,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CloudURL, "cloud-url", d.CloudURL, "base URL of the fake cloud")
 	fs.StringVar(&o.CloudTokenFile, "cloud-token-file", d.CloudTokenFile, "file holding the cloud bearer token (empty: no token)")
 	fs.StringVar(&o.StateDir, "state-dir", d.StateDir, "directory for volume backing data, capacity state and node identity; one node plugin per directory (locked)")
-	fs.StringVar(&o.HTTPAddr, "http-addr", d.HTTPAddr, "host:port for /healthz, /metrics and /debug/capacity (empty: off)")
+	fs.StringVar(&o.HTTPAddr, "http-addr", d.HTTPAddr, "host:port for /healthz, /readyz, /metrics and /debug/capacity (empty: off)")
 	fs.DurationVar(&o.CapacityStaleAfter, "capacity-stale-after", d.CapacityStaleAfter, "how long the last known good capacity is reported while the cloud does not answer")
 	fs.Int64Var(&o.CapacityMaxStep, "capacity-max-step", d.CapacityMaxStep, "largest capacity increase per refresh, in slots (0: no limit)")
 	fs.DurationVar(&o.CapacityMinInterval, "capacity-min-interval", d.CapacityMinInterval, "minimum time between two capacity lookups in the cloud")
@@ -126,7 +127,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CapacityMaxStabilityWindow, "capacity-max-stability-window", d.CapacityMaxStabilityWindow, "longest stability window flap damping may stretch to; >= --capacity-stability-window (equal: no damping)")
 	fs.DurationVar(&o.PublishBackoffInitial, "publish-backoff-initial", d.PublishBackoffInitial, "first window in which publishes to a node the cloud called full get RESOURCE_EXHAUSTED without asking the cloud")
 	fs.DurationVar(&o.PublishBackoffMax, "publish-backoff-max", d.PublishBackoffMax, "longest such window (repeated refusals double it)")
-	fs.BoolVar(&o.DynamicCapacity, "dynamic-capacity", d.DynamicCapacity, "report the capacity policy's value as max_volumes_per_node; false: a static count (attach limit - out-of-band slots) read once at start")
+	fs.BoolVar(&o.DynamicCapacity, "dynamic-capacity", d.DynamicCapacity, "report the capacity policy's value as max_volumes_per_node; false: a static count (attach limit - out-of-band slots) read once at start. The node label "+DynamicCapacityNodeLabel+"=true|false overrides it (needs --node-name)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", d.Kubeconfig, "kubeconfig for the start-up cluster check (empty: the pod's service account in a pod, else no check)")
 	fs.StringVar(&o.NodeName, "node-name", d.NodeName, "Kubernetes node name, for the cluster check of the kubelet version (empty: not checked)")
 	fs.DurationVar(&o.ClusterCheckTimeout, "cluster-check-timeout", d.ClusterCheckTimeout, "how long the node plugin retries the start-up cluster check before it keeps --dynamic-capacity as given")

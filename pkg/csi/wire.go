@@ -31,29 +31,60 @@ func newCapacityReporter(opts Options, staticReason string, c Cloud, reg *promet
 	return capacity.NewReporter(opts.CapacityConfig(), c, opts.NodeID, nil, reg)
 }
 
+// DynamicCapacityNodeLabel is the Node label that switches one node between the capacity
+// policy ("true") and the static count ("false"), overriding --dynamic-capacity; read once at
+// node plugin start, with --node-name and API access. It is the canary switch of
+// docs/upgrade.md: one DaemonSet, some nodes labelled.
+const DynamicCapacityNodeLabel = "fakecloud.dev/dynamic-capacity"
+
 // staticReason decides whether the node plugin reports the capacity policy's value ("") or a
-// static count (why, for /debug/capacity):
-// opts.DynamicCapacity, unless kube is set and the cluster check (package clustercheck) answers
-// that the cluster cannot take CSINode allocatable updates (KEP-4876); then it logs the
-// problems, creates a Warning Event on the CSIDriver and reports a static count. A check that
-// gets no answer within opts.ClusterCheckTimeout (API server unreachable, RBAC refuses) keeps
-// opts.DynamicCapacity and logs why: on the clusters this driver targets (v1.36+) that is
-// right, and a missing permission must not silently change what the node reports.
-// reg receives fakecloud_csi_cluster_dynamic_capacity_supported when the check answered.
+// static count (why, for /debug/capacity). Wanted is opts.DynamicCapacity, or the Node's
+// DynamicCapacityNodeLabel when kube is set and the Node has it. A node that wants dynamic
+// capacity gets it, unless the cluster check (package clustercheck) answers that the cluster
+// cannot take CSINode allocatable updates (KEP-4876); then it logs the problems, creates a
+// Warning Event on the CSIDriver and reports a static count. A check that gets no answer
+// within opts.ClusterCheckTimeout (API server unreachable, RBAC refuses, Node missing) keeps
+// what was wanted, read from the flag, and logs why: on the clusters this driver targets
+// (v1.36+) that is right, and a missing permission must not silently change what the node
+// reports. reg receives fakecloud_csi_cluster_dynamic_capacity_supported when a node that
+// wants dynamic capacity got an answer.
 func staticReason(ctx context.Context, opts Options, kube kubernetes.Interface, reg prometheus.Registerer) string {
+	flagReason := ""
 	if !opts.DynamicCapacity {
-		klog.InfoS("Dynamic capacity is off (--dynamic-capacity=false), reporting a static count", "nodeID", opts.NodeID)
-		return "--dynamic-capacity=false"
+		flagReason = "--dynamic-capacity=false"
 	}
-	if kube == nil {
-		klog.InfoS("No Kubernetes API access (no --kubeconfig, not in a pod): cluster not checked, reporting dynamic capacity", "nodeID", opts.NodeID)
-		return ""
+	// Without a node name there is no label to read, and a static node needs no check.
+	if kube == nil || (!opts.DynamicCapacity && opts.NodeName == "") {
+		klog.InfoS("Cluster not checked (no Kubernetes API access, or --dynamic-capacity=false without --node-name)",
+			"nodeID", opts.NodeID, "dynamicCapacity", opts.DynamicCapacity)
+		return flagReason
 	}
-	chk := clustercheck.Checker{Client: kube, DriverName: DriverName, NodeName: opts.NodeName, NodeID: opts.NodeID}
+	chk := clustercheck.Checker{Client: kube, DriverName: DriverName, NodeName: opts.NodeName,
+		ModeLabel: DynamicCapacityNodeLabel, NodeID: opts.NodeID}
 	res, err := chk.CheckUntil(ctx, clusterCheckInterval, opts.ClusterCheckTimeout)
 	if err != nil {
-		klog.ErrorS(err, "Cannot tell whether the cluster takes CSINode allocatable updates; reporting dynamic capacity as configured", "nodeID", opts.NodeID)
-		return ""
+		klog.ErrorS(err, "Cannot tell whether the cluster takes CSINode allocatable updates; reporting as --dynamic-capacity says",
+			"nodeID", opts.NodeID, "dynamicCapacity", opts.DynamicCapacity)
+		return flagReason
+	}
+	want, wantReason := opts.DynamicCapacity, flagReason
+	if res.ModeLabelSet {
+		switch v := res.ModeLabel; v {
+		case "true", "false":
+			want = v == "true"
+			wantReason = ""
+			if !want {
+				wantReason = "node label " + DynamicCapacityNodeLabel + "=false"
+			}
+			klog.InfoS("The node label overrides --dynamic-capacity", "nodeID", opts.NodeID, "label", DynamicCapacityNodeLabel, "value", v)
+		default:
+			klog.ErrorS(nil, "Ignoring the node label: its value must be true or false", "nodeID", opts.NodeID,
+				"label", DynamicCapacityNodeLabel, "value", v, "dynamicCapacity", opts.DynamicCapacity)
+		}
+	}
+	if !want {
+		klog.InfoS("Dynamic capacity is off, reporting a static count", "nodeID", opts.NodeID, "reason", wantReason)
+		return wantReason
 	}
 	supported := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "fakecloud_csi", Subsystem: "cluster", Name: "dynamic_capacity_supported",

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,18 +82,22 @@ func TestDynamicCapacityFlagChoosesTheReporter(t *testing.T) {
 	}
 }
 
-// kubeCluster is a fake API server of version server whose CSIDriver sets period (nil: unset).
-func kubeCluster(server string, period *int64) *fake.Clientset {
+// kubeCluster is a fake API server of version server whose CSIDriver sets period (nil: unset),
+// with a Node "node-1" (kubelet v1.37.2) labelled nodeLabels.
+func kubeCluster(server string, period *int64, nodeLabels map[string]string) *fake.Clientset {
 	cs := fake.NewClientset(&storagev1.CSIDriver{
 		ObjectMeta: metav1.ObjectMeta{Name: DriverName},
 		Spec:       storagev1.CSIDriverSpec{NodeAllocatableUpdatePeriodSeconds: period},
+	}, &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-1", Labels: nodeLabels},
+		Status:     corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.37.2"}},
 	})
 	cs.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &apiversion.Info{GitVersion: server}
 	return cs
 }
 
 func TestClusterCheckChoosesTheReporter(t *testing.T) {
-	unreachable := kubeCluster("v1.37.2", ptr.To[int64](10))
+	unreachable := kubeCluster("v1.37.2", ptr.To[int64](10), nil)
 	unreachable.PrependReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("down")
 	})
@@ -105,14 +110,26 @@ func TestClusterCheckChoosesTheReporter(t *testing.T) {
 		wantEvents    int
 		wantReason    string // in /debug/capacity, for a static count
 	}{
-		{name: "supported cluster: the policy", kube: kubeCluster("v1.37.2", ptr.To[int64](10)), wantSupported: 1},
-		{name: "period unset: static count and an event", kube: kubeCluster("v1.37.2", nil), wantStatic: true, wantEvents: 1,
+		{name: "supported cluster: the policy", kube: kubeCluster("v1.37.2", ptr.To[int64](10), nil), wantSupported: 1},
+		{name: "period unset: static count and an event", kube: kubeCluster("v1.37.2", nil, nil), wantStatic: true, wantEvents: 1,
 			wantReason: "cannot take CSINode allocatable updates: CSIDriver disk.fakecloud.dev does not set spec.nodeAllocatableUpdatePeriodSeconds"},
-		{name: "old API server: static count and an event", kube: kubeCluster("v1.34.1", ptr.To[int64](10)), wantStatic: true, wantEvents: 1,
+		{name: "old API server: static count and an event", kube: kubeCluster("v1.34.1", ptr.To[int64](10), nil), wantStatic: true, wantEvents: 1,
 			wantReason: "API server is v1.34.1"},
 		{name: "no answer: the flag as given, no gauge", kube: unreachable, args: []string{"--cluster-check-timeout=50ms"}, wantSupported: -1},
-		{name: "--dynamic-capacity=false: no check", kube: kubeCluster("v1.37.2", ptr.To[int64](10)),
+		{name: "--dynamic-capacity=false: no check", kube: kubeCluster("v1.37.2", ptr.To[int64](10), nil),
 			args: []string{"--dynamic-capacity=false"}, wantStatic: true, wantSupported: -1, wantReason: "--dynamic-capacity=false"},
+		{name: "node label true overrides --dynamic-capacity=false", kube: kubeCluster("v1.37.2", ptr.To[int64](10), label("true")),
+			args: []string{"--dynamic-capacity=false", "--node-name=node-1"}, wantSupported: 1},
+		{name: "node label false overrides the default", kube: kubeCluster("v1.37.2", ptr.To[int64](10), label("false")),
+			args: []string{"--node-name=node-1"}, wantStatic: true, wantSupported: -1, wantReason: "node label fakecloud.dev/dynamic-capacity=false"},
+		{name: "node label false: no fallback event on an old cluster", kube: kubeCluster("v1.34.1", nil, label("false")),
+			args: []string{"--node-name=node-1"}, wantStatic: true, wantSupported: -1, wantReason: "node label"},
+		{name: "node label true still needs a supported cluster", kube: kubeCluster("v1.37.2", nil, label("true")),
+			args: []string{"--dynamic-capacity=false", "--node-name=node-1"}, wantStatic: true, wantEvents: 1, wantReason: "nodeAllocatableUpdatePeriodSeconds"},
+		{name: "a bad label value is ignored", kube: kubeCluster("v1.37.2", ptr.To[int64](10), label("yes")),
+			args: []string{"--node-name=node-1"}, wantSupported: 1},
+		{name: "unlabelled node: the flag", kube: kubeCluster("v1.37.2", ptr.To[int64](10), nil),
+			args: []string{"--dynamic-capacity=false", "--node-name=node-1"}, wantStatic: true, wantSupported: -1, wantReason: "--dynamic-capacity=false"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -151,6 +168,9 @@ func TestClusterCheckChoosesTheReporter(t *testing.T) {
 		})
 	}
 }
+
+// label is a Node's labels with DynamicCapacityNodeLabel set to v.
+func label(v string) map[string]string { return map[string]string{DynamicCapacityNodeLabel: v} }
 
 // gaugeValue is the value of the unlabelled gauge name in reg, -1 when it is not exported.
 func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {

@@ -254,7 +254,10 @@ func TestS13NodePluginUpgrade(t *testing.T) {
 // to the static count: /debug/capacity mode "static",
 // fakecloud_csi_cluster_dynamic_capacity_supported 0 and a Warning Event
 // DynamicCapacityUnsupported regarding the CSIDriver. With the period back
-// and another restart it runs the dynamic policy again (supported 1).
+// and another restart it runs the dynamic policy again (supported 1). Then
+// the canary switch: the Node label fakecloud.dev/dynamic-capacity=false
+// makes the restarted plugin static (no supported gauge: it decided
+// nothing), and without the label it is dynamic again.
 func TestS14ClusterCheckFallback(t *testing.T) {
 	lc := needLocal(t)
 	ctx := testCtx(t)
@@ -282,24 +285,33 @@ func TestS14ClusterCheckFallback(t *testing.T) {
 		}
 		t.Logf("restarted the node plugin of %s (%s) in %s", node, what, time.Since(start).Round(100*time.Millisecond))
 	}
-	checkMode := func(wantStatic bool, wantSupported float64) {
+	// wantSupported -1: the plugin exports no such gauge (it did not want
+	// dynamic capacity, so the check's verdict decided nothing).
+	checkMode := func(wantStatic bool, wantSupported float64, wantReason string) {
 		t.Helper()
 		eventually(t, countDeadline(false), fmt.Sprintf("node plugin of %s static=%v reporting %d", node, wantStatic, count), func() error {
 			dc, err := pluginDebugCapacity(ctx, node)
 			if err != nil {
 				return err
 			}
-			if (dc.Mode == "static") != wantStatic || dc.Reported != int64(count) {
-				return fmt.Errorf("node plugin of %s: expected static=%v reporting %d, /debug/capacity says mode %q reported %d", node, wantStatic, count, dc.Mode, dc.Reported)
+			if (dc.Mode == "static") != wantStatic || dc.Reported != int64(count) || !strings.Contains(dc.Reason, wantReason) {
+				return fmt.Errorf("node plugin of %s: expected static=%v reporting %d (reason %q), /debug/capacity says mode %q reported %d reason %q",
+					node, wantStatic, count, wantReason, dc.Mode, dc.Reported, dc.Reason)
 			}
 			return nil
 		})
 		got, err := pluginGauge(ctx, node, "fakecloud_csi_cluster_dynamic_capacity_supported")
+		if wantSupported == -1 {
+			if err == nil {
+				failf(t, "node plugin of %s: expected no fakecloud_csi_cluster_dynamic_capacity_supported, seen %v", node, got)
+			}
+			return
+		}
 		if err != nil || got != wantSupported {
 			failf(t, "node plugin of %s: expected fakecloud_csi_cluster_dynamic_capacity_supported %v, seen %v (err %v)", node, wantSupported, got, err)
 		}
 	}
-	checkMode(false, 1)
+	checkMode(false, 1, "")
 
 	// Registered before the period is cleared, so it runs after the period
 	// is restored: a plugin left static is restarted into the dynamic policy.
@@ -317,7 +329,7 @@ func TestS14ClusterCheckFallback(t *testing.T) {
 	restorePeriod := clearPeriod(t)
 	since := time.Now()
 	restart("period cleared")
-	checkMode(true, 0)
+	checkMode(true, 0, "nodeAllocatableUpdatePeriodSeconds")
 	eventually(t, 30*time.Second, fmt.Sprintf("Warning Event %s regarding CSIDriver %s from node %s", "DynamicCapacityUnsupported", driverName, node), func() error {
 		return checkUnsupportedEvent(ctx, node, since)
 	})
@@ -327,9 +339,40 @@ func TestS14ClusterCheckFallback(t *testing.T) {
 
 	restorePeriod()
 	restart("period restored")
-	checkMode(false, 1)
+	checkMode(false, 1, "")
+	waitCount(t, node, count, countDeadline(false))
+
+	// The per-node switch of docs/upgrade.md ("Canary"): the Node label
+	// overrides --dynamic-capacity at the plugin's next start. Its cleanup
+	// runs before the restart cleanup above (LIFO).
+	setModeLabel := func(value string) {
+		t.Helper()
+		v := "null"
+		if value != "" {
+			v = `"` + value + `"`
+		}
+		body := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, dynamicCapacityLabel, v)
+		if _, err := env.cs.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
+			failf(t, "label node %s %s=%s: %v", node, dynamicCapacityLabel, value, err)
+		}
+	}
+	t.Cleanup(func() { setModeLabel("") })
+	setModeLabel("false")
+	restart("node label false")
+	checkMode(true, -1, "node label "+dynamicCapacityLabel+"=false")
+	if c := nodeCount(t, node); c != count {
+		failf(t, "CSINode %s with the static count: expected %d (limit − out-of-band), seen %d", node, count, c)
+	}
+	setModeLabel("")
+	restart("node label removed")
+	checkMode(false, 1, "")
 	waitCount(t, node, count, countDeadline(false))
 }
+
+// dynamicCapacityLabel is the Node label that switches one node's plugin
+// between dynamic capacity and the static count (pkg/csi
+// DynamicCapacityNodeLabel).
+const dynamicCapacityLabel = "fakecloud.dev/dynamic-capacity"
 
 // clearPeriod removes the CSIDriver's nodeAllocatableUpdatePeriodSeconds
 // (the field is mutable) and returns a function that puts env.period back;
@@ -576,6 +619,8 @@ type pluginCapacity struct {
 	// last-known-good, floor, ramping) otherwise.
 	Mode     string `json:"mode"`
 	Reported int64  `json:"reported"`
+	// Reason says why a count is static.
+	Reason string `json:"reason"`
 }
 
 // pluginGet GETs path from node's plugin HTTP server and returns the body.

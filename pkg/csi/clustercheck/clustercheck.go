@@ -56,6 +56,10 @@ type Result struct {
 	// PeriodSeconds is the CSIDriver's spec.nodeAllocatableUpdatePeriodSeconds; nil when unset
 	// or when the CSIDriver does not exist.
 	PeriodSeconds *int64
+	// ModeLabel is the value of the Node's Checker.ModeLabel label, ModeLabelSet whether the
+	// Node has it at all; both unset when no node name was given.
+	ModeLabel    string
+	ModeLabelSet bool
 	// CSIDriverUID is the UID of the CSIDriver object, empty when it does not exist; Report
 	// uses it so that `kubectl describe csidriver` lists the Event.
 	CSIDriverUID string
@@ -64,12 +68,14 @@ type Result struct {
 }
 
 // Checker reads the cluster through Client. DriverName is the CSIDriver object's name (the CSI
-// driver name); NodeName is this node's Kubernetes name, empty to skip the kubelet check;
-// NodeID names the reporting instance in Events.
+// driver name); NodeName is this node's Kubernetes name, empty to skip the kubelet check and
+// the label; ModeLabel is the key of a Node label whose value Check returns (the per-node
+// dynamic capacity switch), empty for none; NodeID names the reporting instance in Events.
 type Checker struct {
 	Client     kubernetes.Interface
 	DriverName string
 	NodeName   string
+	ModeLabel  string
 	NodeID     string
 }
 
@@ -114,6 +120,9 @@ func (c Checker) Check(ctx context.Context) (Result, error) {
 			return res, fmt.Errorf("read Node %s: %w", c.NodeName, err)
 		}
 		res.KubeletVersion = n.Status.NodeInfo.KubeletVersion
+		if c.ModeLabel != "" {
+			res.ModeLabel, res.ModeLabelSet = n.Labels[c.ModeLabel]
+		}
 		if problem, err := tooOld("kubelet of node "+c.NodeName, res.KubeletVersion); err != nil {
 			return res, err
 		} else if problem != "" {

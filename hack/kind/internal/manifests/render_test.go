@@ -57,13 +57,7 @@ type rendered struct {
 
 func render(t *testing.T) rendered {
 	t.Helper()
-	return renderDir(t, deployDir(t))
-}
-
-// renderDir is render for the kustomization in dir.
-func renderDir(t *testing.T, dir string) rendered {
-	t.Helper()
-	objs, err := manifests.Render(dir)
+	objs, err := manifests.Render(deployDir(t))
 	if err != nil {
 		t.Fatal(err)
 	}
