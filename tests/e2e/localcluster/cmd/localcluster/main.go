@@ -233,7 +233,7 @@ local cluster ready (run folder %[1]s, logs in %[2]s)
   curl -s -H "Authorization: Bearer $(cat %[5]s)" %[4]s/v1/instances
   curl -s -H "Authorization: Bearer $(cat %[5]s)" -X PATCH -d '{"outOfBandSlots":3}' %[4]s/v1/instances/node-1
   curl -s -H "Authorization: Bearer $(cat %[5]s)" %[4]s/v1/quotas
-stop it with: localcluster down --run-dir=%[1]s
+stop it with: make down-local (or, in tests/e2e: go run ./localcluster/cmd/localcluster down --run-dir=%[1]s)
 `, info.RunDir, info.LogDir, info.Kubeconfig, info.CloudURL, info.AdminTokenFile)
 	nodes := make([]string, 0, len(info.PluginURLs))
 	for n := range info.PluginURLs {
