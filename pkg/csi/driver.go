@@ -42,6 +42,9 @@ type Deps struct {
 	Registry *prometheus.Registry
 	// Clock times the controller's publish backoff windows; nil means the real clock.
 	Clock clock.PassiveClock
+	// Background functions run beside the servers from Run until its context ends (the
+	// node plugin's cluster re-check).
+	Background []func(context.Context)
 }
 
 // Driver is one driver process: the gRPC server with the services of its mode, and the
@@ -253,6 +256,9 @@ func (d *Driver) Run(ctx context.Context) error {
 	}
 	if d.controller != nil {
 		g.Go(func() error { d.checkCloud(ctx); return nil })
+	}
+	for _, f := range d.deps.Background {
+		g.Go(func() error { f(ctx); return nil })
 	}
 	err = g.Wait()
 	logger.Info("CSI driver stopped", "endpoint", d.opts.Endpoint)

@@ -129,7 +129,7 @@ func driverFamilies(t *testing.T) []*dto.MetricFamily {
 	reg := prometheus.NewRegistry()
 	opts := DefaultOptions()
 	opts.NodeID, opts.StateDir = "i-1", t.TempDir()
-	if r := staticReason(context.Background(), opts, kubeCluster("v1.37.2", ptr.To[int64](10), nil), reg); r != "" {
+	if r, _ := staticReason(context.Background(), opts, kubeCluster("v1.37.2", ptr.To[int64](10), nil), reg); r != "" {
 		t.Fatalf("the cluster check refused a supported cluster: %s", r)
 	}
 	rep, err := capacity.NewReporter(opts.CapacityConfig(), f, "i-1", nil, reg)

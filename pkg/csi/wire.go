@@ -48,7 +48,7 @@ const DynamicCapacityNodeLabel = "fakecloud.dev/dynamic-capacity"
 // (v1.36+) that is right, and a missing permission must not silently change what the node
 // reports. reg receives fakecloud_csi_cluster_dynamic_capacity_supported when a node that
 // wants dynamic capacity got an answer.
-func staticReason(ctx context.Context, opts Options, kube kubernetes.Interface, reg prometheus.Registerer) string {
+func staticReason(ctx context.Context, opts Options, kube kubernetes.Interface, reg prometheus.Registerer) (string, *clusterWatch) {
 	flagReason := ""
 	if !opts.DynamicCapacity {
 		flagReason = "--dynamic-capacity=false"
@@ -57,7 +57,7 @@ func staticReason(ctx context.Context, opts Options, kube kubernetes.Interface, 
 	if kube == nil || (!opts.DynamicCapacity && opts.NodeName == "") {
 		klog.InfoS("Cluster not checked (no Kubernetes API access, or --dynamic-capacity=false without --node-name)",
 			"nodeID", opts.NodeID, "dynamicCapacity", opts.DynamicCapacity)
-		return flagReason
+		return flagReason, nil
 	}
 	chk := clustercheck.Checker{Client: kube, DriverName: DriverName, NodeName: opts.NodeName,
 		ModeLabel: DynamicCapacityNodeLabel, NodeID: opts.NodeID}
@@ -65,7 +65,7 @@ func staticReason(ctx context.Context, opts Options, kube kubernetes.Interface, 
 	if err != nil {
 		klog.ErrorS(err, "Cannot tell whether the cluster takes CSINode allocatable updates; reporting as --dynamic-capacity says",
 			"nodeID", opts.NodeID, "dynamicCapacity", opts.DynamicCapacity)
-		return flagReason
+		return flagReason, nil
 	}
 	want, wantReason := opts.DynamicCapacity, flagReason
 	if res.ModeLabelSet {
@@ -84,7 +84,7 @@ func staticReason(ctx context.Context, opts Options, kube kubernetes.Interface, 
 	}
 	if !want {
 		klog.InfoS("Dynamic capacity is off, reporting a static count", "nodeID", opts.NodeID, "reason", wantReason)
-		return wantReason
+		return wantReason, nil
 	}
 	supported := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "fakecloud_csi", Subsystem: "cluster", Name: "dynamic_capacity_supported",
@@ -97,10 +97,11 @@ func staticReason(ctx context.Context, opts Options, kube kubernetes.Interface, 
 	if res.PeriodSeconds != nil {
 		kv = append(kv, "nodeAllocatableUpdatePeriodSeconds", *res.PeriodSeconds)
 	}
+	watch := &clusterWatch{chk: chk, gauge: supported, atStart: res.Supported, last: res.Supported}
 	if res.Supported {
 		supported.Set(1)
 		klog.InfoS("The cluster takes CSINode allocatable updates, reporting dynamic capacity", kv...)
-		return ""
+		return "", watch
 	}
 	supported.Set(0)
 	klog.ErrorS(nil, "The cluster cannot take CSINode allocatable updates (KEP-4876); reporting a static count instead of dynamic capacity",
@@ -110,7 +111,67 @@ func staticReason(ctx context.Context, opts Options, kube kubernetes.Interface, 
 	if err := chk.Report(rctx, res); err != nil {
 		klog.ErrorS(err, "Cannot create the Event that explains the static count", "nodeID", opts.NodeID)
 	}
-	return "the cluster cannot take CSINode allocatable updates: " + strings.Join(res.Problems, "; ")
+	return "the cluster cannot take CSINode allocatable updates: " + strings.Join(res.Problems, "; "), watch
+}
+
+// clusterRecheckInterval is how often a node plugin that wants dynamic capacity checks the
+// cluster again.
+const clusterRecheckInterval = 5 * time.Minute
+
+// clusterWatch re-runs the cluster check while the node plugin runs, so that
+// fakecloud_csi_cluster_dynamic_capacity_supported follows the cluster (e.g. someone removed
+// the CSIDriver's period: from then on the kubelet no longer refreshes this node's count) and
+// a change is logged. It does not switch the reporter: the mode is decided once at start, and
+// the log says to restart the node plugin.
+type clusterWatch struct {
+	chk     clustercheck.Checker
+	gauge   prometheus.Gauge
+	atStart bool // the verdict the mode was decided on
+	last    bool
+}
+
+// run calls once every clusterRecheckInterval until ctx ends.
+func (w *clusterWatch) run(ctx context.Context) {
+	t := time.NewTicker(clusterRecheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		w.once(ctx)
+	}
+}
+
+// once checks the cluster once (bounded by reportTimeout), sets the gauge and logs when the
+// verdict changed. A failed check changes nothing.
+func (w *clusterWatch) once(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, reportTimeout)
+	res, err := w.chk.Check(cctx)
+	cancel()
+	if err != nil {
+		klog.V(2).InfoS("Cluster re-check failed", "nodeID", w.chk.NodeID, "err", err)
+		return
+	}
+	if res.Supported {
+		w.gauge.Set(1)
+	} else {
+		w.gauge.Set(0)
+	}
+	if res.Supported == w.last {
+		return
+	}
+	w.last = res.Supported
+	switch {
+	case !res.Supported && w.atStart:
+		klog.ErrorS(nil, "The cluster no longer takes CSINode allocatable updates: the kubelet stops refreshing this node's count. Fix it, then restart the node plugin",
+			"nodeID", w.chk.NodeID, "problems", res.Problems)
+	case res.Supported && !w.atStart:
+		klog.InfoS("The cluster now takes CSINode allocatable updates; restart the node plugin to report dynamic capacity", "nodeID", w.chk.NodeID)
+	default:
+		klog.InfoS("The cluster check is back to its verdict at start", "nodeID", w.chk.NodeID, "supported", res.Supported, "problems", res.Problems)
+	}
 }
 
 // NewForCloud builds the Driver of opts.Mode around one cloud client c: the controller and
@@ -131,11 +192,15 @@ func NewForCloud(ctx context.Context, opts Options, c Cloud, kube kubernetes.Int
 		if err := os.MkdirAll(opts.StateDir, 0o750); err != nil {
 			return nil, fmt.Errorf("create state dir %s: %w", opts.StateDir, err)
 		}
-		reporter, err := newCapacityReporter(opts, staticReason(ctx, opts, kube, reg), c, reg)
+		reason, watch := staticReason(ctx, opts, kube, reg)
+		reporter, err := newCapacityReporter(opts, reason, c, reg)
 		if err != nil {
 			return nil, fmt.Errorf("capacity reporter for %s: %w", opts.NodeID, err)
 		}
 		deps.NodeCloud, deps.Mounter, deps.Capacity = c, m, reporter
+		if watch != nil {
+			deps.Background = append(deps.Background, watch.run)
+		}
 	}
 	return New(opts, deps)
 }

@@ -186,3 +186,48 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	return -1
 }
+
+func TestClusterWatchFollowsTheCluster(t *testing.T) {
+	kube := kubeCluster("v1.37.2", ptr.To[int64](10), nil)
+	o := DefaultOptions()
+	o.Mode, o.NodeID, o.StateDir = ModeNode, "i-1", t.TempDir()
+	reg := prometheus.NewRegistry()
+	reason, watch := staticReason(context.Background(), o, kube, reg)
+	if reason != "" || watch == nil {
+		t.Fatalf("staticReason = %q, %v; want dynamic with a watch", reason, watch)
+	}
+	setPeriod := func(p *int64) {
+		t.Helper()
+		d, err := kube.StorageV1().CSIDrivers().Get(context.Background(), DriverName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Spec.NodeAllocatableUpdatePeriodSeconds = p
+		if _, err := kube.StorageV1().CSIDrivers().Update(context.Background(), d, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, step := range []struct {
+		period *int64
+		fail   bool
+		want   float64
+	}{
+		{period: nil, want: 0},                           // someone removed the period: the count is frozen now
+		{period: ptr.To[int64](30), fail: true, want: 0}, // a failed re-check changes nothing
+		{period: ptr.To[int64](30), want: 1},             // back
+	} {
+		setPeriod(step.period)
+		if step.fail {
+			kube.PrependReactor("get", "csidrivers", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewServiceUnavailable("down")
+			})
+		}
+		watch.once(context.Background())
+		if step.fail {
+			kube.ReactionChain = kube.ReactionChain[1:]
+		}
+		if got := gaugeValue(t, reg, "fakecloud_csi_cluster_dynamic_capacity_supported"); got != step.want {
+			t.Errorf("period %v, failing %v: supported = %v, want %v", step.period, step.fail, got, step.want)
+		}
+	}
+}
