@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	apiversion "k8s.io/apimachinery/pkg/version"
 	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
@@ -24,6 +25,26 @@ import (
 )
 
 var _ Cloud = (*cloudfake.Fake)(nil)
+
+// newNodeDriver is NewForCloud in node mode for instance i-1 (8 slots, 1 out of band) of a
+// fake cloud, with the driver's flags plus args.
+func newNodeDriver(t *testing.T, kube kubernetes.Interface, args ...string) (*Driver, *cloudfake.Fake, *prometheus.Registry) {
+	t.Helper()
+	var o Options
+	fs := pflag.NewFlagSet("driver", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse(append([]string{"--mode=node", "--node-id=i-1", "--state-dir=" + t.TempDir()}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	f := cloudfake.New()
+	f.AddInstance("i-1", "zone-a", 8, 1)
+	reg := prometheus.NewRegistry()
+	d, err := NewForCloud(context.Background(), o, f, kube, mount.NewFake(), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, f, reg
+}
 
 func TestDynamicCapacityFlagChoosesTheReporter(t *testing.T) {
 	tests := []struct {
@@ -37,19 +58,7 @@ func TestDynamicCapacityFlagChoosesTheReporter(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var o Options
-			fs := pflag.NewFlagSet("driver", pflag.ContinueOnError)
-			o.AddFlags(fs)
-			if err := fs.Parse(append([]string{"--mode=node", "--node-id=i-1", "--state-dir=" + t.TempDir()}, tc.args...)); err != nil {
-				t.Fatal(err)
-			}
-			f := cloudfake.New()
-			f.AddInstance("i-1", "zone-a", 8, 1)
-			reg := prometheus.NewRegistry()
-			d, err := NewForCloud(context.Background(), o, f, nil, mount.NewFake(), reg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			d, f, reg := newNodeDriver(t, nil, tc.args...)
 			_, static := d.deps.Capacity.(*capacity.Static)
 			if static != tc.wantStatic {
 				t.Fatalf("capacity reporter %T, want static: %v", d.deps.Capacity, tc.wantStatic)
@@ -133,19 +142,7 @@ func TestClusterCheckChoosesTheReporter(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var o Options
-			fs := pflag.NewFlagSet("driver", pflag.ContinueOnError)
-			o.AddFlags(fs)
-			if err := fs.Parse(append([]string{"--mode=node", "--node-id=i-1", "--state-dir=" + t.TempDir()}, tc.args...)); err != nil {
-				t.Fatal(err)
-			}
-			f := cloudfake.New()
-			f.AddInstance("i-1", "zone-a", 8, 1)
-			reg := prometheus.NewRegistry()
-			d, err := NewForCloud(context.Background(), o, f, tc.kube, mount.NewFake(), reg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			d, _, reg := newNodeDriver(t, tc.kube, tc.args...)
 			st, static := d.deps.Capacity.(*capacity.Static)
 			if static != tc.wantStatic {
 				t.Errorf("capacity reporter %T, want static: %v", d.deps.Capacity, tc.wantStatic)
