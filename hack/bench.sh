@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCHTIME=${BENCHTIME:-2s}
 
+echo "== fake cloud store alone: attach+detach on disk, 1 and 64 callers, mutations per commit"
+go test -run '^$' -bench . -benchtime "$BENCHTIME" ./pkg/cloud/server/store/ 2>/dev/null | grep -E '^(Benchmark|ok|FAIL)'
+echo
 echo "== fake cloud: attach+detach through HTTP, durable store vs a bare mux JSON handler"
 go test -run '^$' -bench . -benchtime "$BENCHTIME" ./bench/cloud/ 2>/dev/null | grep -E '^(Benchmark|ok|FAIL)'
 echo

@@ -45,6 +45,12 @@ type Config struct {
 	DataDir string
 	// AttachmentQuota is the account's attachment quota; default 1000.
 	AttachmentQuota int64
+	// CapacityMinInterval is the node plugin's minimum time between two capacity lookups in
+	// the cloud (--capacity-min-interval). Zero means 1 ms, so that tests see capacity
+	// changes at once; benchmarks that measure something else pass the production default
+	// (capacity.DefaultMinInterval, 5 s) so that the reporter's lookups and state-file
+	// fsyncs do not compete with what they measure.
+	CapacityMinInterval time.Duration
 }
 
 // Stack is a running fake cloud and driver.
@@ -70,6 +76,9 @@ func Start(tb testing.TB, cfg Config) *Stack {
 	}
 	if cfg.AttachmentQuota == 0 {
 		cfg.AttachmentQuota = 1000
+	}
+	if cfg.CapacityMinInterval <= 0 {
+		cfg.CapacityMinInterval = time.Millisecond
 	}
 	// Unix socket paths are limited to 108 bytes; tb.TempDir() under a long test name is not.
 	dir, err := os.MkdirTemp("", "stack")
@@ -122,7 +131,7 @@ func Start(tb testing.TB, cfg Config) *Stack {
 	opts.Endpoint = "unix://" + filepath.Join(dir, "csi.sock")
 	opts.StateDir = filepath.Join(dir, "state")
 	opts.CloudURL = url
-	opts.CapacityMinInterval = time.Millisecond
+	opts.CapacityMinInterval = cfg.CapacityMinInterval
 	d, err := csidriver.NewForCloud(ctx, opts, driverClient, nil, m, prometheus.NewRegistry())
 	if err != nil {
 		tb.Fatal(err)

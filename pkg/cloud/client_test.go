@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -232,5 +235,61 @@ func TestNewClientRejectsBadInput(t *testing.T) {
 		if _, err := cloud.NewClient(tt.url, tt.opts...); err == nil {
 			t.Errorf("NewClient(%q) succeeded", tt.url)
 		}
+	}
+}
+
+// TestConcurrentRequestsReuseConnections: a client that had n requests in flight at once keeps
+// the n connections for its next n concurrent requests instead of dialling again (Go's default
+// transport keeps 2 idle connections per host and would dial n-2 new ones).
+func TestConcurrentRequestsReuseConnections(t *testing.T) {
+	const n = 16
+	var (
+		mu      sync.Mutex
+		arrived int
+		all     = make(chan struct{})
+		dials   atomic.Int64
+	)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Hold every request until all n are in flight, so the client needs n connections.
+		mu.Lock()
+		arrived++
+		if arrived == n {
+			close(all)
+		}
+		ch := all
+		mu.Unlock()
+		<-ch
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"attachments":{"limit":1,"used":0},"volumes":{"limit":1,"used":0},"capacityBytes":{"limit":1,"used":0},"revision":1}`))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			dials.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c := newClient(t, srv.URL)
+	round := func() {
+		mu.Lock()
+		arrived, all = 0, make(chan struct{})
+		mu.Unlock()
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				if _, err := c.GetQuotas(context.Background()); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	round()
+	if d := dials.Load(); d != n {
+		t.Fatalf("%d connections for %d concurrent requests", d, n)
+	}
+	round()
+	if d := dials.Load(); d != n {
+		t.Errorf("second round of %d concurrent requests dialled %d new connections, want 0", n, d-n)
 	}
 }
