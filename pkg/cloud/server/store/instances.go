@@ -3,8 +3,8 @@ package store
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
+	"time"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
@@ -56,59 +56,122 @@ func (t *txn) typeNames() map[string]bool {
 	return names
 }
 
-// getInstance reads an instance and fills its effective AttachLimit; InstanceNotFound if absent.
-func (t *txn) getInstance(id string) (*cloud.Instance, error) {
-	var inst cloud.Instance
-	ok, err := getJSON(t.tx.Bucket(bucketInstances), []byte(id), &inst)
+// instanceRec is the stored JSON record of an instance: what only a create or a patch
+// changes. Its revision and attachments, which every attach and detach changes, are narrow
+// records of their own (see Format).
+type instanceRec struct {
+	ID                  string    `json:"id"`
+	Zone                string    `json:"zone"`
+	InstanceType        string    `json:"instanceType"`
+	AttachLimitOverride *int      `json:"attachLimitOverride,omitempty"`
+	OutOfBandSlots      int       `json:"outOfBandSlots"`
+	CreatedAt           time.Time `json:"createdAt"`
+}
+
+// instView is an instance as a mutation sees it: its record, its state and its effective
+// attach limit. The attachment list is read only where the API returns it (instance).
+type instView struct {
+	rec   instanceRec
+	state instanceState
+	limit int
+}
+
+// free is how many more volumes the instance takes: limit - out-of-band slots - attached.
+func (iv *instView) free() int {
+	return iv.limit - iv.rec.OutOfBandSlots - int(iv.state.attached)
+}
+
+// loadInstance reads an instance's record and state and its effective limit;
+// InstanceNotFound if absent.
+func (t *txn) loadInstance(id string) (*instView, error) {
+	iv := &instView{}
+	ok, err := getJSON(t.tx.Bucket(bucketInstances), []byte(id), &iv.rec)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return nil, cloud.NewError(cloud.CodeInstanceNotFound, "instance %q not found", id)
 	}
-	if err := t.fillLimit(&inst); err != nil {
+	if iv.state, err = decodeInstanceState(t.tx.Bucket(bucketInstStates).Get([]byte(id))); err != nil {
+		return nil, fmt.Errorf("instance %s: %w", id, err)
+	}
+	if iv.limit, err = t.attachLimit(&iv.rec); err != nil {
 		return nil, err
 	}
-	return &inst, nil
+	return iv, nil
 }
 
-func (t *txn) fillLimit(inst *cloud.Instance) error {
-	if inst.Attachments == nil {
-		inst.Attachments = []string{}
-	}
-	if inst.AttachLimitOverride != nil {
-		inst.AttachLimit = *inst.AttachLimitOverride
-		return nil
+// attachLimit is the instance's override, or else its type's MaxAttachments.
+func (t *txn) attachLimit(rec *instanceRec) (int, error) {
+	if rec.AttachLimitOverride != nil {
+		return *rec.AttachLimitOverride, nil
 	}
 	var it cloud.InstanceType
-	ok, err := getJSON(t.tx.Bucket(bucketTypes), []byte(inst.InstanceType), &it)
+	ok, err := getJSON(t.tx.Bucket(bucketTypes), []byte(rec.InstanceType), &it)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if !ok {
 		// Types are only written by seeding, so this is a corrupt store, not bad input.
-		return fmt.Errorf("instance %s has unknown type %q", inst.ID, inst.InstanceType)
+		return 0, fmt.Errorf("instance %s has unknown type %q", rec.ID, rec.InstanceType)
 	}
-	inst.AttachLimit = it.MaxAttachments
-	return nil
+	return it.MaxAttachments, nil
 }
 
-func (t *txn) putInstance(inst *cloud.Instance) error {
-	stored := *inst
-	stored.AttachLimit = 0 // derived on read, so a type's limit is never stale in the record
-	return t.putJSON(bucketInstances, []byte(inst.ID), stored)
+// instance is iv in the API's shape, with its sorted attachment list.
+func (t *txn) instance(iv *instView) *cloud.Instance {
+	out := &cloud.Instance{
+		ID:                  iv.rec.ID,
+		Zone:                iv.rec.Zone,
+		InstanceType:        iv.rec.InstanceType,
+		AttachLimitOverride: iv.rec.AttachLimitOverride,
+		AttachLimit:         iv.limit,
+		OutOfBandSlots:      iv.rec.OutOfBandSlots,
+		Attachments:         make([]string, 0, iv.state.attached),
+		CreatedAt:           iv.rec.CreatedAt,
+		Revision:            iv.state.revision,
+	}
+	if b := t.tx.Bucket(bucketAttach).Bucket([]byte(iv.rec.ID)); b != nil {
+		// Keys come in byte order, which is the sorted order the API promises.
+		_ = b.ForEach(func(k, _ []byte) error {
+			out.Attachments = append(out.Attachments, string(k))
+			return nil
+		})
+	}
+	return out
+}
+
+// getInstance reads an instance in the API's shape; InstanceNotFound if absent.
+func (t *txn) getInstance(id string) (*cloud.Instance, error) {
+	iv, err := t.loadInstance(id)
+	if err != nil {
+		return nil, err
+	}
+	return t.instance(iv), nil
+}
+
+// putInstance writes iv's record and state; the caller has stamped the state's revision.
+func (t *txn) putInstance(iv *instView) error {
+	if err := t.putJSON(bucketInstances, []byte(iv.rec.ID), iv.rec); err != nil {
+		return err
+	}
+	return t.putInstanceState(iv.rec.ID, iv.state)
+}
+
+func (t *txn) putInstanceState(id string, st instanceState) error {
+	return t.put(bucketInstStates, []byte(id), st.encode())
 }
 
 // createInstance creates req or returns the existing instance with the same ID and fields.
-func (t *txn) createInstance(req cloud.CreateInstanceRequest) (*cloud.Instance, error) {
+func (t *txn) createInstance(req cloud.CreateInstanceRequest) (*instView, error) {
 	if err := validateCreateInstance(req, t.typeNames()); err != nil {
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "create instance: %v", err)
 	}
-	existing, err := t.getInstance(req.ID)
+	existing, err := t.loadInstance(req.ID)
 	if err == nil {
-		if existing.Zone != req.Zone || existing.InstanceType != req.InstanceType || existing.OutOfBandSlots != req.OutOfBandSlots {
+		if existing.rec.Zone != req.Zone || existing.rec.InstanceType != req.InstanceType || existing.rec.OutOfBandSlots != req.OutOfBandSlots {
 			return nil, cloud.NewError(cloud.CodeAlreadyExists, "instance %q exists with zone %q, type %q, outOfBandSlots %d",
-				req.ID, existing.Zone, existing.InstanceType, existing.OutOfBandSlots)
+				req.ID, existing.rec.Zone, existing.rec.InstanceType, existing.rec.OutOfBandSlots)
 		}
 		return existing, nil
 	}
@@ -119,26 +182,21 @@ func (t *txn) createInstance(req cloud.CreateInstanceRequest) (*cloud.Instance, 
 	if err != nil {
 		return nil, err
 	}
-	inst := &cloud.Instance{
-		ID:             req.ID,
-		Zone:           req.Zone,
-		InstanceType:   req.InstanceType,
-		OutOfBandSlots: req.OutOfBandSlots,
-		Attachments:    []string{},
-		CreatedAt:      t.now,
-		Revision:       rev,
+	iv := &instView{
+		rec:   instanceRec{ID: req.ID, Zone: req.Zone, InstanceType: req.InstanceType, OutOfBandSlots: req.OutOfBandSlots, CreatedAt: t.now},
+		state: instanceState{revision: rev},
 	}
-	if err := t.putInstance(inst); err != nil {
+	if err := t.putInstance(iv); err != nil {
 		return nil, err
 	}
-	if err := t.fillLimit(inst); err != nil {
+	if iv.limit, err = t.attachLimit(&iv.rec); err != nil {
 		return nil, err
 	}
-	if err := t.event(cloud.Event{Type: "InstanceCreated", InstanceID: inst.ID,
-		Detail: fmt.Sprintf("zone=%s type=%s outOfBandSlots=%d", inst.Zone, inst.InstanceType, inst.OutOfBandSlots)}); err != nil {
+	if err := t.event(cloud.Event{Type: "InstanceCreated", InstanceID: req.ID,
+		Detail: fmt.Sprintf("zone=%s type=%s outOfBandSlots=%d", req.Zone, req.InstanceType, req.OutOfBandSlots)}); err != nil {
 		return nil, err
 	}
-	return inst, nil
+	return iv, nil
 }
 
 // CreateInstance creates an instance, idempotent on ID: the same fields return the existing
@@ -146,9 +204,12 @@ func (t *txn) createInstance(req cloud.CreateInstanceRequest) (*cloud.Instance, 
 func (s *Store) CreateInstance(req cloud.CreateInstanceRequest) (*cloud.Instance, error) {
 	var out *cloud.Instance
 	err := s.update(func(t *txn) error {
-		var err error
-		out, err = t.createInstance(req)
-		return err
+		iv, err := t.createInstance(req)
+		if err != nil {
+			return err
+		}
+		out = t.instance(iv)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create instance %s: %w", req.ID, err)
@@ -162,9 +223,12 @@ func (s *Store) CreateInstance(req cloud.CreateInstanceRequest) (*cloud.Instance
 func (s *Store) EnsureInstance(req cloud.CreateInstanceRequest) (*cloud.Instance, error) {
 	var out *cloud.Instance
 	err := s.update(func(t *txn) error {
-		var err error
-		out, err = t.ensureInstance(req)
-		return err
+		iv, err := t.ensureInstance(req)
+		if err != nil {
+			return err
+		}
+		out = t.instance(iv)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("register instance %s: %w", req.ID, err)
@@ -172,12 +236,12 @@ func (s *Store) EnsureInstance(req cloud.CreateInstanceRequest) (*cloud.Instance
 	return out, nil
 }
 
-func (t *txn) ensureInstance(req cloud.CreateInstanceRequest) (*cloud.Instance, error) {
-	inst, err := t.getInstance(req.ID)
+func (t *txn) ensureInstance(req cloud.CreateInstanceRequest) (*instView, error) {
+	iv, err := t.loadInstance(req.ID)
 	if errors.Is(err, cloud.ErrInstanceNotFound) {
 		return t.createInstance(req)
 	}
-	return inst, err
+	return iv, err
 }
 
 // GetInstance returns one instance; InstanceNotFound if absent.
@@ -198,15 +262,12 @@ func (s *Store) GetInstance(id string) (*cloud.Instance, error) {
 func (s *Store) ListInstances() ([]cloud.Instance, error) {
 	out := []cloud.Instance{}
 	err := s.view(func(t *txn) error {
-		return t.tx.Bucket(bucketInstances).ForEach(func(_, v []byte) error {
-			var inst cloud.Instance
-			if err := jsonUnmarshal(v, &inst); err != nil {
+		return t.tx.Bucket(bucketInstances).ForEach(func(k, _ []byte) error {
+			inst, err := t.getInstance(string(k))
+			if err != nil {
 				return err
 			}
-			if err := t.fillLimit(&inst); err != nil {
-				return err
-			}
-			out = append(out, inst)
+			out = append(out, *inst)
 			return nil
 		})
 	})
@@ -239,46 +300,44 @@ func (s *Store) PatchInstance(id string, p cloud.InstancePatch, ifMatch *uint64)
 	}
 	var out *cloud.Instance
 	err := s.update(func(t *txn) error {
-		inst, err := t.getInstance(id)
+		iv, err := t.loadInstance(id)
 		if err != nil {
 			return err
 		}
-		if ifMatch != nil && *ifMatch != inst.Revision {
-			return cloud.NewError(cloud.CodePreconditionFailed, "instance %s is at revision %d, If-Match wants %d", id, inst.Revision, *ifMatch)
+		if ifMatch != nil && *ifMatch != iv.state.revision {
+			return cloud.NewError(cloud.CodePreconditionFailed, "instance %s is at revision %d, If-Match wants %d", id, iv.state.revision, *ifMatch)
 		}
 		if p.InstanceType != nil {
 			if !t.typeNames()[*p.InstanceType] {
 				return cloud.NewError(cloud.CodeInvalidArgument, "unknown instanceType %q", *p.InstanceType)
 			}
-			inst.InstanceType = *p.InstanceType
+			iv.rec.InstanceType = *p.InstanceType
 		}
 		if p.AttachLimit != nil {
 			v := *p.AttachLimit
-			inst.AttachLimitOverride = &v
+			iv.rec.AttachLimitOverride = &v
 		}
 		if p.ClearAttachLimit {
-			inst.AttachLimitOverride = nil
+			iv.rec.AttachLimitOverride = nil
 		}
 		if p.OutOfBandSlots != nil {
-			inst.OutOfBandSlots = *p.OutOfBandSlots
+			iv.rec.OutOfBandSlots = *p.OutOfBandSlots
 		}
-		rev, err := t.bump()
-		if err != nil {
+		if iv.state.revision, err = t.bump(); err != nil {
 			return err
 		}
-		inst.Revision = rev
-		if err := t.putInstance(inst); err != nil {
+		if err := t.putInstance(iv); err != nil {
 			return err
 		}
-		if err := t.fillLimit(inst); err != nil {
+		if iv.limit, err = t.attachLimit(&iv.rec); err != nil {
 			return err
 		}
-		attached, limit := len(inst.Attachments), inst.AttachLimit-inst.OutOfBandSlots
+		attached, limit := int(iv.state.attached), iv.limit-iv.rec.OutOfBandSlots
 		if err := t.event(cloud.Event{Type: "InstancePatched", InstanceID: id, Attached: &attached, Limit: &limit,
-			Detail: fmt.Sprintf("attachLimit=%d outOfBandSlots=%d type=%s", inst.AttachLimit, inst.OutOfBandSlots, inst.InstanceType)}); err != nil {
+			Detail: fmt.Sprintf("attachLimit=%d outOfBandSlots=%d type=%s", iv.limit, iv.rec.OutOfBandSlots, iv.rec.InstanceType)}); err != nil {
 			return err
 		}
-		out = inst
+		out = t.instance(iv)
 		return nil
 	})
 	if err != nil {
@@ -292,7 +351,7 @@ func (s *Store) PatchInstance(id string, p cloud.InstancePatch, ifMatch *uint64)
 func (s *Store) Capacity(id string) (*cloud.Capacity, error) {
 	var out *cloud.Capacity
 	err := s.view(func(t *txn) error {
-		inst, err := t.getInstance(id)
+		iv, err := t.loadInstance(id)
 		if err != nil {
 			return err
 		}
@@ -301,10 +360,10 @@ func (s *Store) Capacity(id string) (*cloud.Capacity, error) {
 			return err
 		}
 		out = &cloud.Capacity{
-			InstanceID:     inst.ID,
-			AttachLimit:    inst.AttachLimit,
-			OutOfBandSlots: inst.OutOfBandSlots,
-			Attached:       len(inst.Attachments),
+			InstanceID:     iv.rec.ID,
+			AttachLimit:    iv.limit,
+			OutOfBandSlots: iv.rec.OutOfBandSlots,
+			Attached:       int(iv.state.attached),
 			QuotaHeadroom:  max(0, q.Attachments.Limit-q.Attachments.Used),
 			Instances:      t.tx.Bucket(bucketInstances).Stats().KeyN,
 			Revision:       t.rev,
@@ -317,23 +376,4 @@ func (s *Store) Capacity(id string) (*cloud.Capacity, error) {
 		return nil, fmt.Errorf("capacity of %s: %w", id, err)
 	}
 	return out, nil
-}
-
-func insertSorted(list []string, v string) []string {
-	i := sort.SearchStrings(list, v)
-	if i < len(list) && list[i] == v {
-		return list
-	}
-	list = append(list, "")
-	copy(list[i+1:], list[i:])
-	list[i] = v
-	return list
-}
-
-func removeSorted(list []string, v string) []string {
-	i := sort.SearchStrings(list, v)
-	if i < len(list) && list[i] == v {
-		return append(list[:i], list[i+1:]...)
-	}
-	return list
 }

@@ -8,17 +8,17 @@ import (
 )
 
 func (t *txn) quotas() (*cloud.Quotas, error) {
-	var q cloud.Quotas
-	if _, err := getJSON(t.tx.Bucket(bucketMeta), keyQuotas, &q); err != nil {
-		return nil, err
+	q, err := decodeQuotas(t.tx.Bucket(bucketMeta).Get(keyQuotas))
+	if err != nil {
+		return nil, fmt.Errorf("decode quotas: %w", err)
 	}
-	return &q, nil
+	return q, nil
 }
 
 // putQuotas stores q stamped with the transaction's revision, which the caller has bumped.
 func (t *txn) putQuotas(q *cloud.Quotas) error {
 	q.Revision = t.rev
-	return t.putJSON(bucketMeta, keyQuotas, q)
+	return t.put(bucketMeta, keyQuotas, encodeQuotas(q))
 }
 
 // Quotas returns the account quotas; Revision is the revision of their last change (limits

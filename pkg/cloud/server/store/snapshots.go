@@ -59,14 +59,14 @@ func (s *Store) CreateSnapshot(req cloud.CreateSnapshotRequest) (*cloud.Snapshot
 		if err != nil {
 			return err
 		}
-		sn := &cloud.Snapshot{ID: id, Name: req.Name, SourceVolumeID: v.ID, SizeBytes: v.SizeBytes, ReadyToUse: true, CreatedAt: t.now, Revision: rev}
+		sn := &cloud.Snapshot{ID: id, Name: req.Name, SourceVolumeID: v.rec.ID, SizeBytes: v.rec.SizeBytes, ReadyToUse: true, CreatedAt: t.now, Revision: rev}
 		if err := t.putJSON(bucketSnapshots, []byte(id), sn); err != nil {
 			return err
 		}
 		if err := t.put(bucketSnapNames, []byte(req.Name), []byte(id)); err != nil {
 			return fmt.Errorf("index snapshot name: %w", err)
 		}
-		if err := t.event(cloud.Event{Type: "SnapshotCreated", VolumeID: v.ID, Detail: fmt.Sprintf("snapshot=%s name=%s", id, req.Name)}); err != nil {
+		if err := t.event(cloud.Event{Type: "SnapshotCreated", VolumeID: v.rec.ID, Detail: fmt.Sprintf("snapshot=%s name=%s", id, req.Name)}); err != nil {
 			return err
 		}
 		out = sn

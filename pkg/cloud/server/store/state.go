@@ -138,17 +138,12 @@ func (t *txn) load(st State, eventType string) error {
 		}
 	}
 	for _, in := range st.Instances {
-		inst := cloud.Instance{
-			ID:                  in.ID,
-			Zone:                in.Zone,
-			InstanceType:        in.InstanceType,
-			AttachLimitOverride: in.AttachLimit,
-			OutOfBandSlots:      in.OutOfBandSlots,
-			Attachments:         []string{},
-			CreatedAt:           t.now,
-			Revision:            rev,
+		iv := &instView{
+			rec: instanceRec{ID: in.ID, Zone: in.Zone, InstanceType: in.InstanceType, AttachLimitOverride: in.AttachLimit,
+				OutOfBandSlots: in.OutOfBandSlots, CreatedAt: t.now},
+			state: instanceState{revision: rev},
 		}
-		if err := t.putJSON(bucketInstances, []byte(in.ID), inst); err != nil {
+		if err := t.putInstance(iv); err != nil {
 			return err
 		}
 	}
@@ -156,9 +151,8 @@ func (t *txn) load(st State, eventType string) error {
 		Attachments:   cloud.Quota{Limit: st.Quotas.Attachments},
 		Volumes:       cloud.Quota{Limit: st.Quotas.Volumes},
 		CapacityBytes: cloud.Quota{Limit: st.Quotas.CapacityBytes},
-		Revision:      rev,
 	}
-	if err := t.putJSON(bucketMeta, keyQuotas, q); err != nil {
+	if err := t.putQuotas(&q); err != nil {
 		return err
 	}
 	if err := t.put(bucketMeta, keySeeded, []byte("1")); err != nil {

@@ -9,14 +9,18 @@
 // mutation returns only after the commit that holds it was fsynced.
 //
 // Concurrent mutations go through bbolt's DB.Batch (group commit): they share one commit and
-// so one fsync, which is what bounds a durable store's throughput; a lone one commits at once
-// in its own Update (see update). Batch may run a
-// mutation more than once (when a sibling in the same batch fails, the rest re-run), so a
-// mutation computes everything from the transaction and its results are only trusted once
-// Batch returned nil. Domain failures are *cloud.Error values. One found before the mutation
-// wrote anything is recorded as the mutation's result and the transaction goes on for the
-// siblings; one found after a write is returned to bbolt, which re-runs that mutation alone in
-// its own transaction and rolls it back. Either way bad input changes nothing.
+// so one pair of fdatasyncs, which is what bounds a durable store's throughput; a lone one
+// commits at once in its own Update (see update). Batch may run a mutation more than once
+// (when a sibling in the same batch fails, the rest re-run), so a mutation computes
+// everything from the transaction and its results are only trusted once update returned nil.
+// Domain failures are *cloud.Error values. One found before the mutation wrote anything is
+// recorded as the mutation's result and the transaction goes on for the siblings; one found
+// after a write is returned to bbolt, which re-runs that mutation alone in its own
+// transaction and rolls it back. Either way bad input changes nothing.
+//
+// The records an attach or detach changes are narrow fixed-width values apart from the JSON
+// records of instances and volumes (see Format), so a commit of many attaches re-encodes and
+// writes little besides the events.
 package store
 
 import (
@@ -67,7 +71,8 @@ var (
 
 	// stateBuckets are emptied by Reset; meta and events survive it so that revisions and
 	// event sequence numbers never go backwards.
-	stateBuckets = [][]byte{bucketTypes, bucketInstances, bucketVolumes, bucketVolNames, bucketSnapshots, bucketSnapNames}
+	stateBuckets = [][]byte{bucketTypes, bucketInstances, bucketInstStates, bucketAttach, bucketVolumes, bucketVolStates,
+		bucketVolNames, bucketSnapshots, bucketSnapNames}
 
 	keyRevision     = []byte("revision")
 	keyEpoch        = []byte("epoch")
@@ -131,7 +136,14 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 		path = filepath.Join(dir, DBFileName)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout: 2 * time.Second,
+		// Without this every commit also rewrites the free page list, one or more pages more
+		// to write and fdatasync per commit. bbolt rebuilds the list by scanning the file
+		// when it opens it instead, which for a store of this size is quick. Durability does
+		// not depend on it: the list is derived data.
+		NoFreelistSync: true,
+	})
 	if err != nil {
 		s.removeTemp()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
@@ -150,6 +162,9 @@ func Open(dir string, opts Options) (*Store, error) {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return fmt.Errorf("create bucket %s: %w", b, err)
 			}
+		}
+		if err := checkFormat(tx); err != nil {
+			return err
 		}
 		meta := tx.Bucket(bucketMeta)
 		if e := meta.Get(keyEpoch); e != nil {
@@ -219,7 +234,8 @@ func (s *Store) Revision() (uint64, error) {
 // txn is one mutation (or read) inside a bbolt transaction, which in a batch it shares with
 // other mutations: it bumps the revision at most once and appends events stamped with it.
 // Mutations write only through its methods (bump, event, nextID, put, putJSON, delete,
-// emptyBucket), which is how update knows whether a rejected mutation left writes behind.
+// emptyBucket, putAttachment, deleteAttachment), which is how update knows whether a rejected
+// mutation left writes behind.
 type txn struct {
 	s      *Store
 	tx     *bolt.Tx
@@ -297,6 +313,9 @@ func (t *txn) event(ev cloud.Event) error {
 	ev.Seq = seq
 	ev.Revision = t.rev
 	ev.Time = t.now
+	// Event keys only ever grow, so pages need no room for later inserts: bbolt's default
+	// (split pages half full) would write twice the pages per commit for the same events.
+	t.tx.Bucket(bucketEvents).FillPercent = 1.0
 	if err := t.putJSON(bucketEvents, uintKey(seq), ev); err != nil {
 		return err
 	}
@@ -369,6 +388,32 @@ func (t *txn) emptyBucket(bucket []byte) error {
 	}
 	if _, err := t.tx.CreateBucket(bucket); err != nil {
 		return fmt.Errorf("create bucket %s: %w", bucket, err)
+	}
+	return nil
+}
+
+// putAttachment adds volID to instID's attachment bucket, which the first attach creates.
+func (t *txn) putAttachment(instID, volID string) error {
+	t.wrote = true
+	b, err := t.tx.Bucket(bucketAttach).CreateBucketIfNotExists([]byte(instID))
+	if err != nil {
+		return fmt.Errorf("attachment bucket of %s: %w", instID, err)
+	}
+	if err := b.Put([]byte(volID), []byte{}); err != nil {
+		return fmt.Errorf("put attachment %s/%s: %w", instID, volID, err)
+	}
+	return nil
+}
+
+// deleteAttachment removes volID from instID's attachment bucket.
+func (t *txn) deleteAttachment(instID, volID string) error {
+	t.wrote = true
+	b := t.tx.Bucket(bucketAttach).Bucket([]byte(instID))
+	if b == nil {
+		return nil
+	}
+	if err := b.Delete([]byte(volID)); err != nil {
+		return fmt.Errorf("delete attachment %s/%s: %w", instID, volID, err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
@@ -12,27 +13,83 @@ import (
 // The name depends only on the volume, so it is the same for every attach of it.
 const DevicePrefix = "/dev/disk/by-id/fakecloud-"
 
-// volumeRec is a stored volume; RequestedSizeBytes keeps the size of the create request so
-// that a repeated create after a resize is still recognised as the same request.
+// volumeRec is the stored JSON record of a volume: what only a create or a resize changes.
+// RequestedSizeBytes keeps the size of the create request so that a repeated create after a
+// resize is still recognised as the same request. The volume's revision and attachment, which
+// every attach and detach changes, are a volumeState of their own (see Format).
 type volumeRec struct {
-	cloud.Volume
-	RequestedSizeBytes int64 `json:"requestedSizeBytes"`
+	ID                 string    `json:"id"`
+	Name               string    `json:"name"`
+	SizeBytes          int64     `json:"sizeBytes"`
+	Zone               string    `json:"zone"`
+	SourceSnapshotID   string    `json:"sourceSnapshotId,omitempty"`
+	CreatedAt          time.Time `json:"createdAt"`
+	RequestedSizeBytes int64     `json:"requestedSizeBytes"`
 }
 
-func (t *txn) getVolume(id string) (*volumeRec, error) {
-	var v volumeRec
-	ok, err := getJSON(t.tx.Bucket(bucketVolumes), []byte(id), &v)
-	if err != nil {
-		return nil, err
+// volView is a volume as a mutation sees it: its record and its state.
+type volView struct {
+	rec   volumeRec
+	state volumeState
+}
+
+// volume is vv in the API's shape.
+func (vv *volView) volume() *cloud.Volume {
+	v := &cloud.Volume{
+		ID: vv.rec.ID, Name: vv.rec.Name, SizeBytes: vv.rec.SizeBytes, Zone: vv.rec.Zone, SourceSnapshotID: vv.rec.SourceSnapshotID,
+		AttachedTo: vv.state.attachedTo, CreatedAt: vv.rec.CreatedAt, Revision: vv.state.revision,
 	}
-	if !ok {
+	if v.AttachedTo != "" {
+		v.Device = DevicePrefix + v.ID
+	}
+	return v
+}
+
+func (t *txn) getVolume(id string) (*volView, error) {
+	data := t.tx.Bucket(bucketVolumes).Get([]byte(id))
+	if data == nil {
 		return nil, cloud.NewError(cloud.CodeVolumeNotFound, "volume %q not found", id)
 	}
-	return &v, nil
+	return t.decodeVolume(data)
 }
 
-func (t *txn) putVolume(v *volumeRec) error {
-	return t.putJSON(bucketVolumes, []byte(v.ID), v)
+// getVolumeState reads a volume's state record, which exists exactly as long as the volume;
+// VolumeNotFound if absent.
+func (t *txn) getVolumeState(id string) (volumeState, error) {
+	data := t.tx.Bucket(bucketVolStates).Get([]byte(id))
+	if data == nil {
+		return volumeState{}, cloud.NewError(cloud.CodeVolumeNotFound, "volume %q not found", id)
+	}
+	vs, err := decodeVolumeState(data)
+	if err != nil {
+		return volumeState{}, fmt.Errorf("volume %s: %w", id, err)
+	}
+	return vs, nil
+}
+
+// decodeVolume decodes a stored volume record and reads its state.
+func (t *txn) decodeVolume(data []byte) (*volView, error) {
+	vv := &volView{}
+	if err := jsonUnmarshal(data, &vv.rec); err != nil {
+		return nil, err
+	}
+	var err error
+	if vv.state, err = decodeVolumeState(t.tx.Bucket(bucketVolStates).Get([]byte(vv.rec.ID))); err != nil {
+		return nil, fmt.Errorf("volume %s: %w", vv.rec.ID, err)
+	}
+	return vv, nil
+}
+
+// putVolume writes a volume's record and its state.
+func (t *txn) putVolume(rec *volumeRec, st volumeState) error {
+	if err := t.putJSON(bucketVolumes, []byte(rec.ID), rec); err != nil {
+		return err
+	}
+	return t.putVolumeState(rec.ID, st)
+}
+
+func (t *txn) putVolumeState(id string, st volumeState) error {
+	return t.put(bucketVolStates, []byte(id), st.encode())
 }
 
 // CreateVolume creates a volume, idempotent on Name: the same name with the same size, zone
@@ -60,11 +117,11 @@ func (s *Store) CreateVolume(req cloud.CreateVolumeRequest) (*cloud.Volume, erro
 			if err != nil {
 				return err
 			}
-			if v.RequestedSizeBytes != req.SizeBytes || v.Zone != req.Zone || v.SourceSnapshotID != req.SourceSnapshotID {
+			if v.rec.RequestedSizeBytes != req.SizeBytes || v.rec.Zone != req.Zone || v.rec.SourceSnapshotID != req.SourceSnapshotID {
 				return cloud.NewError(cloud.CodeAlreadyExists, "volume %q exists as %s with sizeBytes %d, zone %q, sourceSnapshotId %q",
-					req.Name, v.ID, v.RequestedSizeBytes, v.Zone, v.SourceSnapshotID)
+					req.Name, v.rec.ID, v.rec.RequestedSizeBytes, v.rec.Zone, v.rec.SourceSnapshotID)
 			}
-			out = &v.Volume
+			out = v.volume()
 			return nil
 		}
 		if req.SourceSnapshotID != "" {
@@ -95,11 +152,12 @@ func (s *Store) CreateVolume(req cloud.CreateVolumeRequest) (*cloud.Volume, erro
 		if err != nil {
 			return err
 		}
-		v := &volumeRec{Volume: cloud.Volume{
-			ID: id, Name: req.Name, SizeBytes: req.SizeBytes, Zone: req.Zone,
-			SourceSnapshotID: req.SourceSnapshotID, CreatedAt: t.now, Revision: rev,
-		}, RequestedSizeBytes: req.SizeBytes}
-		if err := t.putVolume(v); err != nil {
+		v := &volView{
+			rec: volumeRec{ID: id, Name: req.Name, SizeBytes: req.SizeBytes, Zone: req.Zone, SourceSnapshotID: req.SourceSnapshotID,
+				CreatedAt: t.now, RequestedSizeBytes: req.SizeBytes},
+			state: volumeState{revision: rev},
+		}
+		if err := t.putVolume(&v.rec, v.state); err != nil {
 			return err
 		}
 		if err := t.put(bucketVolNames, []byte(req.Name), []byte(id)); err != nil {
@@ -113,7 +171,7 @@ func (s *Store) CreateVolume(req cloud.CreateVolumeRequest) (*cloud.Volume, erro
 		if err := t.event(cloud.Event{Type: "VolumeCreated", VolumeID: id, Detail: fmt.Sprintf("name=%s sizeBytes=%d zone=%s", req.Name, req.SizeBytes, req.Zone)}); err != nil {
 			return err
 		}
-		out = &v.Volume
+		out = v.volume()
 		return nil
 	})
 	if err != nil {
@@ -130,7 +188,7 @@ func (s *Store) GetVolume(id string) (*cloud.Volume, error) {
 		if err != nil {
 			return err
 		}
-		out = &v.Volume
+		out = v.volume()
 		return nil
 	})
 	if err != nil {
@@ -147,11 +205,11 @@ func (s *Store) ListVolumes(maxResults int, pageToken string) (*cloud.VolumeList
 	err := s.view(func(t *txn) error {
 		all := func([]byte) (bool, error) { return true, nil }
 		return t.page(bucketVolumes, "vol-", maxResults, pageToken, all, func(v []byte) error {
-			var rec volumeRec
-			if err := jsonUnmarshal(v, &rec); err != nil {
+			vv, err := t.decodeVolume(v)
+			if err != nil {
 				return err
 			}
-			out.Volumes = append(out.Volumes, rec.Volume)
+			out.Volumes = append(out.Volumes, *vv.volume())
 			return nil
 		}, &out.NextPageToken)
 	})
@@ -170,8 +228,8 @@ func (s *Store) DeleteVolume(id string) (uint64, error) {
 		if err != nil {
 			return err
 		}
-		if v.AttachedTo != "" {
-			return cloud.NewError(cloud.CodeVolumeInUse, "volume %s is attached to %s", id, v.AttachedTo)
+		if v.state.attachedTo != "" {
+			return cloud.NewError(cloud.CodeVolumeInUse, "volume %s is attached to %s", id, v.state.attachedTo)
 		}
 		q, err := t.quotas()
 		if err != nil {
@@ -183,15 +241,18 @@ func (s *Store) DeleteVolume(id string) (uint64, error) {
 		if err := t.delete(bucketVolumes, []byte(id)); err != nil {
 			return fmt.Errorf("delete volume: %w", err)
 		}
-		if err := t.delete(bucketVolNames, []byte(v.Name)); err != nil {
+		if err := t.delete(bucketVolStates, []byte(id)); err != nil {
+			return fmt.Errorf("delete volume state: %w", err)
+		}
+		if err := t.delete(bucketVolNames, []byte(v.rec.Name)); err != nil {
 			return fmt.Errorf("delete volume name: %w", err)
 		}
 		q.Volumes.Used--
-		q.CapacityBytes.Used -= v.SizeBytes
+		q.CapacityBytes.Used -= v.rec.SizeBytes
 		if err := t.putQuotas(q); err != nil {
 			return err
 		}
-		return t.event(cloud.Event{Type: "VolumeDeleted", VolumeID: id, Detail: "name=" + v.Name})
+		return t.event(cloud.Event{Type: "VolumeDeleted", VolumeID: id, Detail: "name=" + v.rec.Name})
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delete volume %s: %w", id, err)
@@ -211,12 +272,12 @@ func (s *Store) Attach(volumeID, instanceID string, register *cloud.CreateInstan
 	}
 	var out *cloud.Attachment
 	err := s.update(func(t *txn) error {
-		var inst *cloud.Instance
+		var iv *instView
 		var err error
 		if register != nil {
-			inst, err = t.ensureInstance(*register)
+			iv, err = t.ensureInstance(*register)
 		} else {
-			inst, err = t.getInstance(instanceID)
+			iv, err = t.loadInstance(instanceID)
 		}
 		if err != nil {
 			return err
@@ -225,19 +286,20 @@ func (s *Store) Attach(volumeID, instanceID string, register *cloud.CreateInstan
 		if err != nil {
 			return err
 		}
-		if v.AttachedTo == instanceID {
-			out = &cloud.Attachment{VolumeID: v.ID, InstanceID: instanceID, Device: v.Device, Revision: v.Revision}
+		switch v.state.attachedTo {
+		case iv.rec.ID:
+			out = &cloud.Attachment{VolumeID: v.rec.ID, InstanceID: iv.rec.ID, Device: DevicePrefix + v.rec.ID, Revision: v.state.revision}
 			return nil
+		case "":
+		default:
+			return cloud.NewError(cloud.CodeVolumeInUse, "volume %s is attached to %s", v.rec.ID, v.state.attachedTo)
 		}
-		if v.AttachedTo != "" {
-			return cloud.NewError(cloud.CodeVolumeInUse, "volume %s is attached to %s", v.ID, v.AttachedTo)
+		if v.rec.Zone != iv.rec.Zone {
+			return cloud.NewError(cloud.CodeZoneMismatch, "volume %s is in zone %q, instance %s in %q", v.rec.ID, v.rec.Zone, iv.rec.ID, iv.rec.Zone)
 		}
-		if v.Zone != inst.Zone {
-			return cloud.NewError(cloud.CodeZoneMismatch, "volume %s is in zone %q, instance %s in %q", v.ID, v.Zone, inst.ID, inst.Zone)
-		}
-		if len(inst.Attachments)+inst.OutOfBandSlots >= inst.AttachLimit {
+		if iv.free() <= 0 {
 			return cloud.NewError(cloud.CodeAttachmentLimitExceeded, "instance %s: %d attached + %d out-of-band slots of limit %d",
-				inst.ID, len(inst.Attachments), inst.OutOfBandSlots, inst.AttachLimit)
+				iv.rec.ID, iv.state.attached, iv.rec.OutOfBandSlots, iv.limit)
 		}
 		q, err := t.quotas()
 		if err != nil {
@@ -250,26 +312,29 @@ func (s *Store) Attach(volumeID, instanceID string, register *cloud.CreateInstan
 		if err != nil {
 			return err
 		}
-		v.AttachedTo = inst.ID
-		v.Device = DevicePrefix + v.ID
-		v.Revision = rev
-		if err := t.putVolume(v); err != nil {
+		// Only narrow records change: the volume's and the instance's state, one key in the
+		// instance's attachment bucket and the quota counters.
+		if err := t.putVolumeState(v.rec.ID, volumeState{revision: rev, attachedTo: iv.rec.ID}); err != nil {
 			return err
 		}
-		inst.Attachments = insertSorted(inst.Attachments, v.ID)
-		inst.Revision = rev
-		if err := t.putInstance(inst); err != nil {
+		if err := t.putAttachment(iv.rec.ID, v.rec.ID); err != nil {
+			return err
+		}
+		iv.state.revision = rev
+		iv.state.attached++
+		if err := t.putInstanceState(iv.rec.ID, iv.state); err != nil {
 			return err
 		}
 		q.Attachments.Used++
 		if err := t.putQuotas(q); err != nil {
 			return err
 		}
-		attached, limit := len(inst.Attachments), inst.AttachLimit-inst.OutOfBandSlots
-		if err := t.event(cloud.Event{Type: "VolumeAttached", VolumeID: v.ID, InstanceID: inst.ID, Attached: &attached, Limit: &limit, Detail: v.Device}); err != nil {
+		device := DevicePrefix + v.rec.ID
+		attached, limit := int(iv.state.attached), iv.limit-iv.rec.OutOfBandSlots
+		if err := t.event(cloud.Event{Type: "VolumeAttached", VolumeID: v.rec.ID, InstanceID: iv.rec.ID, Attached: &attached, Limit: &limit, Detail: device}); err != nil {
 			return err
 		}
-		out = &cloud.Attachment{VolumeID: v.ID, InstanceID: inst.ID, Device: v.Device, Revision: rev}
+		out = &cloud.Attachment{VolumeID: v.rec.ID, InstanceID: iv.rec.ID, Device: device, Revision: rev}
 		return nil
 	})
 	if err != nil {
@@ -289,16 +354,21 @@ func (s *Store) Detach(volumeID, instanceID string) (uint64, error) {
 	var rev uint64
 	err := s.update(func(t *txn) error {
 		rev = t.rev
-		v, err := t.getVolume(volumeID)
+		// The state record alone says whether and where the volume is attached: the JSON
+		// record is not needed (nor decoded) here.
+		vs, err := t.getVolumeState(volumeID)
 		if err != nil {
 			return err
 		}
-		if v.AttachedTo != instanceID {
+		if vs.attachedTo != instanceID {
 			return nil
 		}
-		inst, err := t.getInstance(instanceID)
+		iv, err := t.loadInstance(instanceID)
 		if err != nil {
 			return err
+		}
+		if iv.state.attached == 0 {
+			return fmt.Errorf("volume %s is attached to %s, which counts no attachments: damaged store", volumeID, instanceID)
 		}
 		q, err := t.quotas()
 		if err != nil {
@@ -307,21 +377,23 @@ func (s *Store) Detach(volumeID, instanceID string) (uint64, error) {
 		if rev, err = t.bump(); err != nil {
 			return err
 		}
-		v.AttachedTo, v.Device, v.Revision = "", "", rev
-		if err := t.putVolume(v); err != nil {
+		if err := t.putVolumeState(volumeID, volumeState{revision: rev}); err != nil {
 			return err
 		}
-		inst.Attachments = removeSorted(inst.Attachments, v.ID)
-		inst.Revision = rev
-		if err := t.putInstance(inst); err != nil {
+		if err := t.deleteAttachment(iv.rec.ID, volumeID); err != nil {
+			return err
+		}
+		iv.state.revision = rev
+		iv.state.attached--
+		if err := t.putInstanceState(iv.rec.ID, iv.state); err != nil {
 			return err
 		}
 		q.Attachments.Used--
 		if err := t.putQuotas(q); err != nil {
 			return err
 		}
-		attached, limit := len(inst.Attachments), inst.AttachLimit-inst.OutOfBandSlots
-		return t.event(cloud.Event{Type: "VolumeDetached", VolumeID: v.ID, InstanceID: inst.ID, Attached: &attached, Limit: &limit})
+		attached, limit := int(iv.state.attached), iv.limit-iv.rec.OutOfBandSlots
+		return t.event(cloud.Event{Type: "VolumeDetached", VolumeID: volumeID, InstanceID: iv.rec.ID, Attached: &attached, Limit: &limit})
 	})
 	if err != nil {
 		return 0, fmt.Errorf("detach %s from %s: %w", volumeID, instanceID, err)
@@ -343,17 +415,17 @@ func (s *Store) Resize(volumeID string, sizeBytes int64) (*cloud.Volume, error) 
 			return err
 		}
 		switch {
-		case sizeBytes == v.SizeBytes:
-			out = &v.Volume
+		case sizeBytes == v.rec.SizeBytes:
+			out = v.volume()
 			return nil
-		case sizeBytes < v.SizeBytes:
-			return cloud.NewError(cloud.CodeInvalidArgument, "volume %s is %d bytes; volumes only grow, %d asked", v.ID, v.SizeBytes, sizeBytes)
+		case sizeBytes < v.rec.SizeBytes:
+			return cloud.NewError(cloud.CodeInvalidArgument, "volume %s is %d bytes; volumes only grow, %d asked", v.rec.ID, v.rec.SizeBytes, sizeBytes)
 		}
 		q, err := t.quotas()
 		if err != nil {
 			return err
 		}
-		grow := sizeBytes - v.SizeBytes
+		grow := sizeBytes - v.rec.SizeBytes
 		if q.CapacityBytes.Used+grow > q.CapacityBytes.Limit {
 			return cloud.NewError(cloud.CodeCapacityQuotaExceeded, "capacity quota %d bytes: %d used, %d more requested", q.CapacityBytes.Limit, q.CapacityBytes.Used, grow)
 		}
@@ -361,19 +433,19 @@ func (s *Store) Resize(volumeID string, sizeBytes int64) (*cloud.Volume, error) 
 		if err != nil {
 			return err
 		}
-		old := v.SizeBytes
-		v.SizeBytes, v.Revision = sizeBytes, rev
-		if err := t.putVolume(v); err != nil {
+		old := v.rec.SizeBytes
+		v.rec.SizeBytes, v.state.revision = sizeBytes, rev
+		if err := t.putVolume(&v.rec, v.state); err != nil {
 			return err
 		}
 		q.CapacityBytes.Used += grow
 		if err := t.putQuotas(q); err != nil {
 			return err
 		}
-		if err := t.event(cloud.Event{Type: "VolumeResized", VolumeID: v.ID, Detail: fmt.Sprintf("sizeBytes %d -> %d", old, sizeBytes)}); err != nil {
+		if err := t.event(cloud.Event{Type: "VolumeResized", VolumeID: v.rec.ID, Detail: fmt.Sprintf("sizeBytes %d -> %d", old, sizeBytes)}); err != nil {
 			return err
 		}
-		out = &v.Volume
+		out = v.volume()
 		return nil
 	})
 	if err != nil {

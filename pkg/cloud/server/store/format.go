@@ -1,0 +1,201 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+)
+
+// Format is the on-disk layout this package writes, stored in meta under "format".
+//
+// Format 1 (no "format" key) kept everything a volume or an instance is in one JSON record,
+// and the quotas in one JSON record, so every attach and detach re-encoded the volume, the
+// instance with its whole attachment list, and the quotas. Format 2 keeps those JSON records
+// for what only a create, patch or resize changes, and moves what every attach and detach
+// changes into narrow fixed-width records:
+//
+//   - volumeStates: volume ID → volumeState (revision, attached instance);
+//   - instanceStates: instance ID → instanceState (revision, attachment count);
+//   - attachments: one nested bucket per instance, its attached volume IDs as keys, so the
+//     instance's sorted attachment list is a cursor walk;
+//   - meta "quotas": the quota limits, uses and revision as fixed-width integers.
+//
+// Open migrates a format 1 store to format 2 in one transaction (a crash midway leaves format
+// 1 intact) and refuses a store of a later format than it knows.
+const Format = 2
+
+var (
+	keyFormat = []byte("format")
+
+	bucketVolStates  = []byte("volumeStates")
+	bucketInstStates = []byte("instanceStates")
+	bucketAttach     = []byte("attachments")
+)
+
+// checkFormat brings a store opened in tx to Format: a new store is stamped with it, a format
+// 1 store is migrated, a later format is refused. The state buckets exist already.
+func checkFormat(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	v := meta.Get(keyFormat)
+	switch {
+	case v == nil:
+		// Format 1 never wrote the key. A new store has no state, so migrating it is a no-op.
+		if err := migrateV1(tx); err != nil {
+			return fmt.Errorf("migrate format 1 store to format %d: %w", Format, err)
+		}
+		return meta.Put(keyFormat, uintKey(Format))
+	case len(v) != 8:
+		return fmt.Errorf("store format record is %d bytes, want 8: not a fakecloud store, or a damaged one", len(v))
+	case binary.BigEndian.Uint64(v) == Format:
+		return nil
+	default:
+		return fmt.Errorf("store has on-disk format %d; this fakecloud reads formats 1 and %d: use the fakecloud that wrote it, or a new data dir",
+			binary.BigEndian.Uint64(v), Format)
+	}
+}
+
+// v1Instance and v1Volume are the format 1 records: the API shapes with their attachment and
+// revision fields inline.
+type v1Instance = cloud.Instance
+
+type v1Volume struct {
+	cloud.Volume
+	RequestedSizeBytes int64 `json:"requestedSizeBytes"`
+}
+
+// migrateV1 rewrites format 1 records in place: each instance and volume loses its inline
+// attachment state to the narrow records, and the quotas JSON becomes fixed-width. Values
+// read from a bbolt cursor are only valid until the next write, so the records are decoded
+// first and written after the walk.
+func migrateV1(tx *bolt.Tx) error {
+	var insts []v1Instance
+	if err := tx.Bucket(bucketInstances).ForEach(func(k, v []byte) error {
+		var in v1Instance
+		if err := jsonUnmarshal(v, &in); err != nil {
+			return fmt.Errorf("instance %s: %w", k, err)
+		}
+		insts = append(insts, in)
+		return nil
+	}); err != nil {
+		return err
+	}
+	var vols []v1Volume
+	if err := tx.Bucket(bucketVolumes).ForEach(func(k, v []byte) error {
+		var vol v1Volume
+		if err := jsonUnmarshal(v, &vol); err != nil {
+			return fmt.Errorf("volume %s: %w", k, err)
+		}
+		vols = append(vols, vol)
+		return nil
+	}); err != nil {
+		return err
+	}
+	t := &txn{tx: tx} // only its write helpers are used, which need no store, clock or revision
+	for _, in := range insts {
+		rec := instanceRec{ID: in.ID, Zone: in.Zone, InstanceType: in.InstanceType, AttachLimitOverride: in.AttachLimitOverride,
+			OutOfBandSlots: in.OutOfBandSlots, CreatedAt: in.CreatedAt}
+		if err := t.putJSON(bucketInstances, []byte(in.ID), rec); err != nil {
+			return err
+		}
+		for _, volID := range in.Attachments {
+			if err := t.putAttachment(in.ID, volID); err != nil {
+				return err
+			}
+		}
+		if err := t.putInstanceState(in.ID, instanceState{revision: in.Revision, attached: uint64(len(in.Attachments))}); err != nil {
+			return err
+		}
+	}
+	for _, v := range vols {
+		st := volumeState{revision: v.Revision, attachedTo: v.AttachedTo}
+		rec := volumeRec{ID: v.ID, Name: v.Name, SizeBytes: v.SizeBytes, Zone: v.Zone, SourceSnapshotID: v.SourceSnapshotID,
+			CreatedAt: v.CreatedAt, RequestedSizeBytes: v.RequestedSizeBytes}
+		if err := t.putVolume(&rec, st); err != nil {
+			return err
+		}
+	}
+	meta := tx.Bucket(bucketMeta)
+	if data := meta.Get(keyQuotas); data != nil {
+		var q cloud.Quotas
+		if err := jsonUnmarshal(data, &q); err != nil {
+			return fmt.Errorf("quotas: %w", err)
+		}
+		if err := meta.Put(keyQuotas, encodeQuotas(&q)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// volumeState is what attach and detach change about a volume: its revision and the instance
+// it is attached to (empty: none). Stored as 8 bytes of revision, then the instance ID.
+type volumeState struct {
+	revision   uint64
+	attachedTo string
+}
+
+func (v volumeState) encode() []byte {
+	b := make([]byte, 8, 8+len(v.attachedTo))
+	binary.BigEndian.PutUint64(b, v.revision)
+	return append(b, v.attachedTo...)
+}
+
+func decodeVolumeState(b []byte) (volumeState, error) {
+	if len(b) < 8 {
+		return volumeState{}, fmt.Errorf("volume state record is %d bytes, want at least 8", len(b))
+	}
+	return volumeState{revision: binary.BigEndian.Uint64(b), attachedTo: string(b[8:])}, nil
+}
+
+// instanceState is what attach and detach change about an instance: its revision and how
+// many volumes are attached to it. Stored as two 8-byte integers.
+type instanceState struct {
+	revision uint64
+	attached uint64
+}
+
+func (s instanceState) encode() []byte {
+	b := make([]byte, 16)
+	binary.BigEndian.PutUint64(b, s.revision)
+	binary.BigEndian.PutUint64(b[8:], s.attached)
+	return b
+}
+
+func decodeInstanceState(b []byte) (instanceState, error) {
+	if len(b) != 16 {
+		return instanceState{}, fmt.Errorf("instance state record is %d bytes, want 16", len(b))
+	}
+	return instanceState{revision: binary.BigEndian.Uint64(b), attached: binary.BigEndian.Uint64(b[8:])}, nil
+}
+
+// quotasLen is the size of the stored quotas: seven 8-byte integers, limit and use of
+// attachments, volumes and bytes, then the revision.
+const quotasLen = 7 * 8
+
+func encodeQuotas(q *cloud.Quotas) []byte {
+	b := make([]byte, 0, quotasLen)
+	for _, v := range []int64{q.Attachments.Limit, q.Attachments.Used, q.Volumes.Limit, q.Volumes.Used, q.CapacityBytes.Limit, q.CapacityBytes.Used} {
+		b = binary.BigEndian.AppendUint64(b, uint64(v))
+	}
+	return binary.BigEndian.AppendUint64(b, q.Revision)
+}
+
+func decodeQuotas(b []byte) (*cloud.Quotas, error) {
+	if b == nil {
+		return &cloud.Quotas{}, nil // not seeded yet
+	}
+	if len(b) != quotasLen {
+		return nil, errors.New("quotas record has the wrong size")
+	}
+	n := func(i int) int64 { return int64(binary.BigEndian.Uint64(b[8*i:])) }
+	return &cloud.Quotas{
+		Attachments:   cloud.Quota{Limit: n(0), Used: n(1)},
+		Volumes:       cloud.Quota{Limit: n(2), Used: n(3)},
+		CapacityBytes: cloud.Quota{Limit: n(4), Used: n(5)},
+		Revision:      binary.BigEndian.Uint64(b[48:]),
+	}, nil
+}
