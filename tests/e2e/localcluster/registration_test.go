@@ -13,17 +13,25 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
+// startRegistrar serves a registrar for node-1 on a socket in a temp dir until
+// ctx ends or stop is called.
+func startRegistrar(ctx context.Context, t *testing.T) (sock string, r *registrar, stop func()) {
+	t.Helper()
+	sock = filepath.Join(t.TempDir(), "reg.sock")
+	r = &registrar{driverName: DriverName, endpoint: "/run/csi/csi.sock", node: "node-1"}
+	stop, err := serveRegistration(ctx, sock, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sock, r, stop
+}
+
 // The kubelet's plugin watcher dials the socket, calls GetInfo, validates the
 // answer and reports back with NotifyRegistrationStatus; this walks that path.
 func TestRegistrarServesKubeletHandshake(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sock := filepath.Join(t.TempDir(), "reg.sock")
-	r := &registrar{driverName: DriverName, endpoint: "/run/csi/csi.sock", node: "node-1"}
-	stop, err := serveRegistration(ctx, sock, r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sock, r, stop := startRegistrar(ctx, t)
 	defer stop()
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -64,12 +72,7 @@ func TestRegistrarServesKubeletHandshake(t *testing.T) {
 func TestRegistrationStopRemovesSocketAndServesAgain(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sock := filepath.Join(t.TempDir(), "reg.sock")
-	r := &registrar{driverName: DriverName, endpoint: "/run/csi/csi.sock", node: "node-1"}
-	stop, err := serveRegistration(ctx, sock, r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sock, r, stop := startRegistrar(ctx, t)
 	stop()
 	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("socket after stop: expected it removed, stat says %v", err)
