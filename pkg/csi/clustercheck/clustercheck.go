@@ -34,9 +34,13 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// MinVersion is the oldest API server and kubelet that take allocatable updates with their
-// default feature gates: v1.35, where MutableCSINodeAllocatableCount became on by default.
-var MinVersion = version.MajorMinor(1, 35)
+// MinMajor.MinMinor is the oldest API server and kubelet that take allocatable updates with
+// their default feature gates: v1.35, where MutableCSINodeAllocatableCount became on by
+// default (KEP-4876; beta in 1.35, GA in 1.36).
+const (
+	MinMajor = 1
+	MinMinor = 35
+)
 
 // requestTimeout bounds one API request of the check.
 const requestTimeout = 10 * time.Second
@@ -133,14 +137,14 @@ func (c Checker) Check(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// tooOld returns a problem sentence when gitVersion is older than MinVersion.
+// tooOld returns a problem sentence when gitVersion is older than MinMajor.MinMinor.
 func tooOld(what, gitVersion string) (string, error) {
 	v, err := version.ParseGeneric(gitVersion)
 	if err != nil {
 		return "", fmt.Errorf("parse the %s version %q: %w", what, gitVersion, err)
 	}
-	if v.LessThan(MinVersion) {
-		return fmt.Sprintf("the %s is %s, older than v%s", what, gitVersion, MinVersion), nil
+	if minimum := version.MajorMinor(MinMajor, MinMinor); v.LessThan(minimum) {
+		return fmt.Sprintf("the %s is %s, older than v%s", what, gitVersion, minimum), nil
 	}
 	return "", nil
 }
