@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
@@ -111,20 +113,14 @@ func (s *Static) MaxVolumesPerNode(ctx context.Context) (int64, error) {
 // /debug/capacity and the metrics show the count before the kubelet's first NodeGetInfo. The
 // driver runs it beside the gRPC server (Deps.Capacity with a Run method).
 func (s *Static) Run(ctx context.Context) error {
-	wait := time.Second
-	for {
-		if _, err := s.MaxVolumesPerNode(ctx); err == nil || ctx.Err() != nil {
-			return nil
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-		wait = min(2*wait, 30*time.Second)
-	}
+	// DelayFunc keeps returning the cap once reached, so this retries until ctx ends
+	// (ExponentialBackoff would give up at the cap).
+	retry := wait.Backoff{Duration: time.Second, Factor: 2, Cap: 30 * time.Second, Steps: math.MaxInt32}
+	_ = retry.DelayFunc().Until(ctx, true, false, func(ctx context.Context) (bool, error) {
+		_, err := s.MaxVolumesPerNode(ctx)
+		return err == nil, nil
+	})
+	return nil
 }
 
 // StaticDebugInfo is the JSON-able state Static.DebugState returns.
