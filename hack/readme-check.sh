@@ -11,32 +11,29 @@ block=$(awk '/<!-- curl-walkthrough:start -->/{f=1;next} /<!-- curl-walkthrough:
 [[ -n "$block" ]] || { echo "README.md has no curl walkthrough block" >&2; exit 1; }
 
 work=$(mktemp -d -t fakecloud-readme.XXXXXX)
-port=
-for _ in $(seq 1 50); do
-  p=$((20000 + RANDOM % 20000))
-  if ! (echo >"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then port=$p; break; fi
-done
-"$BIN/fakecloud" --listen="127.0.0.1:$port" --seed=examples/seed.yaml --auth=tokens \
-  --tokens-file=examples/tokens.yaml >"$work/fakecloud.log" 2>&1 &
-pid=$!
-trap 'kill $pid 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
-for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+FAKECLOUD_PID=
+trap 'kill $FAKECLOUD_PID 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+# shellcheck source=hack/lib/fakecloud.sh
+source hack/lib/fakecloud.sh
+start_fakecloud "$work/fakecloud.log" --seed=examples/seed.yaml --auth=tokens \
+  --tokens-file=examples/tokens.yaml
 
 fail=0 n=0
 while IFS= read -r line; do
   [[ -z "$line" || "$line" == \#* ]] && continue
   if [[ "$line" != curl* ]]; then # variable set-up lines
-    eval "${line//127.0.0.1:8080/127.0.0.1:$port}"
+    eval "${line//127.0.0.1:8080/${FAKECLOUD_URL#http://}}"
     continue
   fi
   want=$(sed -nE 's/.*# ([0-9]{3})( .*)?$/\1/p' <<<"$line")
   [[ -n "$want" ]] || { echo "no '# STATUS' comment on: $line" >&2; fail=1; continue; }
   cmd=${line%%#*}
+  rm -f "$work/body"
   got=$(eval "$cmd -o $work/body -w '%{http_code}'") || true
   n=$((n + 1))
   if [[ "$got" != "$want" ]]; then
     echo "README line answered $got, README says $want: $line" >&2
-    cat "$work/body" >&2; echo >&2
+    if [[ -s "$work/body" ]]; then cat "$work/body" >&2; echo >&2; fi
     fail=1
   fi
 done <<<"$block"

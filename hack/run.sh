@@ -33,9 +33,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-wait_for() { # wait_for DESCRIPTION COMMAND...: poll for up to 20 s while every process lives
+wait_for() { # wait_for DESCRIPTION COMMAND...: poll for up to 60 s while every process lives
   local what=$1; shift
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 300); do
     "$@" >/dev/null 2>&1 && return 0
     for p in "${pids[@]}"; do
       kill -0 "$p" 2>/dev/null || { echo "a process exited while waiting for $what; logs: $RUN_DIR/logs" >&2; return 1; }

@@ -17,13 +17,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port=
-for _ in $(seq 1 50); do
-  p=$((20000 + RANDOM % 20000))
-  if ! (echo >"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then port=$p; break; fi
-done
-[[ -n "$port" ]] || { echo "no free port" >&2; exit 1; }
-
 cat >"$work/seed.yaml" <<SEED
 instanceTypes: [{name: sanity, maxAttachments: 6}]
 instances: [{id: sanity-node, zone: zone-a, instanceType: sanity, outOfBandSlots: 1}]
@@ -31,17 +24,22 @@ quotas: {attachments: 1000, volumes: 10000, capacityBytes: 109951162777600}
 SEED
 printf '%s' demo-driver-token >"$work/token"
 
-"$BIN/fakecloud" --listen="127.0.0.1:$port" --seed="$work/seed.yaml" --auth=tokens \
-  --tokens-file=examples/tokens.yaml >"$work/fakecloud.log" 2>&1 &
-pids+=($!)
+# shellcheck source=hack/lib/fakecloud.sh
+source hack/lib/fakecloud.sh
+start_fakecloud "$work/fakecloud.log" --seed="$work/seed.yaml" --auth=tokens \
+  --tokens-file=examples/tokens.yaml || exit 1
+pids+=("$FAKECLOUD_PID")
 "$BIN/driver" --mode=all --node-id=sanity-node --endpoint="unix://$work/csi.sock" \
-  --cloud-url="http://127.0.0.1:$port" --cloud-token-file="$work/token" --state-dir="$work/state" \
+  --cloud-url="$FAKECLOUD_URL" --cloud-token-file="$work/token" --state-dir="$work/state" \
   --capacity-min-interval=10ms -v=2 >"$work/driver.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 1 100); do
-  "$BIN/driver" probe --timeout=1s --endpoint="unix://$work/csi.sock" >/dev/null 2>&1 && break
+ready=0
+for _ in $(seq 1 300); do
+  "$BIN/driver" probe --timeout=1s --endpoint="unix://$work/csi.sock" >/dev/null 2>&1 && { ready=1; break; }
+  kill -0 "${pids[-1]}" 2>/dev/null || break
   sleep 0.2
 done
+[[ $ready -eq 1 ]] || { echo "the driver never answered Probe on $work/csi.sock" >&2; exit 1; }
 
 skip=()
 if [[ $(id -u) -ne 0 ]]; then

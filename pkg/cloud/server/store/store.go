@@ -112,7 +112,8 @@ type Store struct {
 }
 
 // Open opens (creating if needed) the store in dir/fakecloud.db. With dir == "" it uses a
-// temporary file that Close removes: the same code path, but nothing persists.
+// temporary file that Close removes: the same code path, but nothing persists, so commits
+// skip fdatasync.
 func Open(dir string, opts Options) (*Store, error) {
 	s := &Store{now: opts.Now, maxEvents: uint64(opts.MaxEvents)}
 	if s.now == nil {
@@ -138,6 +139,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout: 2 * time.Second,
+		// A temporary store is removed on Close and never read after a crash, so an fdatasync
+		// per commit buys nothing; on a disk busy with other writes it can stall a commit, and
+		// with it the fake cloud's start, for seconds.
+		NoSync: s.tempPath != "",
 		// Without this every commit also rewrites the free page list, one or more pages more
 		// to write and fdatasync per commit. bbolt rebuilds the list by scanning the file
 		// when it opens it instead, which for a store of this size is quick. Durability does
