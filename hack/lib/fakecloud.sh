@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the hack/ scripts that need a throwaway fake cloud on loopback.
 #
 # start_fakecloud LOG [FLAG...] starts "$BIN/fakecloud" on 127.0.0.1:0 (the kernel picks a free
