@@ -197,8 +197,10 @@ type FaultRule struct {
 	// Error is the cloud error code to return (e.g. "AttachmentLimitExceeded"), or empty.
 	Error     Code `json:"error,omitempty"`
 	LatencyMS int  `json:"latencyMs,omitempty"`
-	// Probability in (0, 1]; 0 in a request means 1.
-	Probability float64 `json:"probability,omitempty"`
+	// Probability that a matching call fires the rule, in (0, 1]. Omitted means 1; the
+	// server fills it in, so a rule it returns always has one. An explicit 0 is refused
+	// (InvalidArgument) rather than read as "always" or "never".
+	Probability *float64 `json:"probability,omitempty"`
 	// AfterCount lets the first N matching calls pass.
 	AfterCount int `json:"afterCount,omitempty"`
 	// Count fires at most N times; 0 means unlimited.

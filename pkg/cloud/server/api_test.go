@@ -58,6 +58,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"fault unknown operation", "POST", "/v1/faults", `{"operation":"Explode","error":"Unavailable"}`, nil, 400, cloud.CodeInvalidArgument},
 		{"fault unknown code", "POST", "/v1/faults", `{"operation":"*","error":"Oops"}`, nil, 400, cloud.CodeInvalidArgument},
 		{"fault probability above 1", "POST", "/v1/faults", `{"operation":"*","error":"Unavailable","probability":1.5}`, nil, 400, cloud.CodeInvalidArgument},
+		{"fault probability 0", "POST", "/v1/faults", `{"operation":"*","error":"Unavailable","probability":0}`, nil, 400, cloud.CodeInvalidArgument},
 		{"fault negative count", "POST", "/v1/faults", `{"operation":"*","error":"Unavailable","count":-1}`, nil, 400, cloud.CodeInvalidArgument},
 		{"fault does nothing", "POST", "/v1/faults", `{"operation":"*"}`, nil, 400, cloud.CodeInvalidArgument},
 		{"fault with id", "POST", "/v1/faults", `{"id":"mine","operation":"*","error":"Unavailable"}`, nil, 400, cloud.CodeInvalidArgument},

@@ -10,6 +10,7 @@ package faults
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -34,7 +35,7 @@ func Operations() []cloud.Operation {
 }
 
 // Validate reports every problem of a rule as one error: an unknown operation or error code,
-// a rule that does nothing (no error and no latency), probability outside [0, 1] (0 means 1),
+// a rule that does nothing (no error and no latency), a probability outside (0, 1],
 // negative counts, TTL or latency, latency above MaxLatency, or read-only fields set.
 func Validate(r cloud.FaultRule) error {
 	var errs []error
@@ -50,8 +51,8 @@ func Validate(r cloud.FaultRule) error {
 	if r.LatencyMS < 0 || time.Duration(r.LatencyMS)*time.Millisecond > MaxLatency {
 		errs = append(errs, fmt.Errorf("latencyMs must be in [0, %d], got %d", MaxLatency.Milliseconds(), r.LatencyMS))
 	}
-	if r.Probability < 0 || r.Probability > 1 {
-		errs = append(errs, fmt.Errorf("probability must be in (0, 1] (0 means 1), got %v", r.Probability))
+	if p := r.Probability; p != nil && (math.IsNaN(*p) || *p <= 0 || *p > 1) {
+		errs = append(errs, fmt.Errorf("probability must be in (0, 1] (omit it for 1), got %v", *p))
 	}
 	if r.AfterCount < 0 {
 		errs = append(errs, fmt.Errorf("afterCount must be >= 0, got %d", r.AfterCount))
@@ -134,8 +135,9 @@ func (e *Engine) addLocked(r cloud.FaultRule) cloud.FaultRule {
 		e.nextID++
 		r.ID = fmt.Sprintf("fault-%d", e.nextID)
 	}
-	if r.Probability == 0 {
-		r.Probability = 1
+	if r.Probability == nil {
+		one := 1.0
+		r.Probability = &one
 	}
 	seed := uint64(r.Seed)
 	ru := &rule{spec: r, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
@@ -148,6 +150,8 @@ func (e *Engine) addLocked(r cloud.FaultRule) cloud.FaultRule {
 
 func (r *rule) view() cloud.FaultRule {
 	out := r.spec
+	p := *r.spec.Probability // callers get their own copy, not the engine's
+	out.Probability = &p
 	if !r.expires.IsZero() {
 		t := r.expires.UTC()
 		out.ExpiresAt = &t
@@ -251,7 +255,7 @@ func (e *Engine) Evaluate(c Call) Outcome {
 		if r.spec.Count > 0 && r.spec.Fired >= r.spec.Count {
 			continue
 		}
-		if r.spec.Probability < 1 && r.rng.Float64() >= r.spec.Probability {
+		if p := *r.spec.Probability; p < 1 && r.rng.Float64() >= p {
 			continue
 		}
 		r.spec.Fired++

@@ -1,6 +1,7 @@
 package faults_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func newEngine(t *testing.T, clock *fakeClock, rules ...cloud.FaultRule) *faults
 
 func TestProbabilityIsDeterministicPerSeed(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(0, 0)}
-	rule := cloud.FaultRule{Operation: cloud.OperationAttachVolume, Error: cloud.CodeThrottled, Probability: 0.5, Seed: 7}
+	rule := cloud.FaultRule{Operation: cloud.OperationAttachVolume, Error: cloud.CodeThrottled, Probability: new(0.5), Seed: 7}
 	a := pattern(newEngine(t, clock, rule), attach, 200)
 	b := pattern(newEngine(t, clock, rule), attach, 200)
 	if a != b {
@@ -153,5 +154,46 @@ func TestResetRestoresSeededRules(t *testing.T) {
 	}
 	if err := e.Reset([]cloud.FaultRule{{Operation: "Nope", Error: cloud.CodeUnavailable}}); cloud.CodeOf(err) != cloud.CodeInvalidArgument {
 		t.Fatalf("bad seeded rule: %v", err)
+	}
+}
+
+func TestProbabilityRange(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		probability *float64
+		wantErr     bool
+		want        float64 // the probability the added rule reports
+	}{
+		{"omitted means always", nil, false, 1},
+		{"one", new(1.0), false, 1},
+		{"a half", new(0.5), false, 0.5},
+		{"zero is refused, not read as always", new(0.0), true, 0},
+		{"negative", new(-0.1), true, 0},
+		{"above one", new(1.5), true, 0},
+		{"NaN", new(math.NaN()), true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := faults.New(time.Now)
+			got, err := e.Add(cloud.FaultRule{Operation: cloud.OperationAttachVolume, Error: cloud.CodeThrottled, Probability: tc.probability})
+			if tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "probability") {
+					t.Fatalf("Add: err = %v, want a probability error", err)
+				}
+				if n := len(e.List()); n != 0 {
+					t.Fatalf("a refused rule was kept: %d rules", n)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Add: %v", err)
+			}
+			if got.Probability == nil || *got.Probability != tc.want {
+				t.Fatalf("probability = %v, want %v", got.Probability, tc.want)
+			}
+			*got.Probability = 0 // the caller's copy; the engine's rule must not change
+			if p := *e.List()[0].Probability; p != tc.want {
+				t.Fatalf("engine's probability changed through a returned rule: %v", p)
+			}
+		})
 	}
 }
