@@ -97,13 +97,12 @@ func staticReason(ctx context.Context, opts Options, kube kubernetes.Interface, 
 	if res.PeriodSeconds != nil {
 		kv = append(kv, "nodeAllocatableUpdatePeriodSeconds", *res.PeriodSeconds)
 	}
-	watch := &clusterWatch{chk: chk, gauge: supported, atStart: res.Supported, last: res.Supported}
+	watch := &clusterWatch{chk: chk, gauge: supported, atStart: res.Supported}
+	watch.record(res.Supported)
 	if res.Supported {
-		supported.Set(1)
 		klog.InfoS("The cluster takes CSINode allocatable updates, reporting dynamic capacity", kv...)
 		return "", watch
 	}
-	supported.Set(0)
 	klog.ErrorS(nil, "The cluster cannot take CSINode allocatable updates (KEP-4876); reporting a static count instead of dynamic capacity",
 		append(kv, "problems", res.Problems)...)
 	rctx, cancel := context.WithTimeout(ctx, reportTimeout)
@@ -130,6 +129,18 @@ type clusterWatch struct {
 	last    bool
 }
 
+// record sets the gauge to the verdict and reports whether it differs from the one before.
+func (w *clusterWatch) record(supported bool) (changed bool) {
+	if supported {
+		w.gauge.Set(1)
+	} else {
+		w.gauge.Set(0)
+	}
+	changed = supported != w.last
+	w.last = supported
+	return changed
+}
+
 // run calls once every clusterRecheckInterval until ctx ends.
 func (w *clusterWatch) run(ctx context.Context) {
 	t := time.NewTicker(clusterRecheckInterval)
@@ -154,15 +165,9 @@ func (w *clusterWatch) once(ctx context.Context) {
 		klog.V(2).InfoS("Cluster re-check failed", "nodeID", w.chk.NodeID, "err", err)
 		return
 	}
-	if res.Supported {
-		w.gauge.Set(1)
-	} else {
-		w.gauge.Set(0)
-	}
-	if res.Supported == w.last {
+	if !w.record(res.Supported) {
 		return
 	}
-	w.last = res.Supported
 	switch {
 	case !res.Supported && w.atStart:
 		klog.ErrorS(nil, "The cluster no longer takes CSINode allocatable updates: the kubelet stops refreshing this node's count. Fix it, then restart the node plugin",
