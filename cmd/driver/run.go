@@ -28,7 +28,7 @@ import (
 // run is the whole program: `driver [flags]` serves; `driver nodeinfo|probe` query a plugin.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opts := csidriver.DefaultOptions()
-	opts.Version = version.Version
+	opts.Version, _ = version.Get()
 	root := &cobra.Command{
 		Use:           "driver",
 		Short:         "CSI driver " + csidriver.DriverName + " for the fake cloud",

@@ -40,7 +40,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logger := klog.FromContext(ctx).WithValues("version", version.Version)
+	ver, commit := version.Get()
+	logger := klog.FromContext(ctx).WithValues("version", ver, "commit", commit)
 	cfg.Logger = &logger
 	srv, err := server.New(cfg)
 	if err != nil {

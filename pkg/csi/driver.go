@@ -120,7 +120,8 @@ func registerBuildInfo(reg prometheus.Registerer, v string) error {
 		Namespace: "fakecloud_csi", Name: "build_info",
 		Help: "Always 1; the labels are the driver's version (GetPluginInfo vendor_version) and git commit.",
 	}, []string{"version", "commit"})
-	g.WithLabelValues(v, version.Commit).Set(1)
+	_, commit := version.Get()
+	g.WithLabelValues(v, commit).Set(1)
 	return reg.Register(g)
 }
 

@@ -146,9 +146,11 @@ func buildRepoBinaries(ctx context.Context, repoRoot, dir string, out io.Writer)
 }
 
 // goBuild builds package pkg of the module at repoRoot into dst with
-// ldflags (may be empty).
+// ldflags (may be empty). -buildvcs=auto overrides a GOFLAGS=-buildvcs=false
+// of the machine, so that an unstamped build still reports git's commit
+// (pkg/version.Get) and /metrics tells the builds of an upgrade apart.
 func goBuild(ctx context.Context, repoRoot, dst, pkg, ldflags string) error {
-	args := []string{"build", "-o", dst}
+	args := []string{"build", "-buildvcs=auto", "-o", dst}
 	if ldflags != "" {
 		args = append(args, "-ldflags", ldflags)
 	}
