@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -184,6 +185,11 @@ func up(ctx context.Context, o options, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
+	// Absolute, so that `down` finds this run folder on serve's command line (isServe).
+	runDir, err := filepath.Abs(runDir)
+	if err != nil {
+		return err
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -255,6 +261,10 @@ func down(o options, stdout io.Writer) error {
 		}
 		runDir = strings.TrimSpace(string(data))
 	}
+	runDir, err := filepath.Abs(runDir)
+	if err != nil {
+		return err
+	}
 	data, err := os.ReadFile(filepath.Join(runDir, "localcluster.pid"))
 	if err != nil {
 		return fmt.Errorf("no cluster in %s: %w", runDir, err)
@@ -262,6 +272,13 @@ func down(o options, stdout io.Writer) error {
 	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
 	if err != nil {
 		return fmt.Errorf("bad pid file in %s: %w", runDir, err)
+	}
+	// The serve process may have died long ago and its pid gone to another program: signal
+	// it only when it still is this run folder's serve process.
+	if !isServe(pid, runDir) {
+		fmt.Fprintln(stdout, "cluster in", runDir, "was not running")
+		_ = os.Remove(filepath.Join(runDir, "localcluster.pid"))
+		return nil
 	}
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		if errors.Is(err, syscall.ESRCH) {
@@ -281,4 +298,15 @@ func down(o options, stdout io.Writer) error {
 	_ = os.Remove(filepath.Join(runDir, "localcluster.pid"))
 	fmt.Fprintln(stdout, "stopped the cluster in", runDir, "- logs in", filepath.Join(runDir, "logs"))
 	return nil
+}
+
+// isServe reports whether pid runs `localcluster serve --run-dir=runDir` (read from
+// /proc/<pid>/cmdline, whose arguments are NUL-separated).
+func isServe(pid int, runDir string) bool {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if err != nil {
+		return false
+	}
+	args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+	return slices.Contains(args, "serve") && slices.Contains(args, "--run-dir="+runDir)
 }
