@@ -45,5 +45,5 @@ type Cloud interface {
 // JSON-encodable snapshot of the reporter's state for /debug/capacity.
 type CapacityReporter interface {
 	MaxVolumesPerNode(ctx context.Context) (int64, error)
-	DebugState() any
+	DebugStater
 }

@@ -45,6 +45,13 @@ type Deps struct {
 	// Background functions run beside the servers from Run until its context ends (the
 	// node plugin's cluster re-check).
 	Background []func(context.Context)
+	// ClusterCheck, when set, gives the newest cluster check answer for /debug/cluster.
+	ClusterCheck DebugStater
+}
+
+// DebugStater gives a JSON-encodable snapshot of a component's state for a /debug endpoint.
+type DebugStater interface {
+	DebugState() any
 }
 
 // Driver is one driver process: the gRPC server with the services of its mode, and the

@@ -186,6 +186,12 @@ func TestDriverPublishAndMetrics(t *testing.T) {
 			t.Errorf("/debug/capacity is not JSON: %s", b.String())
 		}
 	}
+	// No Kubernetes API here, so no cluster check to show.
+	if resp, err := http.Get(srv.URL + "/debug/cluster"); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /debug/cluster without a cluster check = %d, want 404", resp.StatusCode)
+	}
 
 	r.stop()
 	select {

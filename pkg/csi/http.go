@@ -14,6 +14,8 @@ import (
 //	GET /readyz           200 "ok" when Probe would say ready, else 503
 //	GET /metrics          the Prometheus registry given in Deps
 //	GET /debug/capacity   JSON of the capacity reporter's DebugState (404 without a node service)
+//	GET /debug/cluster    JSON of the newest cluster check, ClusterDebugInfo (404 when the
+//	                      plugin does not check: no API access, or dynamic capacity is off)
 func (d *Driver) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -32,12 +34,24 @@ func (d *Driver) HTTPHandler() http.Handler {
 			http.Error(w, "no capacity reporter in mode "+d.opts.Mode, http.StatusNotFound)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(d.deps.Capacity.DebugState()); err != nil {
-			klog.FromContext(r.Context()).Error(err, "Cannot encode capacity debug state")
+		writeDebugJSON(w, r, d.deps.Capacity)
+	})
+	mux.HandleFunc("GET /debug/cluster", func(w http.ResponseWriter, r *http.Request) {
+		if d.deps.ClusterCheck == nil {
+			http.Error(w, "no cluster check on this plugin: no Kubernetes API access, or dynamic capacity is off", http.StatusNotFound)
+			return
 		}
+		writeDebugJSON(w, r, d.deps.ClusterCheck)
 	})
 	return mux
+}
+
+// writeDebugJSON answers with s's DebugState as indented JSON.
+func writeDebugJSON(w http.ResponseWriter, r *http.Request, s DebugStater) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(s.DebugState()); err != nil {
+		klog.FromContext(r.Context()).Error(err, "Cannot encode debug state")
+	}
 }

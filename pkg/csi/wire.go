@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -97,8 +98,8 @@ func staticReason(ctx context.Context, opts Options, kube kubernetes.Interface, 
 	if res.PeriodSeconds != nil {
 		kv = append(kv, "nodeAllocatableUpdatePeriodSeconds", *res.PeriodSeconds)
 	}
-	watch := &clusterWatch{chk: chk, gauge: supported, atStart: res.Supported}
-	watch.record(res.Supported)
+	watch := &clusterWatch{chk: chk, gauge: supported, now: time.Now, atStart: res.Supported}
+	watch.record(res)
 	if res.Supported {
 		klog.InfoS("The cluster takes CSINode allocatable updates, reporting dynamic capacity", kv...)
 		return "", watch
@@ -125,19 +126,54 @@ const clusterRecheckInterval = 5 * time.Minute
 type clusterWatch struct {
 	chk     clustercheck.Checker
 	gauge   prometheus.Gauge
+	now     func() time.Time
 	atStart bool // the verdict the mode was decided on
-	last    bool
+
+	mu        sync.Mutex
+	last      clustercheck.Result // the newest answer, for DebugState
+	checkedAt time.Time
 }
 
-// record sets the gauge to the verdict and reports whether it differs from the one before.
-func (w *clusterWatch) record(supported bool) (changed bool) {
-	if supported {
+// ClusterDebugInfo is what GET /debug/cluster shows: the newest answer of the cluster check
+// (KEP-4876 preconditions), next to the verdict the node plugin's mode was decided on at start.
+type ClusterDebugInfo struct {
+	// CheckedAt is when the newest answer came (RFC 3339); the check runs every 5 minutes.
+	CheckedAt time.Time `json:"checkedAt"`
+	// Supported: the cluster takes CSINode allocatable updates now.
+	Supported bool `json:"supported"`
+	// SupportedAtStart is the verdict the mode was decided on; when it differs from Supported,
+	// a restart of the node plugin changes the mode.
+	SupportedAtStart bool   `json:"supportedAtStart"`
+	ServerVersion    string `json:"serverVersion"`
+	KubeletVersion   string `json:"kubeletVersion,omitempty"`
+	// NodeAllocatableUpdatePeriodSeconds is the CSIDriver's period, absent when unset.
+	NodeAllocatableUpdatePeriodSeconds *int64   `json:"nodeAllocatableUpdatePeriodSeconds,omitempty"`
+	Problems                           []string `json:"problems,omitempty"`
+}
+
+// DebugState returns a ClusterDebugInfo of the newest answer.
+func (w *clusterWatch) DebugState() any {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return ClusterDebugInfo{
+		CheckedAt: w.checkedAt.UTC(), Supported: w.last.Supported, SupportedAtStart: w.atStart,
+		ServerVersion: w.last.ServerVersion, KubeletVersion: w.last.KubeletVersion,
+		NodeAllocatableUpdatePeriodSeconds: w.last.PeriodSeconds, Problems: w.last.Problems,
+	}
+}
+
+// record keeps the answer, sets the gauge to its verdict and reports whether the verdict
+// differs from the one before.
+func (w *clusterWatch) record(res clustercheck.Result) (changed bool) {
+	if res.Supported {
 		w.gauge.Set(1)
 	} else {
 		w.gauge.Set(0)
 	}
-	changed = supported != w.last
-	w.last = supported
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	changed = res.Supported != w.last.Supported
+	w.last, w.checkedAt = res, w.now()
 	return changed
 }
 
@@ -165,7 +201,7 @@ func (w *clusterWatch) once(ctx context.Context) {
 		klog.V(2).InfoS("Cluster re-check failed", "nodeID", w.chk.NodeID, "err", err)
 		return
 	}
-	if !w.record(res.Supported) {
+	if !w.record(res) {
 		return
 	}
 	switch {
@@ -205,6 +241,7 @@ func NewForCloud(ctx context.Context, opts Options, c Cloud, kube kubernetes.Int
 		deps.NodeCloud, deps.Mounter, deps.Capacity = c, m, reporter
 		if watch != nil {
 			deps.Background = append(deps.Background, watch.run)
+			deps.ClusterCheck = watch
 		}
 	}
 	return New(opts, deps)

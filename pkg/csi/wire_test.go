@@ -2,6 +2,10 @@ package csi
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -225,6 +229,30 @@ func TestClusterWatchFollowsTheCluster(t *testing.T) {
 		}
 		if got := gaugeValue(t, reg, "fakecloud_csi_cluster_dynamic_capacity_supported"); got != step.want {
 			t.Errorf("period %v, failing %v: supported = %v, want %v", step.period, step.fail, got, step.want)
+		}
+		// /debug/cluster shows the newest answer; a failed check leaves the one before.
+		srv := httptest.NewServer((&Driver{deps: Deps{ClusterCheck: watch, Registry: reg}}).HTTPHandler())
+		resp, err := http.Get(srv.URL + "/debug/cluster")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got ClusterDebugInfo
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		srv.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /debug/cluster = %d, %v", resp.StatusCode, err)
+		}
+		wantPeriod := step.period
+		if step.fail {
+			wantPeriod = nil
+		}
+		if got.Supported != (step.want == 1) || !got.SupportedAtStart || got.CheckedAt.IsZero() ||
+			!reflect.DeepEqual(got.NodeAllocatableUpdatePeriodSeconds, wantPeriod) || got.ServerVersion != "v1.37.2" {
+			t.Errorf("period %v, failing %v: /debug/cluster = %+v", step.period, step.fail, got)
+		}
+		if !got.Supported && len(got.Problems) == 0 {
+			t.Errorf("period %v: unsupported without problems", step.period)
 		}
 	}
 }

@@ -251,8 +251,8 @@ func TestS13NodePluginUpgrade(t *testing.T) {
 // S14: the node plugin's start-up cluster check (KEP-4876 needs the
 // CSIDriver's nodeAllocatableUpdatePeriodSeconds, or the kubelet never
 // refreshes CSINode). Without the period a restarted node plugin falls back
-// to the static count: /debug/capacity mode "static",
-// fakecloud_csi_cluster_dynamic_capacity_supported 0 and a Warning Event
+// to the static count: /debug/capacity mode "static", /debug/cluster
+// supported false, fakecloud_csi_cluster_dynamic_capacity_supported 0 and a Warning Event
 // DynamicCapacityUnsupported regarding the CSIDriver. With the period back
 // and another restart it runs the dynamic policy again (supported 1). Then
 // the canary switch: the Node label fakecloud.dev/dynamic-capacity=false
@@ -301,14 +301,22 @@ func TestS14ClusterCheckFallback(t *testing.T) {
 			return nil
 		})
 		got, err := pluginGauge(ctx, node, "fakecloud_csi_cluster_dynamic_capacity_supported")
+		cc, ccErr := pluginDebugCluster(ctx, node)
 		if wantSupported == -1 {
 			if err == nil {
 				failf(t, "node plugin of %s: expected no fakecloud_csi_cluster_dynamic_capacity_supported, seen %v", node, got)
+			}
+			if ccErr == nil || !strings.Contains(ccErr.Error(), "404") {
+				failf(t, "node plugin of %s: expected /debug/cluster 404 (no check), seen %+v (err %v)", node, cc, ccErr)
 			}
 			return
 		}
 		if err != nil || got != wantSupported {
 			failf(t, "node plugin of %s: expected fakecloud_csi_cluster_dynamic_capacity_supported %v, seen %v (err %v)", node, wantSupported, got, err)
+		}
+		want := wantSupported == 1
+		if ccErr != nil || cc.Supported != want || cc.SupportedAtStart != want || (!want && len(cc.Problems) == 0) {
+			failf(t, "node plugin of %s: expected /debug/cluster supported=%v at start and now (with problems when not), seen %+v (err %v)", node, want, cc, ccErr)
 		}
 	}
 	checkMode(false, 1, "")
@@ -652,6 +660,20 @@ func pluginGet(ctx context.Context, node, path string, decode func(*http.Respons
 func pluginDebugCapacity(ctx context.Context, node string) (pluginCapacity, error) {
 	var c pluginCapacity
 	err := pluginGet(ctx, node, "/debug/capacity", func(r *http.Response) error { return json.NewDecoder(r.Body).Decode(&c) })
+	return c, err
+}
+
+// pluginCluster is the part of a node plugin's /debug/cluster (the newest
+// cluster check) the scenarios read.
+type pluginCluster struct {
+	Supported        bool     `json:"supported"`
+	SupportedAtStart bool     `json:"supportedAtStart"`
+	Problems         []string `json:"problems"`
+}
+
+func pluginDebugCluster(ctx context.Context, node string) (pluginCluster, error) {
+	var c pluginCluster
+	err := pluginGet(ctx, node, "/debug/cluster", func(r *http.Response) error { return json.NewDecoder(r.Body).Decode(&c) })
 	return c, err
 }
 
