@@ -320,8 +320,8 @@ func (c *Client) ListInstances(ctx context.Context) ([]Instance, error) {
 }
 
 // CreateInstance calls POST /v1/instances (admin), idempotent on ID. Codes: InvalidArgument
-// (missing fields, negative slots, unknown type), AlreadyExists (same ID, other fields),
-// Unauthenticated, AccessDenied.
+// (see CreateInstanceRequest: bad ID or zone, unknown type, slots below 0 or above the type's
+// limit), AlreadyExists (same ID, other fields), Unauthenticated, AccessDenied.
 func (c *Client) CreateInstance(ctx context.Context, req CreateInstanceRequest) (*Instance, error) {
 	var out Instance
 	if err := c.do(ctx, http.MethodPost, "/v1/instances", nil, req, &out, nil); err != nil {
@@ -331,8 +331,8 @@ func (c *Client) CreateInstance(ctx context.Context, req CreateInstanceRequest) 
 }
 
 // PatchInstance calls PATCH /v1/instances/{id} (admin) without a precondition; see
-// PatchInstanceIfMatch. Codes: InvalidArgument, InstanceNotFound, Unauthenticated,
-// AccessDenied.
+// PatchInstanceIfMatch. Codes: InvalidArgument (see InstancePatch: a limit below 1,
+// out-of-band slots above the limit), InstanceNotFound, Unauthenticated, AccessDenied.
 func (c *Client) PatchInstance(ctx context.Context, id string, p InstancePatch) (*Instance, error) {
 	return c.PatchInstanceIfMatch(ctx, id, p, 0)
 }
@@ -367,8 +367,8 @@ func (c *Client) ListInstanceTypes(ctx context.Context) ([]InstanceType, error) 
 	return out.InstanceTypes, nil
 }
 
-// CreateVolume calls POST /v1/volumes, idempotent on Name. Codes: InvalidArgument,
-// AlreadyExists (same name, other parameters), SnapshotNotFound, VolumeQuotaExceeded,
+// CreateVolume calls POST /v1/volumes, idempotent on Name. Codes: InvalidArgument (see
+// CreateVolumeRequest: bad name, unknown zone, size ≤ 0), AlreadyExists (same name, other parameters), SnapshotNotFound, VolumeQuotaExceeded,
 // CapacityQuotaExceeded, Unauthenticated, AccessDenied, plus faults on CreateVolume.
 func (c *Client) CreateVolume(ctx context.Context, req CreateVolumeRequest) (*Volume, error) {
 	var out Volume
@@ -519,8 +519,8 @@ func (c *Client) PatchQuotasIfMatch(ctx context.Context, p QuotasPatch, rev uint
 }
 
 // CreateFault calls POST /v1/faults (admin) and returns the rule with its ID. Codes:
-// InvalidArgument (unknown operation or code, bad probability, negative counts),
-// Unauthenticated, AccessDenied.
+// InvalidArgument (missing or unknown operation, unknown code, bad probability, negative
+// counts, latency or TTL out of range), Unauthenticated, AccessDenied.
 func (c *Client) CreateFault(ctx context.Context, r FaultRule) (*FaultRule, error) {
 	var out FaultRule
 	if err := c.do(ctx, http.MethodPost, "/v1/faults", nil, r, &out, nil); err != nil {

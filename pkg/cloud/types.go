@@ -3,7 +3,8 @@ package cloud
 import "time"
 
 // InstanceType is a machine shape. MaxAttachments is the number of attach slots an instance of
-// this type has in total, including slots used by things other than this driver's volumes.
+// this type has in total, including slots used by things other than this driver's volumes;
+// at least 1 (a seed with 0 is refused: 0 reads as "unlimited" in CSI).
 type InstanceType struct {
 	Name           string `json:"name"`
 	MaxAttachments int    `json:"maxAttachments"`
@@ -30,6 +31,10 @@ type Instance struct {
 
 // CreateInstanceRequest is the body of POST /v1/instances. Creating an existing ID with the
 // same fields returns the existing instance; different fields are a 409 AlreadyExists.
+// InvalidArgument: an ID that is empty, over 253 bytes (a Kubernetes node name) or holds a
+// control character; a zone that is not a CSI topology value (1-63 characters, alphanumerics
+// at both ends, '-', '_', '.' between); an unknown type; OutOfBandSlots below 0 or above the
+// type's MaxAttachments (equal leaves no slot for volumes, which is allowed).
 type CreateInstanceRequest struct {
 	ID             string `json:"id"`
 	Zone           string `json:"zone"`
@@ -38,7 +43,9 @@ type CreateInstanceRequest struct {
 }
 
 // InstancePatch is the body of PATCH /v1/instances/{id}; nil fields are left as they are.
-// AttachLimit sets the per-instance override; ClearAttachLimit removes it.
+// AttachLimit sets the per-instance override (at least 1); ClearAttachLimit removes it. The
+// patched instance's OutOfBandSlots may not exceed its effective attach limit (equal is how to
+// leave no slot for volumes), so lowering both takes one patch with both fields.
 type InstancePatch struct {
 	AttachLimit      *int    `json:"attachLimit,omitempty"`
 	ClearAttachLimit bool    `json:"clearAttachLimit,omitempty"`
@@ -87,7 +94,11 @@ type Volume struct {
 
 // CreateVolumeRequest is the body of POST /v1/volumes. Name is the idempotency key: the same
 // name with the same parameters returns the existing volume, different parameters are a 409
-// AlreadyExists.
+// AlreadyExists. Name follows CSI's rule for volume names: at most 128 bytes, none of the
+// control characters U+0000-U+0008, U+000B, U+000C, U+000E-U+001F, U+007F-U+009F. Zone must
+// be known: the zone of an instance, or the server's default zone (which an empty Zone
+// means); else InvalidArgument. SizeBytes is in bytes, > 0; the account's bytes quota is
+// CapacityQuotaExceeded.
 type CreateVolumeRequest struct {
 	Name             string `json:"name"`
 	SizeBytes        int64  `json:"sizeBytes"`
@@ -130,7 +141,8 @@ type Snapshot struct {
 	Revision       uint64    `json:"revision"`
 }
 
-// CreateSnapshotRequest is the body of POST /v1/snapshots; Name is the idempotency key.
+// CreateSnapshotRequest is the body of POST /v1/snapshots; Name is the idempotency key and
+// follows the rule of CreateVolumeRequest.Name.
 type CreateSnapshotRequest struct {
 	Name           string `json:"name"`
 	SourceVolumeID string `json:"sourceVolumeId"`
@@ -188,25 +200,33 @@ const (
 )
 
 // FaultRule makes matching operations fail or slow down (fakecloud-api.md, "Fault rules").
-// A rule with Error == "" and LatencyMS > 0 only delays.
+// A rule with Error == "" and LatencyMS > 0 only delays. For the counters, 0 (which the JSON
+// encoding omits) means no bound: AfterCount 0 lets no call pass, Count 0 fires without
+// limit, TTLSeconds 0 never expires. Rules live in the server's memory: a restart or
+// POST /v1/reset brings back only the seeded ones.
 type FaultRule struct {
-	ID         string    `json:"id,omitempty"`
+	ID string `json:"id,omitempty"`
+	// Operation is required: "*" (OperationAny) or one of the Operation constants.
 	Operation  Operation `json:"operation"`
 	InstanceID string    `json:"instanceId,omitempty"`
 	VolumeID   string    `json:"volumeId,omitempty"`
 	// Error is the cloud error code to return (e.g. "AttachmentLimitExceeded"), or empty.
-	Error     Code `json:"error,omitempty"`
-	LatencyMS int  `json:"latencyMs,omitempty"`
+	Error Code `json:"error,omitempty"`
+	// LatencyMS delays a matching call, in milliseconds, 0 to 60000.
+	LatencyMS int `json:"latencyMs,omitempty"`
 	// Probability that a matching call fires the rule, in (0, 1]. Omitted means 1; the
 	// server fills it in, so a rule it returns always has one. An explicit 0 is refused
 	// (InvalidArgument) rather than read as "always" or "never".
 	Probability *float64 `json:"probability,omitempty"`
-	// AfterCount lets the first N matching calls pass.
+	// AfterCount lets the first N matching calls pass; 0: none.
 	AfterCount int `json:"afterCount,omitempty"`
 	// Count fires at most N times; 0 means unlimited.
-	Count      int   `json:"count,omitempty"`
-	TTLSeconds int   `json:"ttlSeconds,omitempty"`
-	Seed       int64 `json:"seed,omitempty"`
+	Count int `json:"count,omitempty"`
+	// TTLSeconds removes the rule that many seconds after it was created, at most a year
+	// (31536000); 0 means it never expires.
+	TTLSeconds int `json:"ttlSeconds,omitempty"`
+	// Seed seeds the rule's own random source for Probability, so runs repeat.
+	Seed int64 `json:"seed,omitempty"`
 	// Fired is how often the rule has fired (read only).
 	Fired     int        `json:"fired"`
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/faults"
 )
@@ -335,8 +333,6 @@ func (s *Server) deleteFault(r *http.Request, _ caller) (*reply, error) {
 	if err := s.faults.Delete(id); err != nil {
 		return nil, err
 	}
-	// A deleted rule's ID never comes back: its series would only accumulate.
-	s.metrics.faultsFired.DeletePartialMatch(prometheus.Labels{"rule": id})
 	rev, err := s.store.RecordMutation(cloud.Event{Type: "FaultDeleted", Detail: "rule=" + id})
 	if err != nil {
 		return nil, err
@@ -346,7 +342,6 @@ func (s *Server) deleteFault(r *http.Request, _ caller) (*reply, error) {
 
 func (s *Server) clearFaults(*http.Request, caller) (*reply, error) {
 	s.faults.Clear()
-	s.metrics.faultsFired.Reset()
 	rev, err := s.store.RecordMutation(cloud.Event{Type: "FaultsCleared"})
 	if err != nil {
 		return nil, err
@@ -391,6 +386,5 @@ func (s *Server) reset(*http.Request, caller) (*reply, error) {
 	if err := s.faults.Reset(s.cfg.Seed.Faults); err != nil {
 		return nil, err
 	}
-	s.metrics.faultsFired.Reset()
 	return ok(cloud.RevisionResponse{Revision: rev}, rev), nil
 }

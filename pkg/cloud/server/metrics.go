@@ -8,18 +8,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/faults"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
 )
 
 // metrics are the server's Prometheus metrics, in a registry of its own (no global state).
 type metrics struct {
-	registry    *prometheus.Registry
-	requests    *prometheus.CounterVec
-	latency     *prometheus.HistogramVec
-	faultsFired *prometheus.CounterVec
+	registry *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
 }
 
-func newMetrics(st *store.Store) *metrics {
+func newMetrics(st *store.Store, fe *faults.Engine) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -31,12 +31,8 @@ func newMetrics(st *store.Store) *metrics {
 			Help:    "HTTP request latency by route, in seconds, including injected fault latency.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"route"}),
-		faultsFired: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fakecloud_faults_fired_total",
-			Help: "Fault rules that fired, by rule ID and operation.",
-		}, []string{"rule", "operation"}),
 	}
-	m.registry.MustRegister(m.requests, m.latency, m.faultsFired, newStateCollector(st),
+	m.registry.MustRegister(m.requests, m.latency, newStateCollector(st), newFaultsCollector(fe),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -99,5 +95,26 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if rev, err := c.store.Revision(); err == nil {
 		ch <- prometheus.MustNewConstMetric(c.descRevision, prometheus.GaugeValue, float64(rev))
+	}
+}
+
+// faultsCollector reads the fault engine's firing counts at scrape time: a rule's series
+// exist exactly as long as the rule, so a rule that is deleted, cleared, reset or expired
+// (its TTL passed, whether or not anyone listed the rules since) leaves none behind.
+type faultsCollector struct {
+	engine *faults.Engine
+	desc   *prometheus.Desc
+}
+
+func newFaultsCollector(fe *faults.Engine) *faultsCollector {
+	return &faultsCollector{engine: fe, desc: prometheus.NewDesc("fakecloud_faults_fired_total",
+		"Fault rules that fired, by rule ID and operation.", []string{"rule", "operation"}, nil)}
+}
+
+func (c *faultsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *faultsCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, f := range c.engine.FiredCounts() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(f.Count), f.RuleID, string(f.Operation))
 	}
 }

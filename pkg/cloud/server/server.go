@@ -57,7 +57,9 @@ type Config struct {
 	AutoRegister        bool
 	DefaultInstanceType string
 	// DefaultZone is the zone of auto-registered instances and of volumes created without a
-	// zone (a CreateVolume with no topology requirement); empty means DefaultZoneName.
+	// zone (a CreateVolume with no topology requirement); empty means DefaultZoneName. It must
+	// be a CSI topology value (store.CheckZone). Volumes may be created in it, and in the
+	// zone of any instance; other zones are InvalidArgument.
 	DefaultZone string
 	// MaxBodyBytes limits request bodies (413 PayloadTooLarge); default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
@@ -86,6 +88,11 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 0 {
 		errs = append(errs, fmt.Errorf("max body bytes must be > 0, got %d", c.MaxBodyBytes))
+	}
+	if c.DefaultZone != "" {
+		if err := store.CheckZone(c.DefaultZone); err != nil {
+			errs = append(errs, fmt.Errorf("default zone: %w", err))
+		}
 	}
 	if c.AutoRegister && (c.DefaultInstanceType == "" || c.DefaultZone == "") {
 		errs = append(errs, errors.New("auto-register needs a default instance type and zone"))
@@ -148,7 +155,7 @@ func New(cfg Config) (*Server, error) {
 	if err := s.faults.Reset(cfg.Seed.Faults); err != nil {
 		return nil, fmt.Errorf("fake cloud config: %w", err)
 	}
-	st, err := store.Open(cfg.DataDir, store.Options{Now: cfg.Now, MaxEvents: cfg.MaxEvents})
+	st, err := store.Open(cfg.DataDir, store.Options{Now: cfg.Now, MaxEvents: cfg.MaxEvents, Zones: []string{cfg.DefaultZone}})
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +166,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.logger.V(2).Info("Store opened", "path", st.Path(), "seeded", seeded)
 	s.store = st
-	s.metrics = newMetrics(st)
+	s.metrics = newMetrics(st, s.faults)
 	s.handler = s.router()
 	return s, nil
 }
@@ -235,12 +242,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // inject runs the fault rules for one operation before it touches the store: every fired rule
-// is recorded as a FaultFired event and counted; then the summed latency is waited out and the
-// rule's error, if any, returned.
+// is recorded as a FaultFired event (the engine counts it for /metrics); then the summed
+// latency is waited out and the rule's error, if any, returned.
 func (s *Server) inject(ctx context.Context, call faults.Call) error {
 	out := s.faults.Evaluate(call)
 	for _, f := range out.Fired {
-		s.metrics.faultsFired.WithLabelValues(f.RuleID, string(f.Operation)).Inc()
 		detail := fmt.Sprintf("rule=%s operation=%s error=%s latencyMs=%d", f.RuleID, f.Operation, f.Error, f.Latency.Milliseconds())
 		if _, err := s.store.RecordEvent(cloud.Event{Type: "FaultFired", VolumeID: call.VolumeID, InstanceID: call.InstanceID, Detail: detail}); err != nil {
 			return err

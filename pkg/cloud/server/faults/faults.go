@@ -10,6 +10,7 @@ package faults
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -21,6 +22,10 @@ import (
 
 // MaxLatency bounds a rule's LatencyMS so that a typo cannot hang a client for hours.
 const MaxLatency = time.Minute
+
+// MaxTTL bounds a rule's TTLSeconds: a year is longer than any test, and a TTL meant as
+// "forever" is 0.
+const MaxTTL = 365 * 24 * time.Hour
 
 // Operations are the operations a rule may target besides cloud.OperationAny. Admin
 // operations (faults, quotas, instance changes, reset) are never faulted, so an outage rule
@@ -34,12 +39,16 @@ func Operations() []cloud.Operation {
 	}
 }
 
-// Validate reports every problem of a rule as one error: an unknown operation or error code,
-// a rule that does nothing (no error and no latency), a probability outside (0, 1],
-// negative counts, TTL or latency, latency above MaxLatency, or read-only fields set.
+// Validate reports every problem of a rule as one error: a missing or unknown operation, an
+// unknown error code, a rule that does nothing (no error and no latency), a probability
+// outside (0, 1], negative counts, latency outside [0, MaxLatency], a TTL outside [0, MaxTTL],
+// or read-only fields set. Count and TTLSeconds 0 mean unlimited (the Go client omits zeros).
 func Validate(r cloud.FaultRule) error {
 	var errs []error
-	if r.Operation != cloud.OperationAny && !slices.Contains(Operations(), r.Operation) {
+	switch {
+	case r.Operation == "":
+		errs = append(errs, fmt.Errorf("operation is required: \"*\" or one of %v", Operations()))
+	case r.Operation != cloud.OperationAny && !slices.Contains(Operations(), r.Operation):
 		errs = append(errs, fmt.Errorf("unknown operation %q (want \"*\" or one of %v)", r.Operation, Operations()))
 	}
 	if r.Error != "" && !r.Error.Known() {
@@ -48,7 +57,8 @@ func Validate(r cloud.FaultRule) error {
 	if r.Error == "" && r.LatencyMS == 0 {
 		errs = append(errs, errors.New("rule does nothing: set error, latencyMs or both"))
 	}
-	if r.LatencyMS < 0 || time.Duration(r.LatencyMS)*time.Millisecond > MaxLatency {
+	// Compared as integers: converted to a Duration first, a huge value would wrap around.
+	if r.LatencyMS < 0 || int64(r.LatencyMS) > MaxLatency.Milliseconds() {
 		errs = append(errs, fmt.Errorf("latencyMs must be in [0, %d], got %d", MaxLatency.Milliseconds(), r.LatencyMS))
 	}
 	if p := r.Probability; p != nil && (math.IsNaN(*p) || *p <= 0 || *p > 1) {
@@ -60,8 +70,8 @@ func Validate(r cloud.FaultRule) error {
 	if r.Count < 0 {
 		errs = append(errs, fmt.Errorf("count must be >= 0, got %d", r.Count))
 	}
-	if r.TTLSeconds < 0 {
-		errs = append(errs, fmt.Errorf("ttlSeconds must be >= 0, got %d", r.TTLSeconds))
+	if r.TTLSeconds < 0 || int64(r.TTLSeconds) > int64(MaxTTL/time.Second) {
+		errs = append(errs, fmt.Errorf("ttlSeconds must be in [0, %d] (0: no expiry), got %d", int64(MaxTTL/time.Second), r.TTLSeconds))
 	}
 	if r.Fired != 0 || r.ExpiresAt != nil {
 		errs = append(errs, errors.New("fired and expiresAt are read only"))
@@ -95,6 +105,9 @@ type Outcome struct {
 type rule struct {
 	spec    cloud.FaultRule
 	matched int
+	// firedBy counts firings by the operation of the call, which differs from the rule's
+	// for a rule on "*"; the counts sum to spec.Fired.
+	firedBy map[cloud.Operation]int
 	rng     *rand.Rand
 	expires time.Time // zero: never
 }
@@ -140,7 +153,7 @@ func (e *Engine) addLocked(r cloud.FaultRule) cloud.FaultRule {
 		r.Probability = &one
 	}
 	seed := uint64(r.Seed)
-	ru := &rule{spec: r, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	ru := &rule{spec: r, firedBy: map[cloud.Operation]int{}, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 	if r.TTLSeconds > 0 {
 		ru.expires = e.now().Add(time.Duration(r.TTLSeconds) * time.Second)
 	}
@@ -193,6 +206,29 @@ func (e *Engine) List() []cloud.FaultRule {
 	out := make([]cloud.FaultRule, 0, len(e.rules))
 	for _, r := range e.rules {
 		out = append(out, r.view())
+	}
+	return out
+}
+
+// FiredCount is how often one live rule fired for calls of one operation.
+type FiredCount struct {
+	RuleID    string
+	Operation cloud.Operation
+	Count     int
+}
+
+// FiredCounts returns the firing counts of the live rules, in creation order and then by
+// operation; expired rules are dropped first, so a rule's counts go when the rule goes
+// (deleted, cleared, reset or expired). Operations a rule never fired for are left out.
+func (e *Engine) FiredCounts() []FiredCount {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.expireLocked()
+	var out []FiredCount
+	for _, r := range e.rules {
+		for _, op := range slices.Sorted(maps.Keys(r.firedBy)) {
+			out = append(out, FiredCount{RuleID: r.spec.ID, Operation: op, Count: r.firedBy[op]})
+		}
 	}
 	return out
 }
@@ -259,6 +295,7 @@ func (e *Engine) Evaluate(c Call) Outcome {
 			continue
 		}
 		r.spec.Fired++
+		r.firedBy[c.Operation]++
 		latency := time.Duration(r.spec.LatencyMS) * time.Millisecond
 		out.Delay += latency
 		out.Fired = append(out.Fired, Fired{RuleID: r.spec.ID, Operation: c.Operation, Error: r.spec.Error, Latency: latency})

@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -195,5 +196,75 @@ func TestProbabilityRange(t *testing.T) {
 				t.Fatalf("engine's probability changed through a returned rule: %v", p)
 			}
 		})
+	}
+}
+
+func TestValidateRefusesWithAClearMessage(t *testing.T) {
+	tests := []struct {
+		name string
+		rule cloud.FaultRule
+		want string // a substring of the error; "" means valid
+	}{
+		{"no operation", cloud.FaultRule{Error: cloud.CodeUnavailable}, "operation is required"},
+		{"unknown operation", cloud.FaultRule{Operation: "Explode", Error: cloud.CodeUnavailable}, `unknown operation "Explode"`},
+		{"latency that wraps a Duration", cloud.FaultRule{Operation: cloud.OperationAny, LatencyMS: math.MaxInt64}, "latencyMs must be in [0, 60000]"},
+		{"latency a millisecond over the maximum", cloud.FaultRule{Operation: cloud.OperationAny, LatencyMS: 60001}, "latencyMs"},
+		{"latency at the maximum", cloud.FaultRule{Operation: cloud.OperationAny, LatencyMS: 60000}, ""},
+		{"TTL that wraps a Duration", cloud.FaultRule{Operation: cloud.OperationAny, Error: cloud.CodeUnavailable, TTLSeconds: math.MaxInt64}, "ttlSeconds must be in [0, 31536000]"},
+		{"TTL a second over a year", cloud.FaultRule{Operation: cloud.OperationAny, Error: cloud.CodeUnavailable, TTLSeconds: 31536001}, "ttlSeconds"},
+		{"TTL of a year", cloud.FaultRule{Operation: cloud.OperationAny, Error: cloud.CodeUnavailable, TTLSeconds: 31536000}, ""},
+		{"count and TTL 0 mean unlimited", cloud.FaultRule{Operation: cloud.OperationAny, Error: cloud.CodeUnavailable}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := faults.Validate(tt.rule)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Validate: %v, want valid", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("Validate: %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestFiredCountsFollowTheRules: counts are per rule and call operation, and a rule's counts
+// go with the rule, also when its TTL passes.
+func TestFiredCountsFollowTheRules(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	e := newEngine(t, clock,
+		cloud.FaultRule{Operation: cloud.OperationAny, LatencyMS: 1, TTLSeconds: 10},
+		cloud.FaultRule{Operation: cloud.OperationGetCapacity, LatencyMS: 1},
+	)
+	for _, op := range []cloud.Operation{cloud.OperationAttachVolume, cloud.OperationGetCapacity, cloud.OperationAttachVolume} {
+		e.Evaluate(faults.Call{Operation: op})
+	}
+	steps := []struct {
+		advance time.Duration
+		want    []faults.FiredCount
+	}{
+		{0, []faults.FiredCount{
+			{RuleID: "fault-1", Operation: cloud.OperationAttachVolume, Count: 2},
+			{RuleID: "fault-1", Operation: cloud.OperationGetCapacity, Count: 1},
+			{RuleID: "fault-2", Operation: cloud.OperationGetCapacity, Count: 1},
+		}},
+		{9 * time.Second, []faults.FiredCount{
+			{RuleID: "fault-1", Operation: cloud.OperationAttachVolume, Count: 2},
+			{RuleID: "fault-1", Operation: cloud.OperationGetCapacity, Count: 1},
+			{RuleID: "fault-2", Operation: cloud.OperationGetCapacity, Count: 1},
+		}},
+		{time.Second, []faults.FiredCount{{RuleID: "fault-2", Operation: cloud.OperationGetCapacity, Count: 1}}},
+	}
+	for i, st := range steps {
+		clock.t = clock.t.Add(st.advance)
+		if got := e.FiredCounts(); !slices.Equal(got, st.want) {
+			t.Fatalf("step %d: FiredCounts = %+v, want %+v", i, got, st.want)
+		}
+	}
+	if err := e.Delete("fault-2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.FiredCounts(); len(got) != 0 {
+		t.Fatalf("after deleting the last rule: %+v", got)
 	}
 }

@@ -3,7 +3,6 @@ package store
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
@@ -28,32 +27,51 @@ func (s *Store) InstanceTypes() ([]cloud.InstanceType, error) {
 	return out, nil
 }
 
-func validateCreateInstance(req cloud.CreateInstanceRequest, types map[string]bool) error {
+// validateCreateInstance checks a new instance against the instance types (name →
+// maxAttachments); override is its per-instance attach limit, if any. Out-of-band slots may
+// take every slot of the limit (a node with no room for this driver) but not more.
+func validateCreateInstance(req cloud.CreateInstanceRequest, types map[string]int, override *int) error {
 	var errs []error
-	if strings.TrimSpace(req.ID) == "" {
-		errs = append(errs, errors.New("id is required"))
+	if err := checkInstanceID(req.ID); err != nil {
+		errs = append(errs, err)
 	}
-	if strings.TrimSpace(req.Zone) == "" {
-		errs = append(errs, errors.New("zone is required"))
+	if err := CheckZone(req.Zone); err != nil {
+		errs = append(errs, err)
 	}
+	limit, known := types[req.InstanceType]
 	if req.InstanceType == "" {
 		errs = append(errs, errors.New("instanceType is required"))
-	} else if !types[req.InstanceType] {
+	} else if !known {
 		errs = append(errs, fmt.Errorf("unknown instanceType %q", req.InstanceType))
 	}
-	if req.OutOfBandSlots < 0 {
+	if override != nil {
+		limit, known = *override, true
+	}
+	switch {
+	case req.OutOfBandSlots < 0:
 		errs = append(errs, fmt.Errorf("outOfBandSlots must be >= 0, got %d", req.OutOfBandSlots))
+	case known && req.OutOfBandSlots > limit:
+		errs = append(errs, outOfBandAboveLimit(req.OutOfBandSlots, limit))
 	}
 	return errors.Join(errs...)
 }
 
-func (t *txn) typeNames() map[string]bool {
-	names := map[string]bool{}
-	_ = t.tx.Bucket(bucketTypes).ForEach(func(k, _ []byte) error {
-		names[string(k)] = true
+func outOfBandAboveLimit(oob, limit int) error {
+	return fmt.Errorf("outOfBandSlots %d is above the attach limit %d: out-of-band slots are part of the limit (equal to it leaves none for volumes)", oob, limit)
+}
+
+// typeLimits maps each instance type's name to its maxAttachments.
+func (t *txn) typeLimits() (map[string]int, error) {
+	limits := map[string]int{}
+	err := t.tx.Bucket(bucketTypes).ForEach(func(k, v []byte) error {
+		var it cloud.InstanceType
+		if err := jsonUnmarshal(v, &it); err != nil {
+			return fmt.Errorf("instance type %s: %w", k, err)
+		}
+		limits[string(k)] = it.MaxAttachments
 		return nil
 	})
-	return names
+	return limits, err
 }
 
 // instanceRec is the stored JSON record of an instance: what only a create or a patch
@@ -164,7 +182,11 @@ func (t *txn) putInstanceState(id string, st instanceState) error {
 
 // createInstance creates req or returns the existing instance with the same ID and fields.
 func (t *txn) createInstance(req cloud.CreateInstanceRequest) (*instView, error) {
-	if err := validateCreateInstance(req, t.typeNames()); err != nil {
+	types, err := t.typeLimits()
+	if err != nil {
+		return nil, err
+	}
+	if err := validateCreateInstance(req, types, nil); err != nil {
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "create instance: %v", err)
 	}
 	existing, err := t.loadInstance(req.ID)
@@ -278,9 +300,11 @@ func (s *Store) ListInstances() ([]cloud.Instance, error) {
 }
 
 // PatchInstance applies p. With ifMatch != nil the instance's Revision must equal *ifMatch
-// (else PreconditionFailed). Negative values, an unknown type, an empty patch, or setting and
-// clearing the limit at once are InvalidArgument. Lowering a limit below current use is
-// allowed: it refuses new attaches and detaches nothing.
+// (else PreconditionFailed). InvalidArgument, changing nothing: an empty patch, setting and
+// clearing the limit at once, an attachLimit below 1, negative outOfBandSlots, an unknown
+// type, or a result whose outOfBandSlots exceed its effective attach limit (equal is allowed:
+// a node with no slot left for this driver). Lowering a limit below current use is allowed:
+// it refuses new attaches and detaches nothing.
 func (s *Store) PatchInstance(id string, p cloud.InstancePatch, ifMatch *uint64) (*cloud.Instance, error) {
 	var errs []error
 	if p.AttachLimit == nil && !p.ClearAttachLimit && p.OutOfBandSlots == nil && p.InstanceType == nil {
@@ -289,8 +313,10 @@ func (s *Store) PatchInstance(id string, p cloud.InstancePatch, ifMatch *uint64)
 	if p.AttachLimit != nil && p.ClearAttachLimit {
 		errs = append(errs, errors.New("attachLimit and clearAttachLimit are exclusive"))
 	}
-	if p.AttachLimit != nil && *p.AttachLimit < 0 {
-		errs = append(errs, fmt.Errorf("attachLimit must be >= 0, got %d", *p.AttachLimit))
+	if p.AttachLimit != nil && *p.AttachLimit < 1 {
+		// 0 would read as "unlimited" to anyone who knows CSI's max_volumes_per_node; a node
+		// without room for volumes is outOfBandSlots equal to the limit.
+		errs = append(errs, fmt.Errorf("attachLimit must be >= 1, got %d (to leave no slot for volumes, set outOfBandSlots to the limit)", *p.AttachLimit))
 	}
 	if p.OutOfBandSlots != nil && *p.OutOfBandSlots < 0 {
 		errs = append(errs, fmt.Errorf("outOfBandSlots must be >= 0, got %d", *p.OutOfBandSlots))
@@ -308,7 +334,11 @@ func (s *Store) PatchInstance(id string, p cloud.InstancePatch, ifMatch *uint64)
 			return cloud.NewError(cloud.CodePreconditionFailed, "instance %s is at revision %d, If-Match wants %d", id, iv.state.revision, *ifMatch)
 		}
 		if p.InstanceType != nil {
-			if !t.typeNames()[*p.InstanceType] {
+			types, err := t.typeLimits()
+			if err != nil {
+				return err
+			}
+			if _, ok := types[*p.InstanceType]; !ok {
 				return cloud.NewError(cloud.CodeInvalidArgument, "unknown instanceType %q", *p.InstanceType)
 			}
 			iv.rec.InstanceType = *p.InstanceType
@@ -323,13 +353,18 @@ func (s *Store) PatchInstance(id string, p cloud.InstancePatch, ifMatch *uint64)
 		if p.OutOfBandSlots != nil {
 			iv.rec.OutOfBandSlots = *p.OutOfBandSlots
 		}
+		// The result is checked, not the fields one by one, so that one patch may lower the
+		// limit and the out-of-band slots together.
+		if iv.limit, err = t.attachLimit(&iv.rec); err != nil {
+			return err
+		}
+		if iv.rec.OutOfBandSlots > iv.limit {
+			return cloud.NewError(cloud.CodeInvalidArgument, "patch instance %s: %v", id, outOfBandAboveLimit(iv.rec.OutOfBandSlots, iv.limit))
+		}
 		if iv.state.revision, err = t.bump(); err != nil {
 			return err
 		}
 		if err := t.putInstance(iv); err != nil {
-			return err
-		}
-		if iv.limit, err = t.attachLimit(&iv.rec); err != nil {
 			return err
 		}
 		attached, limit := int(iv.state.attached), iv.limit-iv.rec.OutOfBandSlots

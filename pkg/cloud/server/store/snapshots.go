@@ -22,11 +22,12 @@ func (t *txn) getSnapshot(id string) (*cloud.Snapshot, error) {
 
 // CreateSnapshot snapshots a volume, idempotent on Name: the same name and source return the
 // existing snapshot, another source is AlreadyExists. Snapshots are ready at once. Errors:
-// InvalidArgument (empty name or source), VolumeNotFound.
+// InvalidArgument (no source; a name that is empty, over MaxNameBytes or holds a control
+// character CSI bans), VolumeNotFound.
 func (s *Store) CreateSnapshot(req cloud.CreateSnapshotRequest) (*cloud.Snapshot, error) {
 	var errs []error
-	if strings.TrimSpace(req.Name) == "" {
-		errs = append(errs, errors.New("name is required"))
+	if err := checkName("name", req.Name); err != nil {
+		errs = append(errs, err)
 	}
 	if strings.TrimSpace(req.SourceVolumeID) == "" {
 		errs = append(errs, errors.New("sourceVolumeId is required"))

@@ -30,34 +30,38 @@ type State struct {
 }
 
 // Validate reports every problem of the state at once: empty or duplicate names and IDs,
-// negative limits, slots or quotas, and instances of unknown types.
+// instance types or per-instance limits below 1 slot, negative slots or quotas, out-of-band
+// slots above an instance's limit, instance IDs or zones that fail the checks of
+// POST /v1/instances, and instances of unknown types.
 func (st State) Validate() error {
 	var errs []error
-	types := map[string]bool{}
+	types := map[string]int{}
 	for i, it := range st.InstanceTypes {
-		switch {
+		switch _, dup := types[it.Name]; {
 		case it.Name == "":
 			errs = append(errs, fmt.Errorf("instanceTypes[%d]: name is required", i))
-		case types[it.Name]:
+		case dup:
 			errs = append(errs, fmt.Errorf("instanceTypes[%d]: duplicate name %q", i, it.Name))
 		}
-		if it.MaxAttachments < 0 {
-			errs = append(errs, fmt.Errorf("instanceTypes[%d]: maxAttachments must be >= 0, got %d", i, it.MaxAttachments))
+		if it.MaxAttachments < 1 {
+			errs = append(errs, fmt.Errorf("instanceTypes[%d]: maxAttachments must be >= 1, got %d", i, it.MaxAttachments))
 		}
-		types[it.Name] = true
+		types[it.Name] = it.MaxAttachments
 	}
 	ids := map[string]bool{}
 	for i, in := range st.Instances {
-		if err := validateCreateInstance(in.CreateInstanceRequest, types); err != nil {
+		override := in.AttachLimit
+		if override != nil && *override < 1 {
+			errs = append(errs, fmt.Errorf("instances[%d]: attachLimit must be >= 1, got %d", i, *override))
+			override = nil
+		}
+		if err := validateCreateInstance(in.CreateInstanceRequest, types, override); err != nil {
 			errs = append(errs, fmt.Errorf("instances[%d]: %w", i, err))
 		}
 		if ids[in.ID] {
 			errs = append(errs, fmt.Errorf("instances[%d]: duplicate id %q", i, in.ID))
 		}
 		ids[in.ID] = true
-		if in.AttachLimit != nil && *in.AttachLimit < 0 {
-			errs = append(errs, fmt.Errorf("instances[%d]: attachLimit must be >= 0, got %d", i, *in.AttachLimit))
-		}
 	}
 	if err := validateLimits(st.Quotas); err != nil {
 		errs = append(errs, fmt.Errorf("quotas: %w", err))

@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -95,6 +96,10 @@ type Options struct {
 	MaxBatchDelay time.Duration
 	// MaxBatchSize caps the mutations per commit; default DefaultMaxBatchSize.
 	MaxBatchSize int
+	// Zones are the zones volumes may be created in although no instance is in them yet:
+	// the server's default zone, where zone-less volumes go and auto-registered instances
+	// appear. The zone of every instance is known anyway.
+	Zones []string
 }
 
 // Store is the durable state. It is safe for concurrent use.
@@ -106,6 +111,8 @@ type Store struct {
 	inFlight atomic.Int64
 	// tempPath is the file to remove on Close when the store is not persistent.
 	tempPath string
+	// zones are Options.Zones.
+	zones []string
 	// epoch names this database: written once when it is created, so readers can tell a
 	// store that started empty again (revisions restarting from 0) from an older reading.
 	epoch string
@@ -115,7 +122,7 @@ type Store struct {
 // temporary file that Close removes: the same code path, but nothing persists, so commits
 // skip fdatasync.
 func Open(dir string, opts Options) (*Store, error) {
-	s := &Store{now: opts.Now, maxEvents: uint64(opts.MaxEvents)}
+	s := &Store{now: opts.Now, maxEvents: uint64(opts.MaxEvents), zones: slices.Clone(opts.Zones)}
 	if s.now == nil {
 		s.now = time.Now
 	}

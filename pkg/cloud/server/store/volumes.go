@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,6 +44,28 @@ func (vv *volView) volume() *cloud.Volume {
 		v.Device = DevicePrefix + v.ID
 	}
 	return v
+}
+
+// zoneKnown reports whether zone is one of Options.Zones or the zone of an instance. Zones
+// only come into being with the instances in them, so a typo ("zone-q") cannot create a volume
+// that no instance could ever attach.
+func (t *txn) zoneKnown(zone string) (bool, error) {
+	if slices.Contains(t.s.zones, zone) {
+		return true, nil
+	}
+	c := t.tx.Bucket(bucketInstances).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		var rec struct {
+			Zone string `json:"zone"`
+		}
+		if err := jsonUnmarshal(v, &rec); err != nil {
+			return false, fmt.Errorf("instance %s: %w", k, err)
+		}
+		if rec.Zone == zone {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func (t *txn) getVolume(id string) (*volView, error) {
@@ -94,12 +117,14 @@ func (t *txn) putVolumeState(id string, st volumeState) error {
 
 // CreateVolume creates a volume, idempotent on Name: the same name with the same size, zone
 // and source returns the existing volume; different parameters are AlreadyExists. Errors:
-// InvalidArgument (empty name or zone, size ≤ 0, size below the source snapshot's),
-// SnapshotNotFound, VolumeQuotaExceeded, CapacityQuotaExceeded.
+// InvalidArgument (a name that is empty, over MaxNameBytes or holds a control character CSI
+// bans; an empty zone or one no instance is in and Options.Zones does not name; size ≤ 0;
+// size below the source snapshot's), SnapshotNotFound, VolumeQuotaExceeded,
+// CapacityQuotaExceeded.
 func (s *Store) CreateVolume(req cloud.CreateVolumeRequest) (*cloud.Volume, error) {
 	var errs []error
-	if strings.TrimSpace(req.Name) == "" {
-		errs = append(errs, errors.New("name is required"))
+	if err := checkName("name", req.Name); err != nil {
+		errs = append(errs, err)
 	}
 	if strings.TrimSpace(req.Zone) == "" {
 		errs = append(errs, errors.New("zone is required"))
@@ -124,6 +149,15 @@ func (s *Store) CreateVolume(req cloud.CreateVolumeRequest) (*cloud.Volume, erro
 			out = v.volume()
 			return nil
 		}
+		// After the name lookup: a retried create of an existing volume must find it even if
+		// its zone is no longer known (a restart with another default zone).
+		known, err := t.zoneKnown(req.Zone)
+		if err != nil {
+			return err
+		}
+		if !known {
+			return cloud.NewError(cloud.CodeInvalidArgument, "create volume: unknown zone %q: no instance is in it (zones come with their instances, see POST /v1/instances)", req.Zone)
+		}
 		if req.SourceSnapshotID != "" {
 			snap, err := t.getSnapshot(req.SourceSnapshotID)
 			if err != nil {
@@ -140,7 +174,9 @@ func (s *Store) CreateVolume(req cloud.CreateVolumeRequest) (*cloud.Volume, erro
 		if q.Volumes.Used >= q.Volumes.Limit {
 			return cloud.NewError(cloud.CodeVolumeQuotaExceeded, "volume quota %d reached", q.Volumes.Limit)
 		}
-		if q.CapacityBytes.Used+req.SizeBytes > q.CapacityBytes.Limit {
+		// Limit - Used cannot overflow (both ≥ 0); Used + size can, and a wrapped sum would
+		// pass the check and turn Used negative.
+		if req.SizeBytes > q.CapacityBytes.Limit-q.CapacityBytes.Used {
 			return cloud.NewError(cloud.CodeCapacityQuotaExceeded, "capacity quota %d bytes: %d used, %d requested",
 				q.CapacityBytes.Limit, q.CapacityBytes.Used, req.SizeBytes)
 		}
@@ -426,7 +462,7 @@ func (s *Store) Resize(volumeID string, sizeBytes int64) (*cloud.Volume, error) 
 			return err
 		}
 		grow := sizeBytes - v.rec.SizeBytes
-		if q.CapacityBytes.Used+grow > q.CapacityBytes.Limit {
+		if grow > q.CapacityBytes.Limit-q.CapacityBytes.Used { // see CreateVolume: no overflow
 			return cloud.NewError(cloud.CodeCapacityQuotaExceeded, "capacity quota %d bytes: %d used, %d more requested", q.CapacityBytes.Limit, q.CapacityBytes.Used, grow)
 		}
 		rev, err := t.bump()
