@@ -17,7 +17,7 @@ E2E_ARGS ?=
 
 .PHONY: help
 help: ## List the targets.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-20s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## Build bin/driver and bin/fakecloud with version and commit stamped.
@@ -94,5 +94,5 @@ bench: ## Benchmarks and the capacity-policy comparison; prints the ratios the R
 	hack/bench.sh
 
 .PHONY: clean
-clean: ## Remove build output.
-	rm -rf $(BIN)
+clean: ## Remove build output: bin/, the image archives and the fetched snapshot release (kind's kubeconfig and logs in _output/kind stay).
+	rm -rf $(BIN) _output/images _output/external-snapshotter

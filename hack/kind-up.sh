@@ -22,6 +22,14 @@ kindctl=$IMAGES_DIR/bin/kindctl
 
 step() { printf '\n== %s\n' "$*"; }
 
+# kind runs its nodes as containers: fail before building anything when there is no engine.
+provider=${KIND_EXPERIMENTAL_PROVIDER:-docker}
+if ! "$provider" info >/dev/null 2>&1; then
+  echo "kind needs a running container engine, and \`$provider info\` failed." >&2
+  echo "Without Docker, \`make e2e-local\` runs the same suite on a local cluster of upstream binaries." >&2
+  exit 1
+fi
+
 step "1. images (no Docker daemon)"
 IMAGES_DIR=$IMAGES_DIR hack/images.sh
 

@@ -15,23 +15,30 @@ SEED=${SEED:-examples/seed.yaml}
 TOKENS=${TOKENS:-examples/tokens.yaml}
 PORT=${FAKECLOUD_PORT:-8080}
 HTTP_BASE=${DRIVER_HTTP_PORT_BASE:-9808}
-RUN_DIR=${RUN_DIR:-$(mktemp -d -t fakecloud-csi-run.XXXXXX)}
+own_run_dir=0
+if [[ -z "${RUN_DIR:-}" ]]; then RUN_DIR=$(mktemp -d -t fakecloud-csi-run.XXXXXX); own_run_dir=1; fi
 CLOUD="http://127.0.0.1:${PORT}"
 ADMIN=demo-admin-token
 mkdir -p "$RUN_DIR/logs"
 
 pids=()
+stopped=0
 cleanup() {
   local rc=$?
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  if [[ $rc -ne 0 ]]; then
+  if [[ ${#pids[@]} -eq 0 && $own_run_dir -eq 1 ]]; then
+    rm -rf "$RUN_DIR" # nothing was started: nothing to keep
+  elif [[ $stopped -eq 1 ]]; then
+    echo "stopped; state and logs stay in $RUN_DIR"
+  elif [[ $rc -ne 0 ]]; then
     echo "run.sh failed; logs in $RUN_DIR/logs:" >&2
     tail -n 20 "$RUN_DIR"/logs/*.log >&2 || true
   fi
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+# Ctrl-C is how `make run` is meant to end: stop everything and exit 0.
+trap 'stopped=1; exit 0' INT TERM
 
 wait_for() { # wait_for DESCRIPTION COMMAND...: poll for up to 60 s while every process lives
   local what=$1; shift
