@@ -18,6 +18,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
 )
 
 // DriverName is the CSI driver name the harness registers with every kubelet.
@@ -147,6 +149,12 @@ type Info struct {
 	// through it and the supervisor restarts it.
 	PidDir string `json:"pidDir"`
 	Nodes  []Node `json:"nodes"`
+	// ControllerURL is the controller plugin's HTTP base URL (its
+	// --http-addr): /healthz, /readyz, /metrics (publish results, backoff).
+	ControllerURL string `json:"controllerURL,omitempty"`
+	// DriverArgs are the capacity and backoff flags every driver process
+	// got (Options.DriverArgs, DefaultDriverArgs unless the caller chose).
+	DriverArgs []string `json:"driverArgs,omitempty"`
 	// PluginURLs maps node name to its node plugin's HTTP base URL
 	// (http://127.0.0.1:PORT, the driver's --http-addr): /healthz, /readyz,
 	// /metrics, /debug/capacity.
@@ -173,8 +181,8 @@ type Cluster struct {
 }
 
 type ports struct {
-	etcdClient, etcdPeer, apiserver, cloud int
-	kubelet, healthz, pluginHTTP           []int
+	etcdClient, etcdPeer, apiserver, cloud, controllerHTTP int
+	kubelet, healthz, pluginHTTP                           []int
 }
 
 func freePorts(n int) ([]int, error) {
@@ -233,12 +241,12 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	}
 	c.driverBinary = filepath.Join(binDir, "driver")
 	nn := len(o.Nodes)
-	pp, err := freePorts(4 + 3*nn)
+	pp, err := freePorts(5 + 3*nn)
 	if err != nil {
 		return nil, err
 	}
-	p := ports{etcdClient: pp[0], etcdPeer: pp[1], apiserver: pp[2], cloud: pp[3]}
-	p.kubelet, p.healthz, p.pluginHTTP = pp[4:4+nn], pp[4+nn:4+2*nn], pp[4+2*nn:]
+	p := ports{etcdClient: pp[0], etcdPeer: pp[1], apiserver: pp[2], cloud: pp[3], controllerHTTP: pp[4]}
+	p.kubelet, p.healthz, p.pluginHTTP = pp[5:5+nn], pp[5+nn:5+2*nn], pp[5+2*nn:]
 
 	pk, err := newPKI(filepath.Join(o.RunDir, "pki"))
 	if err != nil {
@@ -349,6 +357,8 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 
 	// fake cloud
 	c.CloudURL = fmt.Sprintf("http://127.0.0.1:%d", p.cloud)
+	c.ControllerURL = fmt.Sprintf("http://127.0.0.1:%d", p.controllerHTTP)
+	c.DriverArgs = o.DriverArgs
 	c.AdminToken = "e2e-admin-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	driverToken := "e2e-driver-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	c.AdminTokenFile = filepath.Join(o.RunDir, "cloud-admin.token")
@@ -378,7 +388,8 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	}
 	if _, err := sup.start(runCtx, procSpec{Name: "driver-controller", Path: c.driverBinary, Args: append([]string{
 		"--mode=controller", "--endpoint=unix://" + ctrlSock,
-		"--state-dir=" + filepath.Join(ctrlDir, "state"), "--http-addr=",
+		"--state-dir=" + filepath.Join(ctrlDir, "state"),
+		"--http-addr=127.0.0.1:" + strconv.Itoa(p.controllerHTTP),
 	}, driverCommon...), Restart: true}); err != nil {
 		return nil, err
 	}
@@ -466,10 +477,18 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 }
 
 // Stop stops every component, the last started first, and the registration
-// servers. It is safe to call more than once.
+// servers, then removes the mounts left under the run folder (volumes of pods
+// that were still running). It is safe to call more than once.
 func (c *Cluster) Stop() {
 	c.sup.stopAll()
 	c.cancel()
+	left, err := unmountUnder(c.RunDir, "", mount.NewLinux())
+	switch {
+	case err != nil:
+		fmt.Fprintf(c.opts.Out, "cannot list the mounts under %s: %v\n", c.RunDir, err)
+	case len(left) > 0:
+		fmt.Fprintf(c.opts.Out, "could not unmount %d mounts under %s (see findmnt): %v\n", len(left), c.RunDir, left)
+	}
 }
 
 // Running reports whether the named component (e.g. "driver-controller") is

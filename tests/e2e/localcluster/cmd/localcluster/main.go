@@ -246,8 +246,13 @@ stop it with: make down-local (or, in tests/e2e: go run ./localcluster/cmd/local
 		nodes = append(nodes, n)
 	}
 	sort.Strings(nodes)
+	fmt.Fprintf(w, "controller plugin: curl -s %s/metrics\n", info.ControllerURL)
 	for _, n := range nodes {
-		fmt.Fprintf(w, "node plugin of %s: curl -s %s/debug/capacity (also /metrics)\n", n, info.PluginURLs[n])
+		fmt.Fprintf(w, "node plugin of %s: curl -s %s/debug/capacity (also /debug/cluster, /metrics)\n", n, info.PluginURLs[n])
+	}
+	if len(info.DriverArgs) > 0 {
+		fmt.Fprintf(w, "the drivers run with the e2e suite's capacity flags (increases apply at the next refresh,\n"+
+			"no stability window or step limit; README \"End to end on real Kubernetes components\"):\n  %s\n", strings.Join(info.DriverArgs, " "))
 	}
 }
 
