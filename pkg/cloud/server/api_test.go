@@ -27,6 +27,10 @@ func TestBadInputChangesNothing(t *testing.T) {
 		code                     cloud.Code
 	}{
 		{"unknown field", "POST", "/v1/volumes", `{"name":"x","sizeBytes":1,"zone":"zone-a","color":"red"}`, nil, 400, cloud.CodeInvalidArgument},
+		{"field name in another case", "POST", "/v1/volumes", `{"Name":"x","sizeBytes":1,"zone":"zone-a"}`, nil, 400, cloud.CodeInvalidArgument},
+		{"duplicate field", "POST", "/v1/volumes", `{"name":"x","sizeBytes":-1,"sizeBytes":1,"zone":"zone-a"}`, nil, 400, cloud.CodeInvalidArgument},
+		{"trailing data", "POST", "/v1/volumes", `{"name":"x","sizeBytes":1,"zone":"zone-a"} {}`, nil, 400, cloud.CodeInvalidArgument},
+		{"empty body", "POST", "/v1/volumes", ``, nil, 400, cloud.CodeInvalidArgument},
 		{"bad JSON", "POST", "/v1/volumes", `{"name":`, nil, 400, cloud.CodeInvalidArgument},
 		{"wrong JSON type", "POST", "/v1/volumes", `{"name":"x","sizeBytes":"big","zone":"zone-a"}`, nil, 400, cloud.CodeInvalidArgument},
 		{"trailing data", "POST", "/v1/volumes", `{"name":"x","sizeBytes":1,"zone":"zone-a"} {}`, nil, 400, cloud.CodeInvalidArgument},

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/gorilla/mux"
 	"k8s.io/klog/v2"
+	sigsjson "sigs.k8s.io/json"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
@@ -110,21 +112,25 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 	_, _ = w.Write(append(data, '\n'))
 }
 
-// decode reads exactly one JSON value into v: unknown fields, malformed JSON, an empty body
-// and trailing data are InvalidArgument; a body over the limit is PayloadTooLarge.
+// decode reads exactly one JSON value into v, as strictly as Kubernetes reads objects
+// (sigs.k8s.io/json UnmarshalStrict): field names match case-sensitively, and unknown or
+// duplicate fields, malformed JSON, an empty body and trailing data are InvalidArgument; a
+// body over the limit is PayloadTooLarge. A refused body changes nothing: handlers act only
+// on a decoded request.
 func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
 		return bodyError(err)
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if err != nil {
-			if be := bodyError(err); cloud.CodeOf(be) == cloud.CodePayloadTooLarge {
-				return be
-			}
-		}
-		return cloud.NewError(cloud.CodeInvalidArgument, "request body has data after the JSON value")
+	if len(bytes.TrimSpace(data)) == 0 {
+		return bodyError(io.EOF)
+	}
+	strict, err := sigsjson.UnmarshalStrict(data, v, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
+	if err != nil {
+		return cloud.NewError(cloud.CodeInvalidArgument, "invalid JSON body: %v", err)
+	}
+	if len(strict) > 0 {
+		return cloud.NewError(cloud.CodeInvalidArgument, "invalid JSON body: %v", errors.Join(strict...))
 	}
 	return nil
 }
