@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCompare replays every trace on a smaller cluster and checks what the comparison is
@@ -40,6 +41,26 @@ func TestCompare(t *testing.T) {
 	}
 	if g := checkGoals(p, a); !g.writesMet() {
 		t.Errorf("writes under noise: %s", g)
+	}
+}
+
+// TestFlakyLookupsDoNotHoldIncreasesBack replays the flaky trace (30% of lookups fail) with
+// the 1s lookup interval of the trial that found the problem: when every failure restarted
+// the stability window, an increase needed ~30 successes in a row and the policy's pods
+// waited about 15 times as long as the oracle's; failures now say nothing against it.
+func TestFlakyLookupsDoNotHoldIncreasesBack(t *testing.T) {
+	p := defaultParams()
+	p.Nodes = 4
+	p.ArrivalPS /= 2
+	p.Capacity.MinInterval = time.Second
+	a, err := compare(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, oracle := a["flaky"]["policy"], a["flaky"]["oracle (reference)"]
+	if policy.PendingPodMin > 1.3*oracle.PendingPodMin || policy.Started != oracle.Started {
+		t.Errorf("flaky trace: policy %.0f pending pod-min and %d pods started, oracle %.0f and %d; want at most 1.3× the waiting and the same pods",
+			policy.PendingPodMin, policy.Started, oracle.PendingPodMin, oracle.Started)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
@@ -31,6 +32,9 @@ type params struct {
 	// LiveFloor gives the policy reporter the node's live count of staged volumes for its
 	// floor, as the driver does; false: the floor uses the last good reading's count.
 	LiveFloor bool
+	// Refresh makes the policy reporter look the cloud up whenever a lookup is due, as the
+	// driver's background refresher (Reporter.Run) does; false: only when the kubelet asks.
+	Refresh bool
 }
 
 func defaultParams() params {
@@ -38,7 +42,7 @@ func defaultParams() params {
 		Seed: 1, Nodes: 8, Limit: 16, OutOfBand: 1, Quota: 1000,
 		Duration: 2 * 3600, Period: 10, ArrivalPS: 100.0 / 600, MeanLife: 600,
 		RetryEvery: 10, RejectWait: 120,
-		Capacity: capacity.DefaultConfig(), LiveFloor: true,
+		Capacity: capacity.DefaultConfig(), LiveFloor: true, Refresh: true,
 	}
 }
 
@@ -48,6 +52,15 @@ type world struct {
 	quota, external      int64
 	rev                  uint64
 	lookupDown           bool
+	// lookupFailP is the probability that one capacity lookup fails (a flaky cloud), drawn
+	// from flaky; 0: lookups fail only while lookupDown.
+	lookupFailP float64
+	flaky       *rand.Rand
+}
+
+// lookupFails says whether the capacity lookup being made now fails.
+func (w *world) lookupFails() bool {
+	return w.lookupDown || (w.lookupFailP > 0 && w.flaky.Float64() < w.lookupFailP)
 }
 
 func newWorld(p params) *world {
@@ -97,6 +110,11 @@ type scenario struct {
 	noise    bool  // other tenants' attachments flip between 4 and 5
 	oobNoise bool  // every node's out-of-band slots flip between 1 and 2
 	quota    int64 // 0: params.Quota
+	// lookupFailP is the probability that any one capacity lookup fails, throughout.
+	lookupFailP float64
+	// extra traces are left out of the **all** rows and the goals, which were set on the
+	// others: a variant of another trace would only dilute them.
+	extra bool
 }
 
 type event struct {
@@ -149,6 +167,10 @@ func scenarios(nodes int) []scenario {
 			events: []event{
 				{1200, func(w *world) { w.quota = w.used() + 2; w.rev++ }},
 				{3000, func(w *world) { w.quota = 1000; w.rev++ }}}},
+		// Last, so that the traces above keep their workloads (seeded by position).
+		{name: "flaky", about: "the step trace with 30% of capacity lookups failing throughout (each independently)",
+			lookupFailP: 0.3, extra: true,
+			events: []event{{1200, setLimit(half, 8)}, {3000, setLimit(half, 16)}, {4200, addOOB(quarter, 6)}, {6000, addOOB(quarter, -6)}}},
 	}
 }
 
@@ -225,7 +247,7 @@ type naiveReporter struct {
 }
 
 func (r *naiveReporter) value(n int) int64 {
-	if !r.w.lookupDown {
+	if !r.w.lookupFails() {
 		r.last[n] = capacity.Reportable(capacity.Raw(r.w.capacity(n), r.share))
 	}
 	return r.last[n]
@@ -245,8 +267,12 @@ func (r *oracleReporter) step() {}
 
 // policyReporter is the real capacity.Reporter of each node on a fake clock.
 type policyReporter struct {
-	clk  *clocktesting.FakeClock
-	reps []*capacity.Reporter
+	clk     *clocktesting.FakeClock
+	reps    []*capacity.Reporter
+	refresh bool
+	// ctx is the context of the simulated calls: its logger (the zero klog.Logger) drops
+	// the reporters' log lines, hundreds per run, which say nothing the table does not.
+	ctx context.Context
 }
 
 type simSource struct {
@@ -255,7 +281,7 @@ type simSource struct {
 }
 
 func (s simSource) GetCapacity(_ context.Context, _ string) (*cloud.Capacity, error) {
-	if s.w.lookupDown {
+	if s.w.lookupFails() {
 		return nil, cloud.NewError(cloud.CodeUnavailable, "outage")
 	}
 	c := s.w.capacity(s.n)
@@ -263,7 +289,8 @@ func (s simSource) GetCapacity(_ context.Context, _ string) (*cloud.Capacity, er
 }
 
 func newPolicyReporter(p params, w *world) (*policyReporter, error) {
-	pr := &policyReporter{clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	pr := &policyReporter{clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), refresh: p.Refresh,
+		ctx: klog.NewContext(context.Background(), klog.Logger{})}
 	for n := range p.Nodes {
 		r, err := capacity.NewReporter(p.Capacity, simSource{w, n}, fmt.Sprintf("node-%d", n), pr.clk, prometheus.NewRegistry())
 		if err != nil {
@@ -280,10 +307,18 @@ func newPolicyReporter(p params, w *world) (*policyReporter, error) {
 }
 
 func (r *policyReporter) value(n int) int64 {
-	v, _ := r.reps[n].MaxVolumesPerNode(context.Background())
+	v, _ := r.reps[n].MaxVolumesPerNode(r.ctx)
 	return v
 }
-func (r *policyReporter) step() { r.clk.Step(time.Second) }
+func (r *policyReporter) step() {
+	r.clk.Step(time.Second)
+	if r.refresh {
+		for _, rep := range r.reps {
+			// What Run does each time a lookup is due; never fails with a live context.
+			_ = rep.Refresh(r.ctx)
+		}
+	}
+}
 
 // result is what one reporter did on one scenario.
 type result struct {

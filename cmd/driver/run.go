@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -66,8 +68,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // queryCommand is a subcommand that dials --endpoint, makes one call (waiting up to --timeout
-// for the plugin to listen) and prints the answer as JSON, also when call returns an answer
-// with an error.
+// for the plugin to answer) and prints the answer as JSON, also when call returns an answer
+// with an error. A unix socket that does not exist fails at once: no plugin listens there,
+// and waiting would only turn a wrong path into a DeadlineExceeded after --timeout.
 func queryCommand(stdout io.Writer, name, short string, call func(context.Context, *grpc.ClientConn) (proto.Message, error)) *cobra.Command {
 	endpoint := csidriver.DefaultOptions().Endpoint
 	timeout := 30 * time.Second
@@ -83,6 +86,8 @@ func queryCommand(stdout io.Writer, name, short string, call func(context.Contex
 			target := "unix://" + addr
 			if network == "tcp" {
 				target = "passthrough:///" + addr
+			} else if err := checkSocket(addr); err != nil {
+				return fmt.Errorf("%s on %s: %w", name, endpoint, err)
 			}
 			conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {
@@ -108,8 +113,23 @@ func queryCommand(stdout io.Writer, name, short string, call func(context.Contex
 		},
 	}
 	cmd.Flags().StringVar(&endpoint, "endpoint", endpoint, "CSI endpoint of the plugin: unix:///path/csi.sock or tcp://host:port")
-	cmd.Flags().DurationVar(&timeout, "timeout", timeout, "how long to wait for the answer")
+	cmd.Flags().DurationVar(&timeout, "timeout", timeout, "how long to wait for the answer (a unix socket that does not exist fails at once)")
 	return cmd
+}
+
+// checkSocket returns an error when path is not a unix socket: it does not exist (the plugin
+// is not running, or listens elsewhere) or is some other kind of file.
+func checkSocket(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("socket %s does not exist: is the plugin running, with this --endpoint?", path)
+	case err != nil:
+		return fmt.Errorf("socket %s: %w", path, err)
+	case fi.Mode().Type() != fs.ModeSocket:
+		return fmt.Errorf("%s is not a unix socket", path)
+	}
+	return nil
 }
 
 // isNil reports whether m is a typed nil pointer, as a failed gRPC call returns.

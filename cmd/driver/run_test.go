@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
@@ -76,6 +81,15 @@ func TestServeAndNodeinfo(t *testing.T) {
 		<-done
 	})
 
+	// nodeinfo fails at once while the socket does not exist: wait for the plugin to create it.
+	sock := filepath.Join(dir, "csi.sock")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the plugin never created %s: %v (%s)", sock, err, serveErr.String())
+		}
+	}
 	var out, errOut bytes.Buffer
 	if err := run(context.Background(), []string{"nodeinfo", endpoint, "--timeout=20s"}, &out, &errOut); err != nil {
 		t.Fatalf("nodeinfo: %v (%s)", err, errOut.String())
@@ -119,5 +133,84 @@ func TestServeAndNodeinfo(t *testing.T) {
 		done <- nil
 	case <-time.After(20 * time.Second):
 		t.Fatal("serve did not stop after cancel")
+	}
+}
+
+// A unix socket that does not exist, or a path that is no socket, fails at once with an error
+// that says so; a socket that exists but does not answer still waits for --timeout. The
+// context bounds each call so that a regression (waiting for the 10m --timeout) fails the
+// test instead of hanging it.
+func TestQueryCommandsOnAMissingOrSilentSocket(t *testing.T) {
+	dir, err := os.MkdirTemp("", "drv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	file := filepath.Join(dir, "file.sock")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	silent := filepath.Join(dir, "silent.sock")
+	l, err := net.Listen("unix", silent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 100)
+	t.Cleanup(func() {
+		_ = l.Close()
+		for {
+			select {
+			case c := <-accepted:
+				_ = c.Close()
+			default:
+				return
+			}
+		}
+	})
+	go func() { // accepts and never answers
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case accepted <- c:
+			default:
+				_ = c.Close()
+			}
+		}
+	}()
+	missing := filepath.Join(dir, "nope.sock")
+	for _, tc := range []struct {
+		name, path, timeout string
+		want                []string // in the error
+		wantDeadline        bool     // the --timeout ended the call
+	}{
+		{name: "missing", path: missing, timeout: "10m", want: []string{"socket " + missing + " does not exist", "unix://" + missing}},
+		{name: "not a socket", path: file, timeout: "10m", want: []string{file + " is not a unix socket"}},
+		{name: "silent", path: silent, timeout: "300ms", wantDeadline: true},
+	} {
+		for _, sub := range []string{"nodeinfo", "probe"} {
+			t.Run(tc.name+"/"+sub, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				var out, errOut bytes.Buffer
+				err := run(ctx, []string{sub, "--endpoint=unix://" + tc.path, "--timeout=" + tc.timeout}, &out, &errOut)
+				if err == nil {
+					t.Fatalf("%s on %s = nil error", sub, tc.path)
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("%s on %s waited for the test's own deadline: %v", sub, tc.path, err)
+				}
+				if got := status.Code(errors.Unwrap(err)) == codes.DeadlineExceeded; got != tc.wantDeadline {
+					t.Errorf("%s on %s: %v; DeadlineExceeded %v, want %v", sub, tc.path, err, got, tc.wantDeadline)
+				}
+				for _, w := range append(tc.want, sub+" on ") {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%s on %s: error %q lacks %q", sub, tc.path, err, w)
+					}
+				}
+			})
+		}
 	}
 }

@@ -3,6 +3,7 @@ package csi
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -673,6 +674,13 @@ func TestControllerPublishBackoff(t *testing.T) {
 		wantCode(t, err, codes.ResourceExhausted)
 		if got := attaches(f); got != before {
 			t.Errorf("publish within the window called AttachVolume (%d calls, want %d)", got, before)
+		}
+		// The refusal reaches extra[1]'s VolumeAttachment: it must be about extra[1], and
+		// may quote extra[0]'s refused attach only as the cause.
+		msg := status.Convert(err).Message()
+		if want := fmt.Sprintf("attach %s to i-1 not tried:", extra[1]); !strings.HasPrefix(msg, want) ||
+			!strings.Contains(msg, fmt.Sprintf("(attach %s to i-1:", extra[0])) {
+			t.Errorf("refusal of %s = %q, want it to start %q and quote the attach of %s", extra[1], msg, want, extra[0])
 		}
 		// Another node is not affected.
 		_, err = publish(s, extra[1], "i-2")

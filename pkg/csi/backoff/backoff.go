@@ -115,7 +115,8 @@ type volumeKey struct{ node, volume string }
 type window struct {
 	until    time.Time
 	failures int
-	err      error // the remembered status error
+	at       time.Time // when the failure that opened (or last lengthened) the window happened
+	err      error     // the remembered status error of that failure
 }
 
 // Backoff holds the open windows. Safe for concurrent use.
@@ -156,7 +157,11 @@ func New(cfg Config, clk clock.PassiveClock) (*Backoff, error) {
 // Check returns nil when a publish of volumeID to nodeID may go to the cloud, else the
 // remembered error as a status error: RESOURCE_EXHAUSTED while the node is in a capacity
 // window, the remembered code (e.g. UNAVAILABLE) while the volume is in a retryable window.
-// Call it after request validation and before the cloud.
+// The message names volumeID and nodeID, how long ago the failure that opened the window
+// happened and what it said, and how long the window still lasts. A node-wide window is
+// usually opened by another volume's attach, whose message must not read as this volume's
+// (it ends up in that VolumeAttachment's status.attachError). Call it after request
+// validation and before the cloud.
 func (b *Backoff) Check(nodeID, volumeID string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -165,23 +170,32 @@ func (b *Backoff) Check(nodeID, volumeID string) error {
 		return nil
 	}
 	if w := b.nodes[nodeID]; w != nil && now.Before(w.until) {
-		return remembered(w, codes.ResourceExhausted, "the cloud refused an attach to node %s for lack of capacity; not asking again for %s", nodeID, w.until.Sub(now).Round(time.Millisecond))
+		code, cause := remembered(w, codes.ResourceExhausted)
+		return status.Errorf(code, "attach %s to %s not tried: the cloud refused an attach to node %s for lack of capacity %s ago (%s); not asking the cloud again for %s",
+			volumeID, nodeID, nodeID, roundMs(now.Sub(w.at)), cause, roundMs(w.until.Sub(now)))
 	}
 	if w := b.volumes[volumeKey{nodeID, volumeID}]; w != nil && now.Before(w.until) {
-		return remembered(w, codes.Unavailable, "attach of %s to %s failed recently (backing off for %s)", volumeID, nodeID, w.until.Sub(now).Round(time.Millisecond))
+		code, cause := remembered(w, codes.Unavailable)
+		return status.Errorf(code, "attach %s to %s not retried yet: it failed %s ago (%s); backing off for %s",
+			volumeID, nodeID, roundMs(now.Sub(w.at)), cause, roundMs(w.until.Sub(now)))
 	}
 	return nil
 }
 
-func remembered(w *window, fallback codes.Code, format string, args ...any) error {
-	code, msg := fallback, ""
+// remembered returns the code to answer with (the remembered status code, else fallback) and
+// the remembered failure's message.
+func remembered(w *window, fallback codes.Code) (codes.Code, string) {
 	if s, ok := status.FromError(w.err); ok && s.Code() != codes.Unknown {
-		code, msg = s.Code(), s.Message()
-	} else if w.err != nil {
-		msg = w.err.Error()
+		return s.Code(), s.Message()
 	}
-	return status.Errorf(code, "%s: %s", fmt.Sprintf(format, args...), msg)
+	if w.err != nil {
+		return fallback, w.err.Error()
+	}
+	return fallback, "no error remembered"
 }
+
+// roundMs rounds d to milliseconds for a message; a clock that went back shows 0s.
+func roundMs(d time.Duration) time.Duration { return max(d, 0).Round(time.Millisecond) }
 
 // Record notes the outcome of a publish of volumeID to nodeID that reached the cloud. nil
 // (success) closes the volume's window and, unless the pair was already published (a
@@ -233,7 +247,7 @@ func (b *Backoff) next(w *window, now time.Time, err error, initial, maxWindow t
 	}
 	d = min(d, maxWindow)
 	d -= time.Duration(b.cfg.Jitter * b.rng.Float64() * float64(d))
-	return &window{until: now.Add(d), failures: n, err: err}
+	return &window{until: now.Add(d), failures: n, at: now, err: err}
 }
 
 // Published records that the cloud reports volumeID attached to nodeID, learnt some other

@@ -213,15 +213,60 @@ func TestBackoffTimelines(t *testing.T) {
 	}
 }
 
-func TestCheckKeepsTheRememberedMessage(t *testing.T) {
-	b, err := New(DefaultConfig(), clocktesting.NewFakePassiveClock(time.Now()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.Record("i-1", "vol-1", errFull)
-	err = b.Check("i-1", "vol-7")
-	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "AttachmentLimitExceeded: no free slot") || !strings.Contains(err.Error(), "node i-1") {
-		t.Errorf("Check = %v", err)
+// The message of a refusal is about the volume asked for: a node-wide window opened by
+// another volume's attach quotes that attach as the cause, never as this volume's error
+// (the message lands in the VolumeAttachment of the volume asked for).
+func TestCheckMessageNamesTheVolumeAskedFor(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Jitter = 0 // exact windows, so that the remaining time can be checked
+	for _, tc := range []struct {
+		name         string
+		recordVolume string
+		recordErr    error
+		after        time.Duration
+		checkVolume  string
+		wantCode     codes.Code
+		wantMsg      string
+	}{
+		{
+			name: "node window opened by another volume", recordVolume: "vol-4",
+			recordErr: status.Error(codes.ResourceExhausted, "attach vol-4 to i-1: AttachmentLimitExceeded: no free slot"),
+			after:     1200 * time.Millisecond, checkVolume: "vol-3", wantCode: codes.ResourceExhausted,
+			wantMsg: "attach vol-3 to i-1 not tried: the cloud refused an attach to node i-1 for lack of capacity 1.2s ago " +
+				"(attach vol-4 to i-1: AttachmentLimitExceeded: no free slot); not asking the cloud again for 3.8s",
+		},
+		{
+			name: "quota window", recordVolume: "vol-4", recordErr: errQuota,
+			after: 0, checkVolume: "vol-9", wantCode: codes.ResourceExhausted,
+			wantMsg: "attach vol-9 to i-1 not tried: the cloud refused an attach to node i-1 for lack of capacity 0s ago " +
+				"(attach vol-1 to i-1: AttachmentQuotaExceeded: account quota); not asking the cloud again for 5s",
+		},
+		{
+			name: "volume window", recordVolume: "vol-1", recordErr: errThrottled,
+			after: 300 * time.Millisecond, checkVolume: "vol-1", wantCode: codes.Unavailable,
+			wantMsg: "attach vol-1 to i-1 not retried yet: it failed 300ms ago (attach vol-1 to i-1: Throttled: slow down); backing off for 700ms",
+		},
+		{
+			name: "plain error remembered", recordVolume: "vol-4", recordErr: cloud.NewError(cloud.CodeAttachmentLimitExceeded, "full"),
+			after: time.Second, checkVolume: "vol-5", wantCode: codes.ResourceExhausted,
+			wantMsg: "attach vol-5 to i-1 not tried: the cloud refused an attach to node i-1 for lack of capacity 1s ago " +
+				"(AttachmentLimitExceeded: full); not asking the cloud again for 4s",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+			b, err := New(cfg, clk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Record("i-1", tc.recordVolume, tc.recordErr)
+			clk.SetTime(clk.Now().Add(tc.after))
+			err = b.Check("i-1", tc.checkVolume)
+			s, _ := status.FromError(err)
+			if s.Code() != tc.wantCode || s.Message() != tc.wantMsg {
+				t.Errorf("Check(i-1, %s) = %s %q\nwant %s %q", tc.checkVolume, s.Code(), s.Message(), tc.wantCode, tc.wantMsg)
+			}
+		})
 	}
 }
 

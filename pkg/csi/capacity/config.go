@@ -41,9 +41,11 @@ type Config struct {
 	// reading) once an increase has held for StabilityWindow (flag --capacity-max-step,
 	// default 2). 0 means no step limit. Decreases are never limited. Must be ≥ 0.
 	MaxStep int64
-	// StabilityWindow is how long a higher value must be seen continuously before the first
-	// increase is reported; it is the hysteresis against ±1 flapping (default 30s). 0 means
-	// increases need no hold. Must be ≥ 0.
+	// StabilityWindow is how long a higher value must be seen in every accepted reading
+	// before the first increase is reported; it is the hysteresis against ±1 flapping
+	// (default 30s). Failed lookups in between do not restart it; a lower reading, a
+	// capacity error, the floor, or no accepted reading for longer than the window (at least
+	// two lookup intervals) does. 0 means increases need no hold. Must be ≥ 0.
 	StabilityWindow time.Duration
 	// MaxStabilityWindow is how far the stability window grows when increases keep being
 	// undone (flap damping): each decrease within MaxStabilityWindow of an increase doubles

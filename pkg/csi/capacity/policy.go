@@ -88,7 +88,7 @@ type Policy struct {
 	raw     int64
 	target  int64 // Reportable(raw) of the last accepted reading
 
-	rising     bool // target has stayed above reported since riseSince
+	rising     bool // every accepted reading since riseSince had a target above reported
 	riseSince  time.Time
 	riseLow    int64 // lowest target since riseSince
 	lastRaise  time.Time
@@ -99,6 +99,7 @@ type Policy struct {
 	lastErr    ErrorClass
 	lastErrAt  time.Time
 	lastChange time.Time
+	reason     string // why reported last changed (Reason)
 }
 
 // NewPolicy returns a policy with no knowledge: it reports 1 (mode floor) until the first
@@ -134,6 +135,7 @@ func (p *Policy) Restore(s PersistedState) error {
 	p.attached = s.Attached
 	p.target = s.Reported
 	p.unknown = true
+	p.reason = ReasonRestored
 	return nil
 }
 
@@ -166,7 +168,12 @@ func (p *Policy) ObserveReading(now time.Time, c cloud.Capacity) (class ErrorCla
 		p.lastErr, p.lastErrAt = ClassStaleRevision, now
 		return ClassStaleRevision, false
 	}
-	before := p.reported
+	if p.rising && now.Sub(p.goodAt) > p.evidenceGap(now) {
+		// Failed lookups do not restart the window, but a hold needs readings throughout
+		// it: after a long silence the higher value has to hold again on its own.
+		p.rising = false
+	}
+	before, reason := p.reported, ""
 	raw := Raw(c, p.cfg.QuotaShare)
 	cc := c
 	p.reading, p.raw, p.target = &cc, raw, Reportable(raw)
@@ -181,12 +188,14 @@ func (p *Policy) ObserveReading(now time.Time, c cloud.Capacity) (class ErrorCla
 	case !p.known:
 		// Nothing to protect yet: the first reading is the truth.
 		p.known, p.reported, p.rising = true, p.target, false
+		reason = ReasonFirstReading
 	case p.target <= p.reported:
 		// Decreases protect attaches: never delayed.
 		if p.target < p.reported && !p.lastRaise.IsZero() && now.Sub(p.lastRaise) <= p.cfg.MaxStabilityWindow {
 			p.flapped(now)
 		}
 		p.reported, p.rising = p.target, false
+		reason = ReasonLowerReading
 	default:
 		if !p.rising {
 			p.rising, p.riseSince, p.riseLow = true, now, p.target
@@ -201,6 +210,7 @@ func (p *Policy) ObserveReading(now time.Time, c cloud.Capacity) (class ErrorCla
 			}
 			p.reported += step
 			p.lastRaise = now
+			reason = ReasonIncreaseHeld
 			if p.reported == p.target {
 				p.rising = false
 			} else if p.reported == p.riseLow {
@@ -209,7 +219,7 @@ func (p *Policy) ObserveReading(now time.Time, c cloud.Capacity) (class ErrorCla
 			}
 		}
 	}
-	return ClassNone, p.noteChange(now, before)
+	return ClassNone, p.noteChange(now, before, reason)
 }
 
 // NewEpoch reports whether c comes from another cloud epoch than the revision already used:
@@ -219,9 +229,13 @@ func (p *Policy) NewEpoch(c cloud.Capacity) bool {
 }
 
 // ObserveError feeds one failed lookup of the given class at time now. Only ClassCapacity
-// lowers the value (to the floor); every other class leaves it for Value to age. Any
-// pending increase is dropped: nothing is raised while the truth is unknown. changed says
-// whether the reported value changed.
+// lowers the value (to the floor) and drops a pending increase; every other class leaves
+// the value for Value to age. Such a failure says nothing against a pending increase, so it
+// keeps its stability window running: nothing is raised until a later reading confirms the
+// higher target, but a flaky cloud (say 30% of lookups failing) does not hold the count low
+// forever by restarting the window at every failure. A silence longer than the window (see
+// ObserveReading) or reaching the floor drops the increase. changed says whether the
+// reported value changed.
 func (p *Policy) ObserveError(now time.Time, class ErrorClass) (changed bool) {
 	_, changed = p.observeFailure(now, class)
 	return changed
@@ -229,13 +243,14 @@ func (p *Policy) ObserveError(now time.Time, class ErrorClass) (changed bool) {
 
 func (p *Policy) observeFailure(now time.Time, class ErrorClass) (ErrorClass, bool) {
 	before := p.reported
-	p.unknown, p.rising = true, false
+	p.unknown = true
 	p.lastErr, p.lastErrAt = class, now
 	if class.lowersCapacity() {
+		// The cloud said full: evidence against the higher value.
 		p.reported = min(p.reported, p.floor())
-		p.floored = true
+		p.floored, p.rising = true, false
 	}
-	return class, p.noteChange(now, before)
+	return class, p.noteChange(now, before, ReasonCapacityError)
 }
 
 // Value returns the value to report at time now and its mode. When the last good reading
@@ -243,7 +258,13 @@ func (p *Policy) observeFailure(now time.Time, class ErrorClass) (ErrorClass, bo
 // ramps from there); that is the only state it changes.
 func (p *Policy) Value(now time.Time) Snapshot {
 	if !p.hasGood || p.age(now) > p.cfg.StaleAfter || p.floored {
-		p.reported = min(p.reported, p.floor())
+		// Recovery from the floor ramps from there after a fresh hold, as it always did.
+		before, reason := p.reported, ReasonStale
+		if p.floored {
+			reason = ReasonCapacityError
+		}
+		p.reported, p.rising = min(p.reported, p.floor()), false
+		p.noteChange(now, before, reason)
 		return Snapshot{Value: p.reported, Mode: ModeFloor}
 	}
 	switch {
@@ -280,6 +301,15 @@ func (p *Policy) window(now time.Time) time.Duration {
 	return min(w, max(p.cfg.MaxStabilityWindow, p.cfg.StabilityWindow))
 }
 
+// evidenceGap is the longest time between two accepted readings that a pending increase
+// survives: the stability window in force, but at least two lookup intervals (MinInterval
+// plus jitter), so that a window shorter than the interval still lets a reading follow
+// another. Failed lookups in between do not count against it; only the silence does.
+func (p *Policy) evidenceGap(now time.Time) time.Duration {
+	interval := p.cfg.MinInterval + time.Duration(p.cfg.Jitter*float64(p.cfg.MinInterval))
+	return max(p.window(now), 2*interval)
+}
+
 func (p *Policy) flapped(now time.Time) {
 	if p.window(now) < p.cfg.MaxStabilityWindow && p.cfg.StabilityWindow > 0 {
 		p.damping++
@@ -302,10 +332,25 @@ func (p *Policy) age(now time.Time) time.Duration {
 	return max(now.Sub(p.goodAt), 0)
 }
 
-func (p *Policy) noteChange(now time.Time, before int64) bool {
+func (p *Policy) noteChange(now time.Time, before int64, reason string) bool {
 	if p.reported == before {
 		return false
 	}
-	p.lastChange = now
+	p.lastChange, p.reason = now, reason
 	return true
 }
+
+// Why the reported value last changed, as Reason returns it (also the "reason" of the
+// driver's "Capacity changed" log line).
+const (
+	ReasonFirstReading  = "first reading"
+	ReasonLowerReading  = "cloud reading with a lower target (decreases apply at once)"
+	ReasonIncreaseHeld  = "higher target held for the stability window (one ramp step)"
+	ReasonCapacityError = "cloud refused for lack of capacity (floor: max(1, attached here))"
+	ReasonStale         = "no good reading within stale-after (floor: max(1, attached here))"
+	ReasonRestored      = "restored from the state file"
+)
+
+// Reason says why the reported value last changed, one of the Reason constants; "" while
+// it has never changed.
+func (p *Policy) Reason() string { return p.reason }

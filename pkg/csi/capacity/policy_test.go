@@ -191,14 +191,82 @@ func TestPolicyTimelines(t *testing.T) {
 			},
 		},
 		{
-			name: "a pending increase is dropped while the truth is unknown",
+			name: "a silence longer than the window restarts a pending increase",
 			ticks: []tick{
 				{at: 0, read: reading(16, 1, 4, 6, 1), want: 10, wantMode: ModeFresh},
 				{at: 5 * time.Second, read: reading(16, 1, 4, 8, 2), want: 10, wantMode: ModeRamping},
 				{at: 30 * time.Second, err: ClassServer, want: 10, wantMode: ModeLastKnownGood},
+				// 35s without a reading > the 30s window: the higher value holds again.
 				{at: 40 * time.Second, read: reading(16, 1, 4, 8, 3), want: 10, wantMode: ModeRamping},
 				{at: 69 * time.Second, read: reading(16, 1, 4, 8, 3), want: 10, wantMode: ModeRamping},
 				{at: 70 * time.Second, read: reading(16, 1, 4, 8, 3), want: 12, wantMode: ModeFresh},
+			},
+		},
+		{
+			name: "failed lookups keep a pending increase's window running; nothing rises while unknown",
+			ticks: []tick{
+				{at: 0, read: reading(16, 1, 4, 6, 1), want: 10, wantMode: ModeFresh},
+				{at: 5 * time.Second, read: reading(16, 1, 4, 8, 2), want: 10, wantMode: ModeRamping},
+				{at: 10 * time.Second, err: ClassServer, want: 10, wantMode: ModeLastKnownGood},
+				{at: 15 * time.Second, read: reading(16, 1, 4, 8, 2), want: 10, wantMode: ModeRamping},
+				{at: 20 * time.Second, err: ClassThrottled, want: 10, wantMode: ModeLastKnownGood},
+				{at: 25 * time.Second, err: ClassTimeout, want: 10, wantMode: ModeLastKnownGood},
+				{at: 30 * time.Second, read: reading(16, 1, 4, 8, 3), want: 10, wantMode: ModeRamping},
+				// The window ends with a failure: no raise without a reading.
+				{at: 35 * time.Second, err: ClassNetwork, want: 10, wantMode: ModeLastKnownGood},
+				{at: 40 * time.Second, read: reading(16, 1, 4, 8, 3), want: 12, wantMode: ModeFresh},
+			},
+		},
+		{
+			name: "a lower reading between failures ends a pending increase at once",
+			ticks: []tick{
+				{at: 0, read: reading(16, 1, 4, 6, 1), want: 10, wantMode: ModeFresh},
+				{at: 5 * time.Second, read: reading(16, 1, 4, 8, 2), want: 10, wantMode: ModeRamping},
+				{at: 10 * time.Second, err: ClassServer, want: 10, wantMode: ModeLastKnownGood},
+				{at: 15 * time.Second, read: reading(16, 1, 4, 5, 3), want: 9, wantMode: ModeFresh},
+				{at: 20 * time.Second, err: ClassServer, want: 9, wantMode: ModeLastKnownGood},
+				{at: 25 * time.Second, read: reading(16, 1, 4, 8, 4), want: 9, wantMode: ModeRamping},
+				{at: 50 * time.Second, read: reading(16, 1, 4, 8, 4), want: 9, wantMode: ModeRamping},
+				{at: 55 * time.Second, read: reading(16, 1, 4, 8, 4), want: 11, wantMode: ModeRamping},
+			},
+		},
+		{
+			name: "a capacity error drops a pending increase",
+			ticks: []tick{
+				{at: 0, here: here(3), read: reading(10, 1, 3, 100, 1), want: 9, wantMode: ModeFresh},
+				{at: 5 * time.Second, read: reading(16, 1, 3, 100, 2), want: 9, wantMode: ModeRamping},
+				{at: 10 * time.Second, read: reading(16, 1, 3, 100, 2), want: 9, wantMode: ModeRamping},
+				{at: 15 * time.Second, err: ClassCapacity, want: 3, wantMode: ModeFloor},
+				{at: 20 * time.Second, read: reading(16, 1, 3, 100, 3), want: 3, wantMode: ModeRamping},
+				{at: 25 * time.Second, read: reading(16, 1, 3, 100, 3), want: 3, wantMode: ModeRamping},
+				// Had the increase survived (held since 5s), this reading would raise to 5.
+				{at: 35 * time.Second, read: reading(16, 1, 3, 100, 3), want: 3, wantMode: ModeRamping},
+				{at: 45 * time.Second, read: reading(16, 1, 3, 100, 3), want: 3, wantMode: ModeRamping},
+				{at: 50 * time.Second, read: reading(16, 1, 3, 100, 3), want: 5, wantMode: ModeRamping},
+			},
+		},
+		{
+			name: "a pending increase does not survive the floor",
+			cfg:  func(c *Config) { c.StaleAfter = 20 * time.Second },
+			ticks: []tick{
+				{at: 0, here: here(3), read: reading(10, 1, 3, 100, 1), want: 9, wantMode: ModeFresh},
+				{at: 5 * time.Second, read: reading(16, 1, 3, 100, 2), want: 9, wantMode: ModeRamping},
+				{at: 10 * time.Second, err: ClassServer, want: 9, wantMode: ModeLastKnownGood},
+				{at: 26 * time.Second, err: ClassServer, want: 3, wantMode: ModeFloor},
+				// 30s since the last reading is within the window: only the floor dropped
+				// the increase, which would otherwise rise here (held since 5s).
+				{at: 35 * time.Second, read: reading(16, 1, 3, 100, 3), want: 3, wantMode: ModeRamping},
+				{at: 64 * time.Second, read: reading(16, 1, 3, 100, 3), want: 3, wantMode: ModeRamping},
+				{at: 65 * time.Second, read: reading(16, 1, 3, 100, 3), want: 5, wantMode: ModeRamping},
+			},
+		},
+		{
+			name: "a window shorter than the lookup interval still lets readings a lookup apart hold",
+			cfg:  func(c *Config) { c.StabilityWindow, c.MaxStabilityWindow = 3*time.Second, 3*time.Second },
+			ticks: []tick{
+				{at: 0, read: reading(8, 1, 0, 100, 1), want: 7, wantMode: ModeFresh},
+				{at: 5 * time.Second, read: reading(16, 1, 0, 100, 2), want: 7, wantMode: ModeRamping},
+				{at: 11 * time.Second, read: reading(16, 1, 0, 100, 2), want: 9, wantMode: ModeRamping},
 			},
 		},
 		{
@@ -453,5 +521,65 @@ func TestRestoreRejectsUnusableState(t *testing.T) {
 		if got := p.Value(t0); got.Value != 1 || got.Mode != ModeFloor {
 			t.Errorf("after a rejected Restore(%+v): got %+v, want 1 floor", s, got)
 		}
+	}
+}
+
+// The trial that found the bug: lookups every second, about a third of them failing, and
+// the target up from 11 to 15. Every failure used to restart the 30s window, which then
+// needed ~30 successes in a row: the count stayed at 11 for minutes. Failures now leave the
+// window running, so the count reaches 15 one window plus two ramp steps after the rise.
+func TestFlakyLookupsDoNotHoldAnIncreaseBack(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MinInterval = time.Second
+	for _, tc := range []struct {
+		name string
+		fail func(i int) bool // whether the lookup of second i fails
+	}{
+		{"every third lookup fails", func(i int) bool { return i%3 == 0 }},
+		{"failures in pairs", func(i int) bool { return i%10 == 3 || i%10 == 4 || i%10 == 8 }},
+		{"every lookup but one in three fails", func(i int) bool { return i%3 != 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := NewPolicy(cfg)
+			p.ObserveReading(t0, *reading(16, 5, 4, 100, 1)) // 11
+			reached := time.Duration(-1)
+			for i := 1; i <= 120 && reached < 0; i++ {
+				now := t0.Add(time.Duration(i) * time.Second)
+				if tc.fail(i) {
+					p.ObserveError(now, ClassServer)
+				} else {
+					p.ObserveReading(now, *reading(16, 1, 4, 100, 2)) // 15
+				}
+				got := p.Value(now)
+				if got.Value < 11 || got.Value > 15 {
+					t.Fatalf("at +%ds: reported %d, want within [11, 15]", i, got.Value)
+				}
+				if got.Value == 15 {
+					reached = time.Duration(i) * time.Second
+				}
+			}
+			// The window starts with the first successful reading of 15 (≤ 2s in), the two
+			// ramp steps need two more readings (≤ 3s apart each with these patterns).
+			if limit := cfg.StabilityWindow + 2*time.Second + 2*3*time.Second; reached < 0 || reached > limit {
+				t.Errorf("reported 15 after %s, want within %s", reached, limit)
+			}
+		})
+	}
+}
+
+// A capacity error is evidence against the higher value even when no Value call (which
+// would see the floor) comes between it and the next reading.
+func TestCapacityErrorDropsAPendingIncrease(t *testing.T) {
+	p := NewPolicy(DefaultConfig())
+	p.ObserveAttachedHere(3)
+	p.ObserveReading(t0, *reading(10, 1, 3, 100, 1)) // 9
+	p.ObserveReading(t0.Add(5*time.Second), *reading(16, 1, 3, 100, 2))
+	p.ObserveReading(t0.Add(10*time.Second), *reading(16, 1, 3, 100, 2))
+	p.ObserveError(t0.Add(15*time.Second), ClassCapacity)
+	for _, at := range []time.Duration{20, 25, 30, 35} {
+		p.ObserveReading(t0.Add(at*time.Second), *reading(16, 1, 3, 100, 3))
+	}
+	if got := p.Value(t0.Add(35 * time.Second)); got.Value != 3 || got.Mode != ModeRamping {
+		t.Errorf("35s after the capacity error: got %+v, want 3 ramping (the hold restarts at 20s)", got)
 	}
 }

@@ -26,6 +26,12 @@ type Source interface {
 // persistEvery bounds how often a reading that changes nothing but its time is written.
 const persistEvery = 30 * time.Second
 
+// lookupQuiet is how long lookups must go without a failure before a failing period is
+// logged as over. A flaky cloud (some lookups failing, most not) then gives two lines at
+// the default verbosity, one when it starts failing and one when it has stopped, instead
+// of a pair every few seconds.
+const lookupQuiet = time.Minute
+
 // Reporter answers NodeGetInfo.max_volumes_per_node for one node. It implements the node
 // service's CapacityReporter interface. Lookups are cached for MinInterval plus jitter and
 // collapsed (singleflight); an answer never waits more than AnswerBound for the cloud. Safe
@@ -40,7 +46,7 @@ type Reporter struct {
 
 	persistMu sync.Mutex // orders state writes; taken before mu
 	persisted PersistedState
-	stateNote string // why restored state was not used, for DebugState
+	stateNote string // the outcome of the restore at start, DebugInfo.RestoredAtStart
 
 	// attachedHere, if set, counts this driver's volumes in use on the node now (the live
 	// floor); it is called without mu held, as it may do I/O.
@@ -55,6 +61,15 @@ type Reporter struct {
 	lastErr    error
 	last       Snapshot
 	reported   bool // last is set
+	// A failing period runs from the first failed lookup after a quiet one until
+	// lookupQuiet has passed without a failure (logged at the default verbosity).
+	failingSince time.Time // zero: not failing
+	lastFailure  time.Time
+	failures     int // failed lookups in the failing period
+	lookupsSince int // all lookups in the failing period
+	failClass    ErrorClass
+	// loggedMode is the mode last logged at the default verbosity (see logMode).
+	loggedMode Mode
 }
 
 // NewReporter returns a reporter for instanceID (the CSI node ID) reading from src. clk nil
@@ -102,32 +117,35 @@ func NewReporter(cfg Config, src Source, instanceID string, clk clock.Clock, reg
 	r.m.info.WithLabelValues(instanceID).Set(1)
 	r.m.dynamic.Set(1)
 	r.restore()
-	r.m.setMode(ModeFloor)
-	r.m.reported.Set(1)
+	// What MaxVolumesPerNode would answer before any lookup: the restored value as last
+	// known good (or the floor, if it is too old), else 1 at the floor.
+	s := r.policy.Value(clk.Now())
+	r.m.setMode(s.Mode)
+	r.m.reported.Set(float64(s.Value))
 	return r, nil
 }
 
 func (r *Reporter) restore() {
 	if r.cfg.StatePath == "" {
-		r.stateNote = "no state path"
+		r.stateNote = "nothing: no state path"
 		return
 	}
 	s, ok, err := loadState(r.cfg.StatePath)
 	switch {
 	case err != nil:
-		r.stateNote = err.Error()
+		r.stateNote = "nothing, ignored: " + err.Error()
 		klog.ErrorS(err, "Ignoring capacity state", "path", r.cfg.StatePath)
 		return
 	case !ok:
-		r.stateNote = "no state file yet"
+		r.stateNote = "nothing: no state file"
 		return
 	case s.InstanceID != r.instanceID:
-		r.stateNote = fmt.Sprintf("state file is for instance %q", s.InstanceID)
+		r.stateNote = fmt.Sprintf("nothing, ignored: the state file is for instance %q", s.InstanceID)
 		klog.InfoS("Ignoring capacity state of another instance", "path", r.cfg.StatePath, "stateInstanceID", s.InstanceID, "nodeID", r.instanceID)
 		return
 	}
 	if err := r.policy.Restore(s); err != nil {
-		r.stateNote = err.Error()
+		r.stateNote = "nothing, ignored: " + err.Error()
 		klog.ErrorS(err, "Ignoring capacity state", "path", r.cfg.StatePath)
 		return
 	}
@@ -293,13 +311,66 @@ func (r *Reporter) lookup(ctx context.Context) {
 		}
 	}
 	r.lastErr = err
+	failing, recovered := r.noteLookup(now, class)
+	var mode Mode
+	var reported int64
+	if failing || recovered.failures > 0 {
+		s := r.policy.Value(now)
+		mode, reported = s.Mode, s.Value
+	}
 	r.mu.Unlock()
 
 	if class != ClassNone {
 		r.m.lookupErrors.WithLabelValues(string(class)).Inc()
 		logger.V(2).Info("Capacity lookup failed", "class", class, "err", err)
 	}
+	if failing {
+		logger.Error(err, "Capacity lookups failing; the reported value is held (last known good, then the floor after stale-after)",
+			"class", class, "mode", mode, "reported", reported, "staleAfter", r.cfg.StaleAfter)
+	}
+	if recovered.failures > 0 {
+		logger.Info("Capacity lookups recovered", "failedFor", recovered.failedFor, "failures", recovered.failures,
+			"lookups", recovered.lookups, "lastClass", recovered.lastClass, "quietFor", lookupQuiet, "mode", mode, "reported", reported)
+	}
 	r.persist(logger)
+}
+
+// failingPeriod summarises a failing period that has ended.
+type failingPeriod struct {
+	failedFor time.Duration // from the first failure to the last
+	failures  int
+	lookups   int
+	lastClass ErrorClass
+}
+
+// noteLookup feeds the outcome of one lookup at now to the failing-period tracker; r.mu must
+// be held. failing is true for the first failure after a quiet period; recovered is set
+// (failures > 0) when this successful lookup ends a period. A stale revision is a late
+// answer, not a failure of the cloud, and neither starts nor ends a period.
+func (r *Reporter) noteLookup(now time.Time, class ErrorClass) (failing bool, recovered failingPeriod) {
+	if class == ClassStaleRevision {
+		return false, failingPeriod{}
+	}
+	if !r.failingSince.IsZero() {
+		r.lookupsSince++
+	}
+	if class != ClassNone {
+		failing = r.failingSince.IsZero()
+		if failing {
+			r.failingSince, r.failures, r.lookupsSince = now, 0, 1
+		}
+		r.failures++
+		r.lastFailure = now
+		r.failClass = class
+		return failing, failingPeriod{}
+	}
+	if r.failingSince.IsZero() || now.Sub(r.lastFailure) < lookupQuiet {
+		return false, failingPeriod{}
+	}
+	recovered = failingPeriod{failedFor: r.lastFailure.Sub(r.failingSince), failures: r.failures, lookups: r.lookupsSince,
+		lastClass: r.failClass}
+	r.failingSince, r.failures, r.lookupsSince = time.Time{}, 0, 0
+	return false, recovered
 }
 
 // interval is MinInterval plus a random share of Jitter·MinInterval; r.mu must be held.
@@ -333,15 +404,31 @@ func (r *Reporter) persist(logger klog.Logger) {
 	r.persisted = s
 }
 
-// current evaluates the policy now and publishes the result to the metrics.
+// current evaluates the policy now, publishes the result to the metrics and logs changes:
+// every change of the reported value (each is a CSINode write) and the mode changes that
+// logMode picks at the default verbosity, the others at V(2).
 func (r *Reporter) current(ctx context.Context) Snapshot {
 	r.observeHere(ctx)
+	logger := klog.FromContext(ctx).WithValues("nodeID", r.instanceID)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.policy.Value(r.clk.Now())
-	if r.reported && s.Value != r.last.Value {
+	switch {
+	case !r.reported:
+		logger.Info("Capacity reported", "value", s.Value, "mode", s.Mode, "reason", r.policy.Reason())
+		r.loggedMode = s.Mode
+	case s.Value != r.last.Value:
 		r.m.changes.Inc()
-		klog.FromContext(ctx).V(2).Info("Capacity changed", "nodeID", r.instanceID, "from", r.last.Value, "to", s.Value, "mode", s.Mode)
+		logger.Info("Capacity changed", "from", r.last.Value, "to", s.Value, "mode", s.Mode, "reason", r.policy.Reason(),
+			"target", r.policy.target)
+	}
+	if r.reported && s.Mode != r.last.Mode {
+		if r.logMode(s.Mode) {
+			logger.Info("Capacity mode changed", "from", r.last.Mode, "to", s.Mode, "value", s.Value)
+			r.loggedMode = s.Mode
+		} else {
+			logger.V(2).Info("Capacity mode changed", "from", r.last.Mode, "to", s.Mode, "value", s.Value)
+		}
 	}
 	if !r.reported || s != r.last {
 		r.m.reported.Set(float64(s.Value))
@@ -349,6 +436,29 @@ func (r *Reporter) current(ctx context.Context) Snapshot {
 	}
 	r.last, r.reported = s, true
 	return s
+}
+
+// logMode says whether a change to mode is logged at the default verbosity; r.mu must be
+// held. Fresh and ramping are one level (the cloud answers), then last-known-good, then the
+// floor. A change of level is logged when it reaches or leaves the floor, or when no
+// failing period is running: inside one, the flips between last-known-good and the cloud's
+// value that every failed lookup of a flaky cloud causes are covered by the failing-period
+// lines, and would otherwise be logged every few seconds.
+func (r *Reporter) logMode(mode Mode) bool {
+	level := func(m Mode) int {
+		switch m {
+		case ModeLastKnownGood:
+			return 1
+		case ModeFloor:
+			return 2
+		default:
+			return 0
+		}
+	}
+	if level(mode) == level(r.loggedMode) {
+		return false
+	}
+	return mode == ModeFloor || r.loggedMode == ModeFloor || r.failingSince.IsZero()
 }
 
 func (r *Reporter) goodAgeSeconds() float64 {
@@ -391,8 +501,11 @@ type DebugInfo struct {
 	LastLookup     *time.Time `json:"lastLookup,omitempty"`
 	NextLookup     *time.Time `json:"nextLookup,omitempty"`
 	StatePath      string     `json:"statePath,omitempty"`
-	State          string     `json:"state"`
-	Config         struct {
+	// RestoredAtStart is the outcome of reading StatePath when the plugin started, not the
+	// file now (which the plugin writes as it goes): "restored", or "nothing: no state
+	// path", "nothing: no state file", "nothing, ignored: <why>".
+	RestoredAtStart string `json:"restoredAtStart"`
+	Config          struct {
 		StaleAfter         string     `json:"staleAfter"`
 		MaxStep            int64      `json:"maxStep"`
 		StabilityWindow    string     `json:"stabilityWindow"`
@@ -423,7 +536,7 @@ func (r *Reporter) DebugState() any {
 		Epoch:              p.epoch,
 		LastErrorClass:     p.lastErr,
 		StatePath:          r.cfg.StatePath,
-		State:              note,
+		RestoredAtStart:    note,
 	}
 	if p.reading != nil {
 		in, raw, target := *p.reading, p.raw, p.target

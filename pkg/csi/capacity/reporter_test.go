@@ -47,7 +47,10 @@ func (f *fakeSource) GetCapacity(ctx context.Context, instanceID string) (*cloud
 	f.calls++
 	gate := f.gate
 	f.mu.Unlock()
-	f.entered <- struct{}{}
+	select {
+	case f.entered <- struct{}{}:
+	default: // nobody waits for this many lookups; long runs must not block here
+	}
 	if gate != nil {
 		<-gate
 	}
@@ -331,8 +334,8 @@ func TestReporterPersistsAndRestores(t *testing.T) {
 			if got := mustValue(t, r2); got != tc.want {
 				t.Errorf("restarted value = %d, want %d", got, tc.want)
 			}
-			if d := r2.DebugState().(DebugInfo); d.Mode != tc.wantMode || d.State != "restored" || d.StatePath != cfg2.StatePath {
-				t.Errorf("debug state %+v, want mode %s, state restored", d, tc.wantMode)
+			if d := r2.DebugState().(DebugInfo); d.Mode != tc.wantMode || d.RestoredAtStart != "restored" || d.StatePath != cfg2.StatePath {
+				t.Errorf("debug state %+v, want mode %s, restoredAtStart restored", d, tc.wantMode)
 			}
 		})
 	}
@@ -361,8 +364,8 @@ func TestReporterIgnoresBadStateFiles(t *testing.T) {
 			if got := mustValue(t, r); got != 1 {
 				t.Errorf("value = %d, want 1 (nothing known)", got)
 			}
-			if d := r.DebugState().(DebugInfo); d.State == "restored" {
-				t.Errorf("bad state file was restored: %+v", d)
+			if d := r.DebugState().(DebugInfo); !strings.HasPrefix(d.RestoredAtStart, "nothing, ignored: ") {
+				t.Errorf("bad state file: restoredAtStart %q, want it ignored with the reason", d.RestoredAtStart)
 			}
 		})
 	}
@@ -411,6 +414,47 @@ func TestReporterDebugStateIsJSON(t *testing.T) {
 	}
 	if in, ok := m["inputs"].(map[string]any); !ok || in["attachLimit"] != 16.0 {
 		t.Errorf("inputs = %v, want the last reading", m["inputs"])
+	}
+}
+
+// restoredAtStart is the outcome of the restore at start, not the file now: a plugin that
+// started without a state file says so after it has written one.
+func TestReporterDebugStateSaysWhatWasRestoredAtStart(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		statePath bool
+		want      string
+	}{
+		{"no state path", false, "nothing: no state path"},
+		{"no state file at start, written since", true, "nothing: no state file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			if tc.statePath {
+				cfg.StatePath = filepath.Join(t.TempDir(), "capacity.json")
+			}
+			r, _, _ := newTestReporter(t, cfg, newFakeSource(reading(16, 1, 3, 100, 5)))
+			mustValue(t, r)
+			if tc.statePath {
+				if _, err := os.Stat(cfg.StatePath); err != nil {
+					t.Fatalf("state file after a reading: %v", err)
+				}
+			}
+			b, err := json.Marshal(r.DebugState())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			if m["restoredAtStart"] != tc.want {
+				t.Errorf("restoredAtStart = %v, want %q (in %s)", m["restoredAtStart"], tc.want, b)
+			}
+			if _, ok := m["state"]; ok {
+				t.Errorf("the ambiguous field \"state\" is still there: %s", b)
+			}
+		})
 	}
 }
 
@@ -598,5 +642,61 @@ fakecloud_csi_capacity_node_info{node_id="i-1"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(info), "fakecloud_csi_capacity_node_info"); err != nil {
 		t.Error(err)
+	}
+}
+
+// Before the first reading the metrics show what NodeGetInfo would answer (docs/metrics.md):
+// 1 at the floor with no state, the restored value as last known good with one, and still
+// 1 at the floor when the first lookups fail.
+func TestReporterMetricsBeforeTheFirstReading(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		state    *PersistedState
+		lookups  int // failed lookups made before the metrics are read
+		want     float64
+		wantMode Mode
+		wantAge  float64
+	}{
+		{name: "no state", want: 1, wantMode: ModeFloor, wantAge: -1},
+		{name: "no state, lookups failing", lookups: 3, want: 1, wantMode: ModeFloor, wantAge: -1},
+		{name: "restored", state: &PersistedState{Version: 1, Reported: 9, Revision: 3, Attached: 2, GoodAt: t0.Add(-time.Minute)},
+			want: 9, wantMode: ModeLastKnownGood, wantAge: 60},
+		{name: "restored, too old", state: &PersistedState{Version: 1, Reported: 9, Revision: 3, Attached: 2, GoodAt: t0.Add(-time.Hour)},
+			want: 2, wantMode: ModeFloor, wantAge: 3600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			if tc.state != nil {
+				cfg.StatePath = filepath.Join(t.TempDir(), "capacity.json")
+				s := *tc.state
+				s.InstanceID = "i-1"
+				if err := saveState(cfg.StatePath, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			src := newFakeSource(nil)
+			src.set(nil, cloud.ErrUnavailable)
+			r, clk, _ := newTestReporter(t, cfg, src)
+			for range tc.lookups {
+				mustValue(t, r)
+				clk.Step(time.Minute)
+				tc.wantAge = -1 // no state: the age stays -1 however long it fails
+			}
+			if got := testutil.ToFloat64(r.m.reported); got != tc.want {
+				t.Errorf("reported = %v, want %v", got, tc.want)
+			}
+			for _, m := range AllModes() {
+				want := 0.0
+				if m == tc.wantMode {
+					want = 1
+				}
+				if got := testutil.ToFloat64(r.m.mode.WithLabelValues(string(m))); got != want {
+					t.Errorf("mode{%s} = %v, want %v", m, got, want)
+				}
+			}
+			if got := testutil.ToFloat64(r.m.goodAge); got != tc.wantAge {
+				t.Errorf("last good age = %v, want %v", got, tc.wantAge)
+			}
+		})
 	}
 }

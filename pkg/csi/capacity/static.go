@@ -95,6 +95,14 @@ func (s *Static) MaxVolumesPerNode(ctx context.Context) (int64, error) {
 	}
 	if err != nil {
 		s.m.lookupErrors.WithLabelValues(string(class)).Inc()
+		logger := klog.FromContext(ctx)
+		if s.err == nil {
+			// The first failure only: Run retries with a backoff and the kubelet retries
+			// NodeGetInfo, each failure alike.
+			logger.Error(err, "Static capacity lookup failing, NodeGetInfo fails until it succeeds", "nodeID", s.instanceID, "class", class)
+		} else {
+			logger.V(2).Info("Static capacity lookup failed", "nodeID", s.instanceID, "class", class, "err", err)
+		}
 		s.err = err
 		return 0, fmt.Errorf("static capacity of %s: %w", s.instanceID, err)
 	}

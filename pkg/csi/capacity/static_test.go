@@ -3,6 +3,7 @@ package capacity
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
@@ -89,6 +92,9 @@ func TestStaticFailsUntilTheFirstReading(t *testing.T) {
 	if got := testutil.ToFloat64(s.m.lookupErrors.WithLabelValues(string(ClassServer))); got != 1 {
 		t.Errorf("lookup errors{class=server} = %v, want 1", got)
 	}
+	if got := testutil.ToFloat64(s.m.reported); got != 0 {
+		t.Errorf("reported before the first reading = %v, want 0 (docs/metrics.md)", got)
+	}
 	src.set(reading(8, 1, 0, 100, 2), nil)
 	if got, err := s.MaxVolumesPerNode(context.Background()); err != nil || got != 7 {
 		t.Fatalf("after recovery MaxVolumesPerNode = %d, %v; want 7", got, err)
@@ -166,5 +172,37 @@ func TestStaticRunEndsWithItsContext(t *testing.T) {
 	}
 	if d := s.DebugState().(StaticDebugInfo); d.Reported != 0 {
 		t.Errorf("Reported = %d without a successful lookup", d.Reported)
+	}
+}
+
+// The first failure is logged at the default verbosity, the retries only at V(2), and the
+// count once fixed.
+func TestStaticLogsTheFirstFailureAndTheCount(t *testing.T) {
+	src := newFakeSource(reading(8, 1, 0, 100, 1))
+	src.set(nil, cloud.ErrUnavailable)
+	s, err := NewStatic(src, "i-1", "test", time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(0), ktesting.BufferLogs(true)))
+	ctx := klog.NewContext(context.Background(), logger)
+	for range 5 {
+		if _, err := s.MaxVolumesPerNode(ctx); err == nil {
+			t.Fatal("MaxVolumesPerNode while the cloud fails = nil error")
+		}
+	}
+	src.set(reading(8, 1, 0, 100, 2), nil)
+	for range 5 {
+		if _, err := s.MaxVolumesPerNode(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for _, e := range logger.GetSink().(ktesting.Underlier).GetBuffer().Data() {
+		got = append(got, string(e.Type)+" "+e.Message)
+	}
+	want := []string{"ERROR Static capacity lookup failing, NodeGetInfo fails until it succeeds", "INFO Static capacity fixed"}
+	if !slices.Equal(got, want) {
+		t.Errorf("logged %q, want %q", got, want)
 	}
 }
