@@ -50,13 +50,14 @@ func rulesFile(t *testing.T) []group {
 	return f.Groups
 }
 
-// wantAlerts are the alerts the operations issue asks for, one per failure mode, and the
-// start-up cluster check's fallback.
+// wantAlerts are the alerts the operations issue asks for, one per failure mode, the
+// start-up cluster check's fallback, and an increase held back (a flapping truth).
 var wantAlerts = []string{
 	"FakeCloudCSIAttachErrors",
 	"FakeCloudCSIAttachResourceExhausted",
 	"FakeCloudCSICSINodeWriteRateHigh",
 	"FakeCloudCSICapacityDrift",
+	"FakeCloudCSICapacityHeldBelowCloud",
 	"FakeCloudCSICapacityStale",
 	"FakeCloudCSIDynamicCapacityUnsupported",
 	"FakeCloudCSINodeAtFloor",
