@@ -140,13 +140,19 @@ func (e *Engine) Add(r cloud.FaultRule) (cloud.FaultRule, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.addLocked(r), nil
+	return e.addLocked(r, nil), nil
 }
 
-func (e *Engine) addLocked(r cloud.FaultRule) cloud.FaultRule {
-	if r.ID == "" {
+// addLocked appends r, giving it the next "fault-N" ID that no rule has and reserved does
+// not hold when it has none: seeded rules may name themselves "fault-N", and two rules with
+// one ID would make their metric series collide.
+func (e *Engine) addLocked(r cloud.FaultRule, reserved map[string]bool) cloud.FaultRule {
+	for r.ID == "" {
 		e.nextID++
-		r.ID = fmt.Sprintf("fault-%d", e.nextID)
+		id := fmt.Sprintf("fault-%d", e.nextID)
+		if !reserved[id] && !e.hasIDLocked(id) {
+			r.ID = id
+		}
 	}
 	if r.Probability == nil {
 		one := 1.0
@@ -193,9 +199,18 @@ func (e *Engine) Reset(seeded []cloud.FaultRule) error {
 	defer e.mu.Unlock()
 	e.rules = nil
 	for _, r := range seeded {
-		e.addLocked(r)
+		e.addLocked(r, ids)
 	}
 	return nil
+}
+
+func (e *Engine) hasIDLocked(id string) bool {
+	for _, r := range e.rules {
+		if r.spec.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // List returns the live rules in creation order; expired rules are dropped.

@@ -268,3 +268,32 @@ func TestFiredCountsFollowTheRules(t *testing.T) {
 		t.Fatalf("after deleting the last rule: %+v", got)
 	}
 }
+
+func TestGeneratedIDsSkipSeededOnes(t *testing.T) {
+	e := faults.New(time.Now)
+	// A seed rule without an ID comes before one that calls itself fault-1, and one calls
+	// itself fault-3: generated IDs must step around both.
+	seeded := []cloud.FaultRule{
+		{Operation: cloud.OperationAttachVolume, Error: cloud.CodeThrottled},
+		{ID: "fault-1", Operation: cloud.OperationDetachVolume, Error: cloud.CodeThrottled},
+		{ID: "fault-3", Operation: cloud.OperationGetCapacity, Error: cloud.CodeThrottled},
+	}
+	if err := e.Reset(seeded); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := e.Add(cloud.FaultRule{Operation: cloud.OperationAny, LatencyMS: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	for _, r := range e.List() {
+		if seen[r.ID] {
+			t.Fatalf("two rules have ID %s: %+v", r.ID, e.List())
+		}
+		seen[r.ID] = true
+	}
+	if len(seen) != 6 {
+		t.Fatalf("%d rules, want 6: %+v", len(seen), e.List())
+	}
+}

@@ -182,23 +182,25 @@ func (t *txn) putInstanceState(id string, st instanceState) error {
 
 // createInstance creates req or returns the existing instance with the same ID and fields.
 func (t *txn) createInstance(req cloud.CreateInstanceRequest) (*instView, error) {
+	// The existing instance first: a retried create must get it back even when it was seeded
+	// with a per-instance limit that lets its out-of-band slots exceed its type's.
+	existing, err := t.loadInstance(req.ID)
+	switch {
+	case err == nil:
+		if existing.rec.Zone != req.Zone || existing.rec.InstanceType != req.InstanceType || existing.rec.OutOfBandSlots != req.OutOfBandSlots {
+			return nil, cloud.NewError(cloud.CodeAlreadyExists, "instance %q exists with zone %q, type %q, outOfBandSlots %d",
+				req.ID, existing.rec.Zone, existing.rec.InstanceType, existing.rec.OutOfBandSlots)
+		}
+		return existing, nil
+	case !errors.Is(err, cloud.ErrInstanceNotFound):
+		return nil, err
+	}
 	types, err := t.typeLimits()
 	if err != nil {
 		return nil, err
 	}
 	if err := validateCreateInstance(req, types, nil); err != nil {
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "create instance: %v", err)
-	}
-	existing, err := t.loadInstance(req.ID)
-	if err == nil {
-		if existing.rec.Zone != req.Zone || existing.rec.InstanceType != req.InstanceType || existing.rec.OutOfBandSlots != req.OutOfBandSlots {
-			return nil, cloud.NewError(cloud.CodeAlreadyExists, "instance %q exists with zone %q, type %q, outOfBandSlots %d",
-				req.ID, existing.rec.Zone, existing.rec.InstanceType, existing.rec.OutOfBandSlots)
-		}
-		return existing, nil
-	}
-	if !errors.Is(err, cloud.ErrInstanceNotFound) {
-		return nil, err
 	}
 	rev, err := t.bump()
 	if err != nil {

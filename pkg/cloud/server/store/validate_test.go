@@ -194,3 +194,23 @@ func TestStateValidationNamesEachProblem(t *testing.T) {
 		})
 	}
 }
+
+// TestRetriedCreateInstanceFindsASeededOverride: an instance seeded with its own attach limit
+// above its type's may hold more out-of-band slots than the type allows; an identical create
+// returns it rather than refusing the request as over the type's limit.
+func TestRetriedCreateInstanceFindsASeededOverride(t *testing.T) {
+	st := testState()
+	eight := 8
+	big := cloud.CreateInstanceRequest{ID: "big", Zone: "z", InstanceType: "small", OutOfBandSlots: 6}
+	st.Instances = append(st.Instances, store.SeedInstance{CreateInstanceRequest: big, AttachLimit: &eight})
+	s := openSeeded(t, st, store.Options{})
+	got, err := s.CreateInstance(big)
+	if err != nil || got.ID != "big" || got.AttachLimit != 8 {
+		t.Fatalf("identical create = %+v, %v; want the seeded instance", got, err)
+	}
+	other := big
+	other.ID = "new"
+	if _, err := s.CreateInstance(other); cloud.CodeOf(err) != cloud.CodeInvalidArgument {
+		t.Fatalf("a new instance over its type's limit: %v, want InvalidArgument", err)
+	}
+}
