@@ -15,7 +15,8 @@ import (
 //	GET /metrics          the Prometheus registry given in Deps
 //	GET /debug/capacity   JSON of the capacity reporter's DebugState (404 without a node service)
 //	GET /debug/cluster    JSON of the newest cluster check, ClusterDebugInfo (404 when the
-//	                      plugin does not check: no API access, or dynamic capacity is off)
+//	                      plugin does not check: no API access, dynamic capacity off, or
+//	                      no answer within --cluster-check-timeout at start)
 func (d *Driver) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -38,7 +39,7 @@ func (d *Driver) HTTPHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /debug/cluster", func(w http.ResponseWriter, r *http.Request) {
 		if d.deps.ClusterCheck == nil {
-			http.Error(w, "no cluster check on this plugin: no Kubernetes API access, or dynamic capacity is off", http.StatusNotFound)
+			http.Error(w, "no cluster check on this plugin: no Kubernetes API access, dynamic capacity is off, or the check got no answer at start (see the log)", http.StatusNotFound)
 			return
 		}
 		writeDebugJSON(w, r, d.deps.ClusterCheck)

@@ -99,6 +99,12 @@ func TestS02PeriodicConvergence(t *testing.T) {
 		waitCount(t, node, slots, countDeadline(true))
 	})
 	t.Run("no write when nothing changed", func(t *testing.T) {
+		// The quota is shared: the subtest above moved every node's count, and the
+		// kubelets copy the restored values at their own period ticks. Start
+		// counting writes once every node shows its truth.
+		for _, n := range nodes {
+			waitCount(t, n.Name, truthCount(t, n.Name), countDeadline(true))
+		}
 		rvs := map[string]string{}
 		for _, n := range nodes {
 			_, rv, err := csiNodeCount(testCtx(t), n.Name)

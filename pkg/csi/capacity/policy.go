@@ -257,15 +257,24 @@ func (p *Policy) observeFailure(now time.Time, class ErrorClass) (ErrorClass, bo
 // is older than StaleAfter it lowers the value to the floor for good (so that recovery
 // ramps from there); that is the only state it changes.
 func (p *Policy) Value(now time.Time) Snapshot {
-	if !p.hasGood || p.age(now) > p.cfg.StaleAfter || p.floored {
+	s := p.Peek(now)
+	if s.Mode == ModeFloor {
 		// Recovery from the floor ramps from there after a fresh hold, as it always did.
 		before, reason := p.reported, ReasonStale
 		if p.floored {
 			reason = ReasonCapacityError
 		}
-		p.reported, p.rising = min(p.reported, p.floor()), false
+		p.reported, p.rising = s.Value, false
 		p.noteChange(now, before, reason)
-		return Snapshot{Value: p.reported, Mode: ModeFloor}
+	}
+	return s
+}
+
+// Peek returns what Value would at time now without changing anything: for metrics before
+// the node's live attached count is known, which a floor taken now would not see.
+func (p *Policy) Peek(now time.Time) Snapshot {
+	if !p.hasGood || p.age(now) > p.cfg.StaleAfter || p.floored {
+		return Snapshot{Value: min(p.reported, p.floor()), Mode: ModeFloor}
 	}
 	switch {
 	case p.unknown:
@@ -304,7 +313,9 @@ func (p *Policy) window(now time.Time) time.Duration {
 // evidenceGap is the longest time between two accepted readings that a pending increase
 // survives: the stability window in force, but at least two lookup intervals (MinInterval
 // plus jitter), so that a window shorter than the interval still lets a reading follow
-// another. Failed lookups in between do not count against it; only the silence does.
+// another. Failed lookups in between do not count against it; only the silence does. The
+// damped window, not the configured one: readings are as sparse as the kubelet's calls when
+// nothing fails, and a flapping truth ends the increase with its lower readings anyway.
 func (p *Policy) evidenceGap(now time.Time) time.Duration {
 	interval := p.cfg.MinInterval + time.Duration(p.cfg.Jitter*float64(p.cfg.MinInterval))
 	return max(p.window(now), 2*interval)

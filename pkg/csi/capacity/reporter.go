@@ -118,8 +118,10 @@ func NewReporter(cfg Config, src Source, instanceID string, clk clock.Clock, reg
 	r.m.dynamic.Set(1)
 	r.restore()
 	// What MaxVolumesPerNode would answer before any lookup: the restored value as last
-	// known good (or the floor, if it is too old), else 1 at the floor.
-	s := r.policy.Value(clk.Now())
+	// known good (or the floor, if it is too old), else 1 at the floor. Peek, not Value: a
+	// floor taken now would use the restored attached count and stick, while the first
+	// lookup sees the node's live count (SetAttachedHere comes after New).
+	s := r.policy.Peek(clk.Now())
 	r.m.setMode(s.Mode)
 	r.m.reported.Set(float64(s.Value))
 	return r, nil
@@ -324,7 +326,11 @@ func (r *Reporter) lookup(ctx context.Context) {
 		r.m.lookupErrors.WithLabelValues(string(class)).Inc()
 		logger.V(2).Info("Capacity lookup failed", "class", class, "err", err)
 	}
-	if failing {
+	switch {
+	case failing && class.lowersCapacity():
+		logger.Error(err, "Capacity lookups failing: the cloud says the node is full; reporting the floor",
+			"class", class, "mode", mode, "reported", reported)
+	case failing:
 		logger.Error(err, "Capacity lookups failing; the reported value is held (last known good, then the floor after stale-after)",
 			"class", class, "mode", mode, "reported", reported, "staleAfter", r.cfg.StaleAfter)
 	}

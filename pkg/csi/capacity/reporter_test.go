@@ -700,3 +700,22 @@ func TestReporterMetricsBeforeTheFirstReading(t *testing.T) {
 		})
 	}
 }
+
+// TestReporterStaleRestoreFloorsOnTheLiveCount: a restored state too old to trust puts the
+// node at the floor, and that floor is the node's live staged count (set after New), not the
+// restored state's attached count: the start-up metrics must not fix the floor early.
+func TestReporterStaleRestoreFloorsOnTheLiveCount(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.StatePath = filepath.Join(t.TempDir(), "capacity.json")
+	old := PersistedState{Version: 1, InstanceID: "i-1", Reported: 12, Revision: 3, Attached: 5, GoodAt: t0.Add(-time.Hour)}
+	if err := saveState(cfg.StatePath, old); err != nil {
+		t.Fatal(err)
+	}
+	src := newFakeSource(nil)
+	src.set(nil, cloud.ErrUnavailable) // the cloud cannot be read, attaches went on
+	r, _, _ := newTestReporter(t, cfg, src)
+	r.SetAttachedHere(func() (int, error) { return 8, nil })
+	if got := mustValue(t, r); got != 8 {
+		t.Fatalf("floor = %d, want the live count 8 (not the restored state's 5)", got)
+	}
+}

@@ -28,6 +28,10 @@ func unmountUnder(dir, mountinfo string, m mount.Mounter) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", mountinfo, err)
 	}
+	// mountinfo holds canonical paths; a run folder under a symlinked TMPDIR would match none.
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
 	prefix := filepath.Clean(dir) + string(filepath.Separator)
 	var paths []string
 	for _, mp := range mps {

@@ -281,6 +281,11 @@ func down(o options, stdout io.Writer) error {
 	// The serve process may have died long ago and its pid gone to another program: signal
 	// it only when it still is this run folder's serve process.
 	if !isServe(pid, runDir) {
+		if syscall.Kill(pid, 0) == nil {
+			// Alive, but not recognisably ours (another spelling of the run folder, /proc
+			// hidden): keep the pid file rather than orphan a running cluster.
+			return fmt.Errorf("pid %d of %s is running but is not `localcluster serve --run-dir=%s`; stop it yourself if it is the cluster (kill %d)", pid, runDir, runDir, pid)
+		}
 		fmt.Fprintln(stdout, "cluster in", runDir, "was not running")
 		_ = os.Remove(filepath.Join(runDir, "localcluster.pid"))
 		return nil
