@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -117,8 +119,10 @@ func queryCommand(stdout io.Writer, name, short string, call func(context.Contex
 	return cmd
 }
 
-// checkSocket returns an error when path is not a unix socket: it does not exist (the plugin
-// is not running, or listens elsewhere) or is some other kind of file.
+// checkSocket returns an error when path is not a unix socket anyone listens on: it does not
+// exist (the plugin is not running, or listens elsewhere), is some other kind of file, or
+// refuses connections (a socket left behind by a plugin that died). A socket that accepts
+// but does not answer is the caller's --timeout to wait out.
 func checkSocket(path string) error {
 	fi, err := os.Stat(path)
 	switch {
@@ -128,6 +132,13 @@ func checkSocket(path string) error {
 		return fmt.Errorf("socket %s: %w", path, err)
 	case fi.Mode().Type() != fs.ModeSocket:
 		return fmt.Errorf("%s is not a unix socket", path)
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("nothing listens on socket %s (left behind by a plugin that stopped?)", path)
+	}
+	if err == nil {
+		_ = c.Close()
 	}
 	return nil
 }

@@ -180,6 +180,14 @@ func TestQueryCommandsOnAMissingOrSilentSocket(t *testing.T) {
 			}
 		}
 	}()
+	// A socket file nobody listens on any more, as a plugin killed with SIGKILL leaves.
+	stale := filepath.Join(dir, "stale.sock")
+	sl, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl.(*net.UnixListener).SetUnlinkOnClose(false)
+	_ = sl.Close()
 	missing := filepath.Join(dir, "nope.sock")
 	for _, tc := range []struct {
 		name, path, timeout string
@@ -188,6 +196,7 @@ func TestQueryCommandsOnAMissingOrSilentSocket(t *testing.T) {
 	}{
 		{name: "missing", path: missing, timeout: "10m", want: []string{"socket " + missing + " does not exist", "unix://" + missing}},
 		{name: "not a socket", path: file, timeout: "10m", want: []string{file + " is not a unix socket"}},
+		{name: "stale", path: stale, timeout: "10m", want: []string{"nothing listens on socket " + stale}},
 		{name: "silent", path: silent, timeout: "300ms", wantDeadline: true},
 	} {
 		for _, sub := range []string{"nodeinfo", "probe"} {

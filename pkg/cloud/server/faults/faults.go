@@ -179,7 +179,8 @@ func (r *rule) view() cloud.FaultRule {
 }
 
 // Reset replaces every rule by the given ones (the seeded rules) with fresh counters. Seeded
-// rules may carry their own IDs, which must be unique; the others get new "fault-N" IDs.
+// rules may carry their own IDs, which must be unique; the others get "fault-N" IDs numbered
+// from 1 again (skipping the seeded IDs), the same after every reset.
 func (e *Engine) Reset(seeded []cloud.FaultRule) error {
 	var errs []error
 	ids := map[string]bool{}
@@ -197,7 +198,9 @@ func (e *Engine) Reset(seeded []cloud.FaultRule) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.rules = nil
+	// Numbering starts again, so a seeded rule without an ID gets the same one after every
+	// reset (and restart), and scripts can name it.
+	e.rules, e.nextID = nil, 0
 	for _, r := range seeded {
 		e.addLocked(r, ids)
 	}

@@ -296,4 +296,12 @@ func TestGeneratedIDsSkipSeededOnes(t *testing.T) {
 	if len(seen) != 6 {
 		t.Fatalf("%d rules, want 6: %+v", len(seen), e.List())
 	}
+	// A reset gives the seeded rule without an ID the same ID as before.
+	first := e.List()[0].ID
+	if err := e.Reset(seeded); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.List()[0].ID; got != first {
+		t.Fatalf("after reset the unnamed seeded rule is %s, was %s", got, first)
+	}
 }

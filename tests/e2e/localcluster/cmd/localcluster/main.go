@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -271,6 +272,11 @@ func down(o options, stdout io.Writer) error {
 		return err
 	}
 	data, err := os.ReadFile(filepath.Join(runDir, "localcluster.pid"))
+	if errors.Is(err, fs.ErrNotExist) {
+		// Already stopped (or never started there): nothing to do, as a cleanup step wants.
+		fmt.Fprintln(stdout, "no cluster running in", runDir)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("no cluster in %s: %w", runDir, err)
 	}
