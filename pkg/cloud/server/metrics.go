@@ -111,8 +111,10 @@ func newFaultsCollector(fe *faults.Engine) *faultsCollector {
 		"Fault rules that fired, by rule ID and operation.", []string{"rule", "operation"}, nil)}
 }
 
+// Describe implements prometheus.Collector.
 func (c *faultsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
+// Collect implements prometheus.Collector: one counter per live rule and operation it fired for.
 func (c *faultsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, f := range c.engine.FiredCounts() {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(f.Count), f.RuleID, string(f.Operation))

@@ -317,7 +317,7 @@ func (r *Reporter) lookup(ctx context.Context) {
 	var mode Mode
 	var reported int64
 	if failing || recovered.failures > 0 {
-		s := r.policy.Value(now)
+		s := r.policy.Peek(now) // for the log line only; current() applies Value
 		mode, reported = s.Mode, s.Value
 	}
 	r.mu.Unlock()

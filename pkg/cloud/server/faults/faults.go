@@ -150,7 +150,7 @@ func (e *Engine) addLocked(r cloud.FaultRule, reserved map[string]bool) cloud.Fa
 	for r.ID == "" {
 		e.nextID++
 		id := fmt.Sprintf("fault-%d", e.nextID)
-		if !reserved[id] && !e.hasIDLocked(id) {
+		if !reserved[id] && e.indexLocked(id) < 0 {
 			r.ID = id
 		}
 	}
@@ -207,13 +207,9 @@ func (e *Engine) Reset(seeded []cloud.FaultRule) error {
 	return nil
 }
 
-func (e *Engine) hasIDLocked(id string) bool {
-	for _, r := range e.rules {
-		if r.spec.ID == id {
-			return true
-		}
-	}
-	return false
+// indexLocked returns the position of the rule with that ID, or -1.
+func (e *Engine) indexLocked(id string) int {
+	return slices.IndexFunc(e.rules, func(r *rule) bool { return r.spec.ID == id })
 }
 
 // List returns the live rules in creation order; expired rules are dropped.
@@ -255,13 +251,12 @@ func (e *Engine) FiredCounts() []FiredCount {
 func (e *Engine) Delete(id string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for i, r := range e.rules {
-		if r.spec.ID == id {
-			e.rules = slices.Delete(e.rules, i, i+1)
-			return nil
-		}
+	i := e.indexLocked(id)
+	if i < 0 {
+		return cloud.NewError(cloud.CodeFaultNotFound, "fault rule %q not found", id)
 	}
-	return cloud.NewError(cloud.CodeFaultNotFound, "fault rule %q not found", id)
+	e.rules = slices.Delete(e.rules, i, i+1)
+	return nil
 }
 
 // Clear removes every rule, seeded or not, until the next Reset.

@@ -67,31 +67,31 @@ type v1Volume struct {
 	RequestedSizeBytes int64 `json:"requestedSizeBytes"`
 }
 
+// decodeAll decodes every JSON value of b in key order; what names a record in errors.
+func decodeAll[T any](b *bolt.Bucket, what string) ([]T, error) {
+	var out []T
+	err := b.ForEach(func(k, v []byte) error {
+		var rec T
+		if err := jsonUnmarshal(v, &rec); err != nil {
+			return fmt.Errorf("%s %s: %w", what, k, err)
+		}
+		out = append(out, rec)
+		return nil
+	})
+	return out, err
+}
+
 // migrateV1 rewrites format 1 records in place: each instance and volume loses its inline
 // attachment state to the narrow records, and the quotas JSON becomes fixed-width. Values
 // read from a bbolt cursor are only valid until the next write, so the records are decoded
 // first and written after the walk.
 func migrateV1(tx *bolt.Tx) error {
-	var insts []v1Instance
-	if err := tx.Bucket(bucketInstances).ForEach(func(k, v []byte) error {
-		var in v1Instance
-		if err := jsonUnmarshal(v, &in); err != nil {
-			return fmt.Errorf("instance %s: %w", k, err)
-		}
-		insts = append(insts, in)
-		return nil
-	}); err != nil {
+	insts, err := decodeAll[v1Instance](tx.Bucket(bucketInstances), "instance")
+	if err != nil {
 		return err
 	}
-	var vols []v1Volume
-	if err := tx.Bucket(bucketVolumes).ForEach(func(k, v []byte) error {
-		var vol v1Volume
-		if err := jsonUnmarshal(v, &vol); err != nil {
-			return fmt.Errorf("volume %s: %w", k, err)
-		}
-		vols = append(vols, vol)
-		return nil
-	}); err != nil {
+	vols, err := decodeAll[v1Volume](tx.Bucket(bucketVolumes), "volume")
+	if err != nil {
 		return err
 	}
 	t := &txn{tx: tx} // only its write helpers are used, which need no store, clock or revision
