@@ -66,15 +66,22 @@ images: ## Driver and fake cloud images without a Docker daemon: OCI archives in
 	hack/images.sh
 
 .PHONY: kind-up
-kind-up: ## kind cluster with the driver, fake cloud and sidecars (needs Docker and Go); fake cloud on localhost:30080.
+kind-up: ## kind cluster with the driver, fake cloud and sidecars (Docker and Go; OFFLINE=1: no registry, builds every image); fake cloud on localhost:30080.
 	hack/kind-up.sh
 
+.PHONY: kind-images
+kind-images: ## OFFLINE=1's images from Debian packages and the Go module proxy only: Kubernetes binaries, kind node image, sidecars (cached in ~/.cache/fakecloud-csi).
+	hack/kind/offline/install-deps.sh
+	hack/kind/offline/dockerd.sh start
+	hack/images.sh
+	hack/kind/offline/kind-images.sh
+
 .PHONY: kind-down
-kind-down: ## Delete the kind cluster of kind-up / e2e.
+kind-down: ## Delete the kind cluster of kind-up / e2e; stop the dockerd OFFLINE=1 started.
 	hack/kind-down.sh
 
 .PHONY: e2e
-e2e: ## The e2e suite on kind: up, test, logs on failure, down (KEEP_CLUSTER=1 keeps it; E2E_ARGS='-run TestS01').
+e2e: ## The e2e suite on kind, real kubelets and containers: up, test, logs on failure, down (OFFLINE=1; KEEP_CLUSTER=1 keeps it; E2E_ARGS='-run TestS01').
 	KEEP_CLUSTER=$(KEEP_CLUSTER) E2E_ARGS='$(E2E_ARGS)' hack/e2e-kind.sh
 
 .PHONY: deploy-dry-run

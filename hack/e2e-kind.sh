@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# make e2e: the e2e suite (tests/e2e, unchanged) against a kind cluster. Needs Docker and Go.
+# make e2e: the e2e suite (tests/e2e) against a kind cluster: real kubelets, real containers.
+# Needs Docker and Go; OFFLINE=1 builds every image here instead (see hack/kind-up.sh).
 #   1-6. hack/kind-up.sh (images, cluster, load, snapshot release, apply, rollout);
 #   7.   go test in tests/e2e with the kubeconfig kind wrote and the fake cloud on
 #        localhost:30080 (the kind port mapping), admin token from the demo tokens;
-#   8.   on failure: kind's logs (every node, every container) and the fake cloud's
-#        /v1/events into a folder it prints;
-#   9.   delete the cluster, unless KEEP_CLUSTER=1.
+#   8.   on failure: kind's logs (every node, every container, every pod's log under each
+#        node's /var/log/pods) and the fake cloud's /v1/events into a folder it prints;
+#   9.   delete the cluster and stop the dockerd OFFLINE=1 started, unless KEEP_CLUSTER=1.
 # E2E_ARGS are passed to go test (e.g. E2E_ARGS='-run TestS01').
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,10 @@ export KUBECONFIG_FILE=${KUBECONFIG_FILE:-$KIND_DIR/kubeconfig}
 export IMAGES_DIR=${IMAGES_DIR:-$root/_output/images}
 export CLOUD_URL=${CLOUD_URL:-http://127.0.0.1:30080}
 KEEP_CLUSTER=${KEEP_CLUSTER:-0}
+export OFFLINE=${OFFLINE:-0}
+# The scenarios' pods only hold volumes: the node image's sandbox image serves (kind v0.33.0's
+# containerd config names pause:3.10; the offline node image's is in its own file).
+POD_IMAGE=${POD_IMAGE:-registry.k8s.io/pause:3.10}
 E2E_ARGS=${E2E_ARGS:-}
 ARTIFACTS=${ARTIFACTS:-$KIND_DIR/artifacts-$(date +%Y%m%d-%H%M%S)}
 kind=(go tool -modfile="$root/tools/go.mod" kind)
@@ -25,7 +30,7 @@ teardown() {
   if [[ "$KEEP_CLUSTER" == 1 ]]; then
     echo "KEEP_CLUSTER=1: cluster $KIND_CLUSTER_NAME kept (KUBECONFIG=$KUBECONFIG_FILE); make kind-down removes it"
   else
-    "${kind[@]}" delete cluster --name "$KIND_CLUSTER_NAME" || true
+    hack/kind-down.sh || true
   fi
 }
 
@@ -42,6 +47,9 @@ if ! hack/kind-up.sh; then
   collect
   exit 1
 fi
+if [[ $OFFLINE == 1 && -f $IMAGES_DIR/kind-pod-image ]]; then
+  POD_IMAGE=$(cat "$IMAGES_DIR/kind-pod-image")
+fi
 
 printf '\n== 7. e2e suite\n'
 mkdir -p "$ARTIFACTS"
@@ -50,7 +58,8 @@ mkdir -p "$ARTIFACTS"
 # shellcheck disable=SC2086 # E2E_ARGS is a list of go test flags
 if ! (cd tests/e2e && go test -count=1 -timeout=40m -v . \
       -kubeconfig="$KUBECONFIG_FILE" -cloud-url="$CLOUD_URL" -cloud-token=demo-admin-token \
-      -log-dir="$ARTIFACTS" $E2E_ARGS); then
+      -log-dir="$ARTIFACTS" -pod-image="$POD_IMAGE" \
+      -volumecheck-image=localhost/fakecloud-csi/volumecheck:"${IMAGE_TAG:-dev}" $E2E_ARGS); then
   collect
   exit 1
 fi

@@ -4,6 +4,8 @@
 # that `kind load image-archive` (and `docker load`) take:
 #   $IMAGES_DIR/driver.tar     localhost/fakecloud-csi/driver:$IMAGE_TAG
 #   $IMAGES_DIR/fakecloud.tar  localhost/fakecloud-csi/fakecloud:$IMAGE_TAG
+#   $IMAGES_DIR/volumecheck.tar localhost/fakecloud-csi/volumecheck:$IMAGE_TAG (the e2e suite's
+#                              S15 workload, tests/e2e/cmd/volumecheck)
 # The images carry the version and commit as OCI labels too. The node plugin needs no tools
 # in the image: it bind-mounts with mount(2) itself.
 set -euo pipefail
@@ -25,8 +27,10 @@ ldflags="-s -w -X github.com/fakecloud/fakecloud-csi/pkg/version.Version=$VERSIO
 kindctl=$out/bin/kindctl
 (cd hack/kind && go build -o "$kindctl" ./cmd/kindctl)
 
-for b in driver fakecloud; do
-  CGO_ENABLED=0 GOOS=linux GOARCH=$ARCH go build -trimpath -ldflags "$ldflags" -o "$out/bin/$b" "./cmd/$b"
+for b in driver fakecloud volumecheck; do
+  pkg=./cmd/$b dir=.
+  [[ $b == volumecheck ]] && pkg=./cmd/volumecheck dir=tests/e2e
+  (cd "$dir" && CGO_ENABLED=0 GOOS=linux GOARCH=$ARCH go build -trimpath -ldflags "$ldflags" -o "$out/bin/$b" "$pkg")
   "$kindctl" image --binary="$out/bin/$b" --ref="localhost/fakecloud-csi/$b:$IMAGE_TAG" \
     --arch="$ARCH" --version="$VERSION" --commit="$COMMIT" --out="$out/$b.tar"
 done

@@ -357,7 +357,7 @@ func podSpec(node string, claims ...string) corev1.PodSpec {
 	spec := corev1.PodSpec{
 		TerminationGracePeriodSeconds: &zero,
 		Containers: []corev1.Container{{
-			Name: "app", Image: "registry.k8s.io/pause:3.10",
+			Name: "app", Image: cfg.PodImage,
 		}},
 	}
 	if node != "" {

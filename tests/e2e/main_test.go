@@ -47,6 +47,12 @@ type config struct {
 	// PluginSockets map node name to its node plugin's CSI socket (a local
 	// cluster's Info).
 	PluginSockets map[string]string
+	// PodImage is the container image of the scenarios' pods, which only
+	// hold volumes: one every node has (kind's sandbox image by default).
+	PodImage string
+	// VolumeCheckImage is the image of tests/e2e/cmd/volumecheck
+	// (hack/images.sh) that S15 runs; empty, and S15 skips.
+	VolumeCheckImage string
 }
 
 func envOr(name, def string) string {
@@ -73,6 +79,8 @@ func TestMain(m *testing.M) {
 	flag.BoolVar(&cfg.Local, "local", os.Getenv("FAKECLOUD_E2E_LOCAL") == "1", "start a local cluster of upstream binaries when no kubeconfig is given (env FAKECLOUD_E2E_LOCAL=1)")
 	flag.DurationVar(&cfg.RiseAllowance, "rise-allowance", 0, "extra time for capacity increases (the driver's stability window)")
 	flag.DurationVar(&cfg.StaleAfter, "stale-after", localcluster.StaleAfter, "the driver's --capacity-stale-after")
+	flag.StringVar(&cfg.PodImage, "pod-image", envOr("FAKECLOUD_E2E_POD_IMAGE", "registry.k8s.io/pause:3.10"), "image of the scenarios' pods; every node must have it (env FAKECLOUD_E2E_POD_IMAGE)")
+	flag.StringVar(&cfg.VolumeCheckImage, "volumecheck-image", os.Getenv("FAKECLOUD_E2E_VOLUMECHECK_IMAGE"), "image of tests/e2e/cmd/volumecheck for S15, loaded on every node (env FAKECLOUD_E2E_VOLUMECHECK_IMAGE; empty: S15 skips)")
 	flag.Parse()
 	os.Exit(runMain(m))
 }

@@ -471,9 +471,6 @@ func TestS06CloudOutage(t *testing.T) {
 // S9: the controller plugin dies while attaches are in flight: after its
 // restart no attachment is lost or duplicated.
 func TestS09ControllerRestart(t *testing.T) {
-	if env.pidDir == "" {
-		t.Skip("needs the local cluster's pid folder (-pid-dir) to kill the controller plugin")
-	}
 	ns := namespace(t)
 	addFault(t, cloud.FaultRule{Operation: cloud.OperationAttachVolume, LatencyMS: 3000})
 	nodes := e2eNodes(t)
@@ -491,19 +488,7 @@ func TestS09ControllerRestart(t *testing.T) {
 		}
 		return nil
 	})
-	pidPath := filepath.Join(env.pidDir, "driver-controller.pid")
-	data, err := os.ReadFile(pidPath)
-	if err != nil {
-		failf(t, "read %s: %v", pidPath, err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil {
-		failf(t, "pid in %s: %v", pidPath, err)
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		failf(t, "kill controller plugin %d: %v", pid, err)
-	}
-	t.Logf("killed the controller plugin (pid %d) with attaches in flight", pid)
+	killController(t)
 	for i := range pods {
 		waitPodRunning(t, ns, "m"+strconv.Itoa(i), runDeadline+slack)
 	}
@@ -543,6 +528,48 @@ func TestS09ControllerRestart(t *testing.T) {
 		}
 	}
 }
+
+// killController ends the controller plugin at once, attaches in flight: on
+// the local cluster SIGKILL to its process (pid folder), elsewhere a
+// zero-grace delete of deploy/kind's controller pod, whose Deployment starts
+// a new one (the kubelet kills the containers; nothing runs their shutdown).
+func killController(t *testing.T) {
+	t.Helper()
+	if env.pidDir != "" {
+		pidPath := filepath.Join(env.pidDir, "driver-controller.pid")
+		data, err := os.ReadFile(pidPath)
+		if err != nil {
+			failf(t, "read %s: %v", pidPath, err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err != nil {
+			failf(t, "pid in %s: %v", pidPath, err)
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			failf(t, "kill controller plugin %d: %v", pid, err)
+		}
+		t.Logf("killed the controller plugin (pid %d) with attaches in flight", pid)
+		return
+	}
+	ctx := testCtx(t)
+	pods, err := env.cs.CoreV1().Pods(pluginNamespace).List(ctx, metav1.ListOptions{LabelSelector: controllerSelector})
+	if err != nil {
+		failf(t, "controller pods (%s): %v", controllerSelector, err)
+	}
+	if len(pods.Items) == 0 {
+		failf(t, "no controller pod (%s) in %s", controllerSelector, pluginNamespace)
+	}
+	zero := int64(0)
+	for _, p := range pods.Items {
+		if err := env.cs.CoreV1().Pods(pluginNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			failf(t, "delete controller pod %s: %v", p.Name, err)
+		}
+		t.Logf("deleted the controller pod %s (grace 0) with attaches in flight", p.Name)
+	}
+}
+
+// controllerSelector selects deploy/kind's controller plugin pods.
+const controllerSelector = "app.kubernetes.io/name=fakecloud-csi-controller"
 
 // S4: with a long period, slots are taken out of band after the count was
 // reported; the next attach gets RESOURCE_EXHAUSTED (errorCode 8); the

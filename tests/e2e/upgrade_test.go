@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -37,17 +39,6 @@ const upgradeVersion = "v0.0.0-e2e-upgrade"
 // when its node plugin's DaemonSet pod is replaced (S13 phase B).
 const reregisterDeadline = 60 * time.Second
 
-// needLocal returns the local cluster this run started, or skips t: node
-// plugins are restarted through the harness's supervisor, which only exists
-// in this process.
-func needLocal(t *testing.T) *localcluster.Cluster {
-	t.Helper()
-	if env.local == nil {
-		t.Skip("needs the local cluster this suite starts itself (-local without a kubeconfig): it restarts node plugins through the harness; on kind or a cluster from `localcluster up` they run elsewhere")
-	}
-	return env.local
-}
-
 // S13: roll the node plugin to a new version with volumes attached, node by
 // node, first as a driver container upgrade (the registrar keeps its
 // socket: CSINode keeps the driver and its count throughout), then as a
@@ -59,17 +50,21 @@ func needLocal(t *testing.T) *localcluster.Cluster {
 // VolumeAttachment stays attached and the cloud's attachments stay the
 // same; afterwards a new pod with a new volume runs on every node.
 func TestS13NodePluginUpgrade(t *testing.T) {
-	lc := needLocal(t)
 	ctx := testCtx(t)
 	ns := namespace(t)
 	nodes := e2eNodes(t)
-	original := lc.DriverBinary()
-	buildStart := time.Now()
-	upgraded, err := lc.BuildDriver(ctx, upgradeVersion)
-	if err != nil {
-		failf(t, "build the upgraded driver: %v", err)
+	lc := env.local
+	var original, upgraded string
+	if lc != nil {
+		original = lc.DriverBinary()
+		buildStart := time.Now()
+		var err error
+		upgraded, err = lc.BuildDriver(ctx, upgradeVersion)
+		if err != nil {
+			failf(t, "build the upgraded driver: %v", err)
+		}
+		t.Logf("built %s (%s) in %s", upgraded, upgradeVersion, time.Since(buildStart).Round(100*time.Millisecond))
 	}
-	t.Logf("built %s (%s) in %s", upgraded, upgradeVersion, time.Since(buildStart).Round(100*time.Millisecond))
 
 	// Nodes whose plugin is not back on the original binary; the cleanup,
 	// which runs before the namespace's (the kubelets need registered
@@ -151,73 +146,63 @@ func TestS13NodePluginUpgrade(t *testing.T) {
 
 	// Phase A: the driver container of each node plugin pod is upgraded;
 	// node-driver-registrar keeps its socket and the kubelet its
-	// registration.
-	markA := len(w.csinodes.Result().Changes)
-	for _, n := range nodes {
-		took := restart(n.Name, localcluster.NodePluginRestart{Binary: upgraded})
-		if v, err := pluginVersion(ctx, n.Name); err != nil || v != upgradeVersion {
-			failf(t, "node plugin of %s after the upgrade: expected GetPluginInfo vendor_version %s, seen %q (err %v)", n.Name, upgradeVersion, v, err)
+	// registration. Only the harness can swap one container's binary in
+	// place; on a real cluster a new image replaces the whole pod, which is
+	// phase B.
+	if lc == nil {
+		t.Log("phase A (driver container upgrade in place) needs the local cluster's harness; on this cluster the DaemonSet roll (phase B) is the upgrade")
+	} else {
+		markA := len(w.csinodes.Result().Changes)
+		for _, n := range nodes {
+			took := restart(n.Name, localcluster.NodePluginRestart{Binary: upgraded})
+			if v, err := pluginVersion(ctx, n.Name); err != nil || v != upgradeVersion {
+				failf(t, "node plugin of %s after the upgrade: expected GetPluginInfo vendor_version %s, seen %q (err %v)", n.Name, upgradeVersion, v, err)
+			}
+			dc, err := pluginDebugCapacity(ctx, n.Name)
+			if err != nil {
+				failf(t, "node plugin of %s after the upgrade: /debug/capacity: %v", n.Name, err)
+			}
+			if dc.Mode == "static" || dc.Reported != int64(counts[n.Name]) {
+				failf(t, "node plugin of %s after the upgrade: expected the dynamic policy reporting %d, /debug/capacity says mode %q reported %d", n.Name, counts[n.Name], dc.Mode, dc.Reported)
+			}
+			// The kubelet's periodic CSINode update must have asked the new
+			// process, so that an unchanged count means it answered the same.
+			waited := time.Now()
+			eventually(t, countDeadline(false), fmt.Sprintf("the kubelet of %s calls NodeGetInfo on the upgraded plugin", n.Name), func() error {
+				return nodeGetInfoServed(ctx, n.Name)
+			})
+			if c := nodeCount(t, n.Name); c != counts[n.Name] {
+				failf(t, "CSINode %s after the upgrade: expected count %d, seen %d", n.Name, counts[n.Name], c)
+			}
+			w.check(t)
+			t.Logf("phase A %s: upgraded in %s; the kubelet asked it after %s more", n.Name, took.Round(100*time.Millisecond), time.Since(waited).Round(100*time.Millisecond))
 		}
-		dc, err := pluginDebugCapacity(ctx, n.Name)
-		if err != nil {
-			failf(t, "node plugin of %s after the upgrade: /debug/capacity: %v", n.Name, err)
+		for _, c := range w.csinodes.Result().Changes[markA:] {
+			failf(t, "phase A (driver container upgrade, registrar kept): CSINode %s changed at %s from %s to %s; the entry and its count must stay",
+				c.Node, c.At.Format(time.TimeOnly), fmtCount64(c.Old), fmtCount64(c.New))
 		}
-		if dc.Mode == "static" || dc.Reported != int64(counts[n.Name]) {
-			failf(t, "node plugin of %s after the upgrade: expected the dynamic policy reporting %d, /debug/capacity says mode %q reported %d", n.Name, counts[n.Name], dc.Mode, dc.Reported)
-		}
-		// The kubelet's periodic CSINode update must have asked the new
-		// process, so that an unchanged count means it answered the same.
-		waited := time.Now()
-		eventually(t, countDeadline(false), fmt.Sprintf("the kubelet of %s calls NodeGetInfo on the upgraded plugin", n.Name), func() error {
-			return nodeGetInfoServed(ctx, n.Name)
-		})
-		if c := nodeCount(t, n.Name); c != counts[n.Name] {
-			failf(t, "CSINode %s after the upgrade: expected count %d, seen %d", n.Name, counts[n.Name], c)
-		}
-		w.check(t)
-		t.Logf("phase A %s: upgraded in %s; the kubelet asked it after %s more", n.Name, took.Round(100*time.Millisecond), time.Since(waited).Round(100*time.Millisecond))
-	}
-	for _, c := range w.csinodes.Result().Changes[markA:] {
-		failf(t, "phase A (driver container upgrade, registrar kept): CSINode %s changed at %s from %s to %s; the entry and its count must stay",
-			c.Node, c.At.Format(time.TimeOnly), fmtCount64(c.Old), fmtCount64(c.New))
 	}
 
 	// Phase B: the DaemonSet replaces each node plugin pod: the registrar
 	// removes its socket, the kubelet deregisters the plugin and removes its
 	// CSINode entry, the new pod (here the previous version again: a
 	// rollback, which also restores the normal build) registers anew.
-	for _, n := range nodes {
-		mark := len(w.csinodes.Result().Changes)
-		start := time.Now()
-		took := restart(n.Name, localcluster.NodePluginRestart{Binary: original, Reregister: true})
-		var gone, back *capacityplot.CountChange
-		eventually(t, reregisterDeadline-time.Since(start), fmt.Sprintf("CSINode %s: the driver entry removed (deregistration) and back with count %d", n.Name, counts[n.Name]), func() error {
-			gone, back = nil, nil
-			for _, c := range w.csinodes.Result().Changes[mark:] {
-				if c.Node != n.Name {
-					continue
-				}
-				switch {
-				case c.New == nil && gone == nil:
-					gone = &c
-				case c.New != nil && *c.New != int64(counts[n.Name]):
-					failf(t, "phase B: CSINode %s came back with count %d at %s, expected %d", n.Name, *c.New, c.At.Format(time.TimeOnly), counts[n.Name])
-				case c.New != nil && gone != nil && back == nil:
-					back = &c
-				}
+	if lc == nil {
+		rollDaemonSet(t, w, nodes, counts, oldVersion)
+	} else {
+		for _, n := range nodes {
+			mark := len(w.csinodes.Result().Changes)
+			start := time.Now()
+			took := restart(n.Name, localcluster.NodePluginRestart{Binary: original, Reregister: true})
+			gone, back := waitReregistered(t, w, n.Name, mark, counts[n.Name], reregisterDeadline-time.Since(start))
+			waitCount(t, n.Name, counts[n.Name], 10*time.Second)
+			if v, err := pluginVersion(ctx, n.Name); err != nil || v != oldVersion[n.Name] {
+				failf(t, "node plugin of %s after the pod replacement: expected vendor_version %s, seen %q (err %v)", n.Name, oldVersion[n.Name], v, err)
 			}
-			if gone == nil || back == nil {
-				return fmt.Errorf("CSINode %s: expected the driver entry removed (deregistration) and added back, watch saw removed=%v back=%v", n.Name, gone != nil, back != nil)
-			}
-			return nil
-		})
-		waitCount(t, n.Name, counts[n.Name], 10*time.Second)
-		if v, err := pluginVersion(ctx, n.Name); err != nil || v != oldVersion[n.Name] {
-			failf(t, "node plugin of %s after the pod replacement: expected vendor_version %s, seen %q (err %v)", n.Name, oldVersion[n.Name], v, err)
+			w.check(t)
+			t.Logf("phase B %s: replaced in %s; CSINode entry missing for %s (removed %s after the start, back with count %d)",
+				n.Name, took.Round(100*time.Millisecond), back.At.Sub(gone.At).Round(100*time.Millisecond), gone.At.Sub(start).Round(100*time.Millisecond), *back.New)
 		}
-		w.check(t)
-		t.Logf("phase B %s: replaced in %s; CSINode entry missing for %s (removed %s after the start, back with count %d)",
-			n.Name, took.Round(100*time.Millisecond), back.At.Sub(gone.At).Round(100*time.Millisecond), gone.At.Sub(start).Round(100*time.Millisecond), *back.New)
 	}
 
 	// Nothing lost or duplicated, in the cluster or in the cloud.
@@ -248,6 +233,110 @@ func TestS13NodePluginUpgrade(t *testing.T) {
 	w.check(t)
 }
 
+// waitReregistered waits up to deadline until the CSINode watch of w, from
+// change number mark on, saw node's driver entry removed (the kubelet
+// deregistered the replaced plugin) and back with count, and returns those two
+// changes. An entry back with another count fails t.
+func waitReregistered(t *testing.T, w *rollWatch, node string, mark int, count int32, deadline time.Duration) (gone, back *capacityplot.CountChange) {
+	t.Helper()
+	eventually(t, deadline, fmt.Sprintf("CSINode %s: the driver entry removed (deregistration) and back with count %d", node, count), func() error {
+		gone, back = nil, nil
+		for _, c := range w.csinodes.Result().Changes[mark:] {
+			if c.Node != node {
+				continue
+			}
+			switch {
+			case c.New == nil && gone == nil:
+				gone = &c
+			case c.New != nil && *c.New != int64(count):
+				failf(t, "CSINode %s came back with count %d at %s, expected %d", node, *c.New, c.At.Format(time.TimeOnly), count)
+			case c.New != nil && gone != nil && back == nil:
+				back = &c
+			}
+		}
+		if gone == nil || back == nil {
+			return fmt.Errorf("CSINode %s: expected the driver entry removed (deregistration) and added back, watch saw removed=%v back=%v", node, gone != nil, back != nil)
+		}
+		return nil
+	})
+	return gone, back
+}
+
+// rollDaemonSet is phase B of S13 on a real cluster: a rolling update of the
+// node plugin DaemonSet (a new pod template, as an image upgrade makes; here
+// a restart annotation, so the version stays) that the DaemonSet controller
+// carries out node by node (maxUnavailable 1). Each node's CSINode entry may
+// go while its pod is replaced, for at most reregisterDeadline, and must come
+// back with its count; the roll completes within one deadline per node.
+func rollDaemonSet(t *testing.T, w *rollWatch, nodes []corev1.Node, counts map[string]int32, version map[string]string) {
+	t.Helper()
+	ctx := testCtx(t)
+	dsClient := env.cs.AppsV1().DaemonSets(pluginNamespace)
+	mark := len(w.csinodes.Result().Changes)
+	start := time.Now()
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"fakecloud.dev/e2e-rolled-at":%q}}}}}`, start.UTC().Format(time.RFC3339Nano))
+	ds, err := dsClient.Patch(ctx, pluginDaemonSet, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil {
+		failf(t, "roll DaemonSet %s/%s: %v", pluginNamespace, pluginDaemonSet, err)
+	}
+	gen := ds.Generation
+	eventually(t, time.Duration(len(nodes))*reregisterDeadline, fmt.Sprintf("DaemonSet %s/%s rolled out (generation %d)", pluginNamespace, pluginDaemonSet, gen), func() error {
+		ds, err := dsClient.Get(ctx, pluginDaemonSet, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		st := ds.Status
+		if st.ObservedGeneration < gen || st.UpdatedNumberScheduled != st.DesiredNumberScheduled || st.NumberAvailable != st.DesiredNumberScheduled || st.NumberUnavailable != 0 {
+			return fmt.Errorf("DaemonSet %s: observed generation %d of %d, %d updated, %d available of %d desired", pluginDaemonSet, st.ObservedGeneration, gen, st.UpdatedNumberScheduled, st.NumberAvailable, st.DesiredNumberScheduled)
+		}
+		return nil
+	})
+	rolled := time.Since(start)
+	for _, n := range nodes {
+		gone, back := waitReregistered(t, w, n.Name, mark, counts[n.Name], reregisterDeadline)
+		if gap := back.At.Sub(gone.At); gap > reregisterDeadline {
+			failf(t, "phase B: CSINode %s entry missing for %s, more than %s", n.Name, gap, reregisterDeadline)
+		}
+		waitCount(t, n.Name, counts[n.Name], 10*time.Second)
+		if v, err := pluginVersion(ctx, n.Name); err != nil || v != version[n.Name] {
+			failf(t, "node plugin of %s after the roll: expected version %s, seen %q (err %v)", n.Name, version[n.Name], v, err)
+		}
+		t.Logf("phase B %s: CSINode entry missing for %s (removed %s after the roll started, back with count %d)",
+			n.Name, back.At.Sub(gone.At).Round(100*time.Millisecond), gone.At.Sub(start).Round(100*time.Millisecond), *back.New)
+	}
+	w.check(t)
+	t.Logf("phase B: DaemonSet %s rolled over %d nodes in %s", pluginDaemonSet, len(nodes), rolled.Round(100*time.Millisecond))
+}
+
+// pluginDaemonSet is deploy/kind's node plugin DaemonSet (in pluginNamespace).
+const pluginDaemonSet = "fakecloud-csi-node"
+
+// replaceNodePlugin gives node a new node plugin process that registers anew
+// with the kubelet: through the harness on the local cluster, else by deleting
+// the DaemonSet's pod on node and waiting until its replacement is ready.
+func replaceNodePlugin(ctx context.Context, node string) error {
+	if env.local != nil {
+		return env.local.RestartNodePlugin(ctx, node, localcluster.NodePluginRestart{Reregister: true})
+	}
+	old, err := nodePluginPod(ctx, node)
+	if err != nil {
+		return err
+	}
+	if err := env.cs.CoreV1().Pods(pluginNamespace).Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("delete node plugin pod %s/%s: %w", pluginNamespace, old.Name, err)
+	}
+	return waitFor(ctx, reregisterDeadline, func() error {
+		p, err := nodePluginPod(ctx, node)
+		if err != nil {
+			return err
+		}
+		if p.UID == old.UID {
+			return fmt.Errorf("node plugin pod %s on %s not replaced yet", old.Name, node)
+		}
+		return nil
+	})
+}
+
 // S14: the node plugin's start-up cluster check (KEP-4876 needs the
 // CSIDriver's nodeAllocatableUpdatePeriodSeconds, or the kubelet never
 // refreshes CSINode). Without the period a restarted node plugin falls back
@@ -259,7 +348,6 @@ func TestS13NodePluginUpgrade(t *testing.T) {
 // makes the restarted plugin static (no supported gauge: it decided
 // nothing), and without the label it is dynamic again.
 func TestS14ClusterCheckFallback(t *testing.T) {
-	lc := needLocal(t)
 	ctx := testCtx(t)
 	node := e2eNodes(t)[0].Name
 	in, err := env.cloud.GetInstance(ctx, node)
@@ -280,7 +368,7 @@ func TestS14ClusterCheckFallback(t *testing.T) {
 	restart := func(what string) {
 		t.Helper()
 		start := time.Now()
-		if err := lc.RestartNodePlugin(ctx, node, localcluster.NodePluginRestart{Reregister: true}); err != nil {
+		if err := replaceNodePlugin(ctx, node); err != nil {
 			failf(t, "restart the node plugin of %s (%s): %v", node, what, err)
 		}
 		t.Logf("restarted the node plugin of %s (%s) in %s", node, what, time.Since(start).Round(100*time.Millisecond))
@@ -330,7 +418,7 @@ func TestS14ClusterCheckFallback(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if err := lc.RestartNodePlugin(ctx, node, localcluster.NodePluginRestart{Reregister: true}); err != nil {
+		if err := replaceNodePlugin(ctx, node); err != nil {
 			t.Errorf("restore the node plugin of %s: %v (component logs: %s)", node, err, env.logDir)
 		}
 	})
@@ -597,11 +685,13 @@ func cloudAttachments(t *testing.T) map[string]string {
 }
 
 // pluginVersion is the vendor_version node's plugin returns from
-// GetPluginInfo on its CSI socket.
+// GetPluginInfo: on its CSI socket where the suite can reach it (the local
+// cluster), else from fakecloud_csi_build_info on its /metrics, which carries
+// the same version (docs/metrics.md).
 func pluginVersion(ctx context.Context, node string) (string, error) {
 	sock := env.pluginSockets[node]
 	if sock == "" {
-		return "", fmt.Errorf("no CSI socket known for the node plugin of %s", node)
+		return pluginBuildVersion(ctx, node)
 	}
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -620,6 +710,25 @@ func pluginVersion(ctx context.Context, node string) (string, error) {
 	return info.GetVendorVersion(), nil
 }
 
+// pluginBuildVersion is the version label of node's plugin's
+// fakecloud_csi_build_info.
+func pluginBuildVersion(ctx context.Context, node string) (string, error) {
+	mf, err := pluginMetrics(ctx, node)
+	if err != nil {
+		return "", err
+	}
+	f := mf["fakecloud_csi_build_info"]
+	if f == nil || len(f.GetMetric()) != 1 {
+		return "", fmt.Errorf("node plugin of %s: expected one fakecloud_csi_build_info on /metrics", node)
+	}
+	for _, l := range f.GetMetric()[0].GetLabel() {
+		if l.GetName() == "version" {
+			return l.GetValue(), nil
+		}
+	}
+	return "", fmt.Errorf("node plugin of %s: fakecloud_csi_build_info has no version label", node)
+}
+
 // pluginCapacity is the part of a node plugin's /debug/capacity the
 // scenarios read.
 type pluginCapacity struct {
@@ -631,35 +740,97 @@ type pluginCapacity struct {
 	Reason string `json:"reason"`
 }
 
-// pluginGet GETs path from node's plugin HTTP server and returns the body.
-func pluginGet(ctx context.Context, node, path string, decode func(*http.Response) error) error {
-	base := env.pluginURLs[node]
-	if base == "" {
-		return fmt.Errorf("no HTTP URL known for the node plugin of %s", node)
-	}
+// pluginGet GETs path from node's plugin HTTP server and decodes the body:
+// directly where the suite knows the plugin's URL (the local cluster), else
+// through the API server's proxy to the node plugin pod on node (kind or any
+// cluster with deploy/kind), which needs nothing but the kubeconfig. A status
+// other than 200 is an error that names it ("GET ...: 404 ...").
+func pluginGet(ctx context.Context, node, path string, decode func(io.Reader) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+	if base := env.pluginURLs[node]; base != "" {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", req.URL, resp.Status)
+		}
+		if err := decode(resp.Body); err != nil {
+			return fmt.Errorf("GET %s: %w", req.URL, err)
+		}
+		return nil
+	}
+	pod, err := nodePluginPod(ctx, node)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	var code int
+	body, err := env.cs.CoreV1().RESTClient().Get().Namespace(pluginNamespace).Resource("pods").
+		Name(pod.Name + ":" + pluginHTTPPort).SubResource("proxy").Suffix(path).Do(ctx).StatusCode(&code).Raw()
+	where := fmt.Sprintf("GET %s via the API server proxy to pod %s/%s", path, pluginNamespace, pod.Name)
+	if code != 0 && code != http.StatusOK {
+		return fmt.Errorf("%s: %d %s", where, code, http.StatusText(code))
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", where, err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", req.URL, resp.Status)
-	}
-	if err := decode(resp); err != nil {
-		return fmt.Errorf("GET %s: %w", req.URL, err)
+	if err := decode(bytes.NewReader(body)); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
 	}
 	return nil
 }
 
+// Where deploy/kind runs the node plugin: its namespace, the pods' label and
+// the driver container's --http-addr port.
+const (
+	pluginNamespace = "fakecloud-csi"
+	pluginSelector  = "app.kubernetes.io/name=fakecloud-csi-node"
+	pluginHTTPPort  = "9809"
+)
+
+// nodePluginPod is the running, ready node plugin pod on node (deploy/kind's
+// DaemonSet), the newest when a replaced one is still terminating.
+func nodePluginPod(ctx context.Context, node string) (*corev1.Pod, error) {
+	list, err := env.cs.CoreV1().Pods(pluginNamespace).List(ctx, metav1.ListOptions{
+		LabelSelector: pluginSelector, FieldSelector: "spec.nodeName=" + node,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node plugin pods on %s: %w", node, err)
+	}
+	var best *corev1.Pod
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || !podReady(p) {
+			continue
+		}
+		if best == nil || p.CreationTimestamp.After(best.CreationTimestamp.Time) {
+			best = p
+		}
+	}
+	if best == nil {
+		return nil, fmt.Errorf("no running, ready node plugin pod (%s in %s) on %s among %d", pluginSelector, pluginNamespace, node, len(list.Items))
+	}
+	return best, nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 func pluginDebugCapacity(ctx context.Context, node string) (pluginCapacity, error) {
 	var c pluginCapacity
-	err := pluginGet(ctx, node, "/debug/capacity", func(r *http.Response) error { return json.NewDecoder(r.Body).Decode(&c) })
+	err := pluginGet(ctx, node, "/debug/capacity", func(r io.Reader) error { return json.NewDecoder(r).Decode(&c) })
 	return c, err
 }
 
@@ -673,16 +844,16 @@ type pluginCluster struct {
 
 func pluginDebugCluster(ctx context.Context, node string) (pluginCluster, error) {
 	var c pluginCluster
-	err := pluginGet(ctx, node, "/debug/cluster", func(r *http.Response) error { return json.NewDecoder(r.Body).Decode(&c) })
+	err := pluginGet(ctx, node, "/debug/cluster", func(r io.Reader) error { return json.NewDecoder(r).Decode(&c) })
 	return c, err
 }
 
 func pluginMetrics(ctx context.Context, node string) (map[string]*dto.MetricFamily, error) {
 	var mf map[string]*dto.MetricFamily
-	err := pluginGet(ctx, node, "/metrics", func(r *http.Response) error {
+	err := pluginGet(ctx, node, "/metrics", func(r io.Reader) error {
 		p := expfmt.NewTextParser(model.UTF8Validation)
 		var err error
-		mf, err = p.TextToMetricFamilies(r.Body)
+		mf, err = p.TextToMetricFamilies(r)
 		return err
 	})
 	return mf, err

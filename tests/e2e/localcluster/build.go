@@ -20,22 +20,43 @@ const KubeVersion = "v1.37.2"
 // component is one binary built from the tools module.
 type component struct {
 	name, pkg string
-	// kube marks binaries that report k8s.io/component-base/version.
-	kube bool
+	// kind marks binaries only the offline kind node image needs (hack/kind/offline);
+	// the local cluster runs the others.
+	kind bool
 }
 
-// components lists what the local cluster runs, in build order: the
-// apiserver first because it is the longest and everything waits for it.
+// components lists every binary of the tools module: what the local cluster runs,
+// then what only the offline kind build adds (kubelet, kubeadm, kubectl and
+// kube-proxy go into the node image; the sidecars run on both).
 func components() []component {
 	return []component{
-		{name: "kube-apiserver", pkg: "k8s.io/kubernetes/cmd/kube-apiserver", kube: true},
-		{name: "hollow-kubelet", pkg: "./cmd/hollow-kubelet", kube: true},
-		{name: "kube-controller-manager", pkg: "k8s.io/kubernetes/cmd/kube-controller-manager", kube: true},
-		{name: "kube-scheduler", pkg: "k8s.io/kubernetes/cmd/kube-scheduler", kube: true},
+		{name: "kube-apiserver", pkg: "k8s.io/kubernetes/cmd/kube-apiserver"},
+		{name: "hollow-kubelet", pkg: "./cmd/hollow-kubelet"},
+		{name: "kube-controller-manager", pkg: "k8s.io/kubernetes/cmd/kube-controller-manager"},
+		{name: "kube-scheduler", pkg: "k8s.io/kubernetes/cmd/kube-scheduler"},
 		{name: "etcd", pkg: "go.etcd.io/etcd/server/v3"},
 		{name: "csi-attacher", pkg: "github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher"},
 		{name: "csi-provisioner", pkg: "github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner"},
+		{name: "csi-resizer", pkg: "github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer"},
+		{name: "csi-snapshotter", pkg: "github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter"},
+		{name: "snapshot-controller", pkg: "github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller"},
+		{name: "kubelet", pkg: "k8s.io/kubernetes/cmd/kubelet", kind: true},
+		{name: "kubeadm", pkg: "k8s.io/kubernetes/cmd/kubeadm", kind: true},
+		{name: "kubectl", pkg: "k8s.io/kubernetes/cmd/kubectl", kind: true},
+		{name: "kube-proxy", pkg: "k8s.io/kubernetes/cmd/kube-proxy", kind: true},
 	}
+}
+
+// selected returns the components a build of the given set needs: the local
+// cluster's, plus the kind node image's when kind is true.
+func selected(kind bool) []component {
+	var out []component
+	for _, c := range components() {
+		if !c.kind || kind {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // DefaultCacheDir is where built binaries live unless FAKECLOUD_E2E_CACHE says
@@ -56,23 +77,27 @@ func DefaultCacheDir() (string, error) {
 	return filepath.Join(base, "fakecloud-csi", "localcluster", KubeVersion, "bin"), nil
 }
 
-// ldflags stamps the Kubernetes version so that skew checks and kubectl see
+// kubeLDFlags stamps the Kubernetes version so that skew checks and kubectl see
 // KubeVersion instead of v0.0.0-master. It must stay byte-identical between
-// runs, or the Go build cache misses.
-func ldflags(c component) string {
+// runs, or the Go build cache misses the link.
+func kubeLDFlags() string {
 	const v = "k8s.io/component-base/version"
-	flags := []string{"-s", "-w",
+	return strings.Join([]string{"-s", "-w",
 		"-X", v + ".gitVersion=" + KubeVersion,
 		"-X", v + ".gitMajor=1",
 		"-X", v + ".gitMinor=37",
 		"-X", v + ".gitTreeState=clean",
 		"-X", v + ".gitCommit=0000000000000000000000000000000000000000",
 		"-X", v + ".buildDate=2026-01-01T00:00:00Z",
-	}
-	if strings.HasPrefix(c.name, "csi-") {
-		flags = append(flags, "-X", "main.version=v-e2e")
-	}
-	return strings.Join(flags, " ")
+	}, " ")
+}
+
+// buildEnv is the one environment every tools-module binary is built with, for
+// the local cluster and the kind node image alike, so that both share the Go
+// build cache: static (CGO off, as Kubernetes releases are), -mod=mod because the
+// tool directives are resolved from go.mod alone.
+func buildEnv() []string {
+	return append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
 }
 
 // BuildOptions say where the tools module is and where binaries go.
@@ -81,50 +106,143 @@ type BuildOptions struct {
 	ToolsDir string
 	// BinDir is the binary cache (DefaultCacheDir).
 	BinDir string
+	// Kind adds the binaries of the offline kind node image (kubelet, kubeadm,
+	// kubectl, kube-proxy) to the local cluster's.
+	Kind bool
 	// Force rebuilds binaries that exist.
 	Force bool
-	// Out receives one line per step with its duration.
+	// Out receives progress: what is built, a line at least every 30 s while
+	// the Go build runs, and the duration.
 	Out io.Writer
 }
 
-// Build builds every missing component binary into BinDir with `nice -n 10`
-// (other work shares the CPU) and reports each step with its duration.
+// Build builds every missing component binary into BinDir in one `nice -n 10 go
+// build` (other work shares the CPU; one invocation lets the Go build schedule
+// the shared packages of all of them at once), stamps the Kubernetes version
+// into every binary and each sidecar's module version into its main.version.
 func Build(ctx context.Context, o BuildOptions) error {
 	if err := os.MkdirAll(o.BinDir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", o.BinDir, err)
 	}
 	start := time.Now()
-	for _, c := range components() {
+	var todo []component
+	for _, c := range selected(o.Kind) {
 		dst := filepath.Join(o.BinDir, c.name)
 		if _, err := os.Stat(dst); err == nil && !o.Force {
 			fmt.Fprintf(o.Out, "%-24s cached %s\n", c.name, dst)
 			continue
 		}
-		t := time.Now()
-		fmt.Fprintf(o.Out, "%-24s building %s\n", c.name, c.pkg)
-		tmp := dst + ".tmp"
-		args := []string{"-n", "10", "go", "build", "-trimpath", "-o", tmp, "-ldflags", ldflags(c), c.pkg}
-		cmd := exec.CommandContext(ctx, "nice", args...)
-		cmd.Dir = o.ToolsDir
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
-		var stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = o.Out, io.MultiWriter(o.Out, &stderr)
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("build %s (%s) in %s: %w", c.name, c.pkg, o.ToolsDir, err)
+		todo = append(todo, c)
+	}
+	if len(todo) == 0 {
+		fmt.Fprintf(o.Out, "all components ready (%s)\n", o.BinDir)
+		return nil
+	}
+	versions, err := moduleVersions(ctx, o.ToolsDir, todo)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(o.BinDir, ".build-")
+	if err != nil {
+		return fmt.Errorf("temporary build dir: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	args := []string{"-n", "10", "go", "build", "-trimpath", "-o", tmp + "/", "-ldflags", kubeLDFlags()}
+	var names []string
+	for _, c := range todo {
+		if v := versions[c.pkg]; strings.HasPrefix(c.name, "csi-") || c.name == "snapshot-controller" {
+			args = append(args, "-ldflags", c.pkg+"="+kubeLDFlags()+" -X main.version="+v)
 		}
-		if err := os.Rename(tmp, dst); err != nil {
+		names = append(names, c.name)
+	}
+	for _, c := range todo {
+		args = append(args, c.pkg)
+	}
+	fmt.Fprintf(o.Out, "building %s (one go build; a cold cache takes 20-45 min on 2 cores)\n", strings.Join(names, ", "))
+	cmd := exec.CommandContext(ctx, "nice", args...)
+	cmd.Dir = o.ToolsDir
+	cmd.Env = buildEnv()
+	cmd.Stdout, cmd.Stderr = o.Out, o.Out
+	stopTicker := ticker(o.Out, 30*time.Second, start)
+	err = cmd.Run()
+	stopTicker()
+	if err != nil {
+		return fmt.Errorf("build %s in %s: %w", strings.Join(names, " "), o.ToolsDir, err)
+	}
+	for _, c := range todo {
+		if err := os.Rename(filepath.Join(tmp, binaryName(c.pkg)), filepath.Join(o.BinDir, c.name)); err != nil {
 			return fmt.Errorf("install %s: %w", c.name, err)
 		}
-		fmt.Fprintf(o.Out, "%-24s built in %s\n", c.name, time.Since(t).Round(time.Second))
 	}
 	fmt.Fprintf(o.Out, "all components ready in %s (%s)\n", time.Since(start).Round(time.Second), o.BinDir)
 	return nil
 }
 
-// missingBinaries lists the components not in binDir.
+// binaryName is the file `go build -o dir/` writes for a main package: its last
+// path element, skipping a major-version suffix (go.etcd.io/etcd/server/v3 -> server).
+func binaryName(pkg string) string {
+	parts := strings.Split(pkg, "/")
+	last := parts[len(parts)-1]
+	if len(parts) > 1 && len(last) > 1 && last[0] == 'v' && strings.Trim(last[1:], "0123456789") == "" {
+		last = parts[len(parts)-2]
+	}
+	return last
+}
+
+// moduleVersions asks go list for the module version of each component's
+// package (empty for the tools module's own packages).
+func moduleVersions(ctx context.Context, toolsDir string, cs []component) (map[string]string, error) {
+	args := []string{"list", "-f", "{{.ImportPath}} {{with .Module}}{{.Version}}{{end}}"}
+	for _, c := range cs {
+		args = append(args, c.pkg)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = toolsDir
+	cmd.Env = buildEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list in %s: %w\n%s", toolsDir, err, stderr.String())
+	}
+	versions := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if path, v, ok := strings.Cut(line, " "); ok {
+			versions[path] = v
+		}
+	}
+	// go list prints "./cmd/x" as its full import path; key by what we asked.
+	for _, c := range cs {
+		if strings.HasPrefix(c.pkg, "./") {
+			versions[c.pkg] = ""
+		}
+	}
+	return versions, nil
+}
+
+// ticker prints the elapsed time every period until the returned stop is
+// called, so that a long build is never silent.
+func ticker(out io.Writer, period time.Duration, start time.Time) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintf(out, "  ... still building (%s)\n", time.Since(start).Round(time.Second))
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// missingBinaries lists the local cluster's components not in binDir.
 func missingBinaries(binDir string) []string {
 	var missing []string
-	for _, c := range components() {
+	for _, c := range selected(false) {
 		if _, err := os.Stat(filepath.Join(binDir, c.name)); err != nil {
 			missing = append(missing, c.name)
 		}

@@ -53,6 +53,8 @@ type options struct {
 	Nodes int
 	// Force rebuilds cached binaries (build).
 	Force bool
+	// Kind adds the offline kind node image's binaries (build).
+	Kind bool
 	// Verbosity is the components' -v.
 	Verbosity int
 	// DriverArgs are extra driver flags, space separated.
@@ -65,6 +67,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.RunDir, "run-dir", "", "run folder (default: new under $TMPDIR; for down: the last up)")
 	fs.IntVar(&o.Nodes, "nodes", 3, "hollow nodes")
 	fs.BoolVar(&o.Force, "force", false, "build: rebuild binaries that are cached")
+	fs.BoolVar(&o.Kind, "kind", false, "build: also kubelet, kubeadm, kubectl and kube-proxy for the offline kind node image")
 	fs.IntVar(&o.Verbosity, "v", 4, "component log verbosity")
 	fs.StringVar(&o.DriverArgs, "driver-args", "", "driver flags added after localcluster.DefaultDriverArgs, space separated (e.g. \"--capacity-stability-window=30s\")")
 }
@@ -122,7 +125,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "build":
 		return localcluster.Build(ctx, localcluster.BuildOptions{
 			ToolsDir: filepath.Join(o.RepoRoot, "tests", "e2e", "localcluster", "tools"),
-			BinDir:   o.BinDir, Force: o.Force, Out: stdout,
+			BinDir:   o.BinDir, Kind: o.Kind, Force: o.Force, Out: stdout,
 		})
 	case "run", "serve":
 		return serve(ctx, o, stdout, sub == "run")

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# make kind-images: every image an offline kind cluster needs, built from Debian's packages and
+# the Go module proxy only, each cached by version under ~/.cache/fakecloud-csi:
+#   1. the Kubernetes v1.37.2 binaries and the sidecars (the local cluster's build, one `go build`,
+#      shared Go build cache): `localcluster build --kind`;
+#   2. the kind node image (hack/kind/offline/node-image.sh), loaded into the Docker engine; its
+#      ref goes to $IMAGES_DIR/kind-node-image;
+#   3. the sidecar images (hack/kind/offline/sidecar-images.sh) as archives in $IMAGES_DIR; their
+#      names go to $IMAGES_DIR/sidecar-images.
+# Needs a running Docker engine for step 2 (hack/kind/offline/dockerd.sh start).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+# shellcheck source=hack/kind/offline/lib.sh
+source "$here/lib.sh"
+IMAGES_DIR=${IMAGES_DIR:-$root/_output/images}
+export IMAGES_DIR
+mkdir -p "$IMAGES_DIR"
+
+step "kind-images 1/3: Kubernetes binaries and sidecars (v1.37.2; cold: 30-45 min on 2 cores)"
+(cd "$root/tests/e2e" && go run ./localcluster/cmd/localcluster build --kind)
+
+step "kind-images 2/3: kind node image"
+"$here/node-image.sh" | tee "$IMAGES_DIR/node-image.log"
+tail -n 1 "$IMAGES_DIR/node-image.log" >"$IMAGES_DIR/kind-node-image"
+echo "node image: $(cat "$IMAGES_DIR/kind-node-image")"
+
+step "kind-images 3/3: sidecar images"
+"$here/sidecar-images.sh"
+echo "kind-images: done in ${SECONDS}s"
