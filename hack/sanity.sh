@@ -2,6 +2,7 @@
 # `make sanity`: the csi-sanity binary (tools/go.mod pins csi-test v5.6.0) against the built
 # driver (--mode=all) and a real fake cloud on loopback, the way driver authors run it.
 # Node specs bind-mount, which needs root; as another user they are skipped, and this says so.
+# It runs twice: with mount volumes, then with block volumes (loop devices, also root only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,11 +44,15 @@ done
 
 skip=()
 if [[ $(id -u) -ne 0 ]]; then
-  echo "sanity: not root, so the Node Service specs (they bind-mount) are skipped"
+  echo "sanity: not root, so the Node Service specs (they bind-mount and attach loop devices) are skipped"
   skip=(--ginkgo.skip="Node Service")
 fi
-go tool -modfile=tools/go.mod csi-sanity \
-  --csi.endpoint="$work/csi.sock" \
-  --csi.mountdir="$work/target" --csi.stagingdir="$work/staging" \
-  --csi.testnodevolumeattachlimit \
-  --ginkgo.no-color "${skip[@]}"
+for access in mount block; do
+  echo "== csi-sanity with $access volumes"
+  go tool -modfile=tools/go.mod csi-sanity \
+    --csi.endpoint="$work/csi.sock" \
+    --csi.mountdir="$work/target-$access" --csi.stagingdir="$work/staging-$access" \
+    --csi.testvolumeaccesstype="$access" \
+    --csi.testnodevolumeattachlimit \
+    --ginkgo.no-color "${skip[@]}"
+done

@@ -23,7 +23,7 @@ import (
 // call can never block forever on the cloud or the capacity reporter.
 const DefaultNodeInfoTimeout = 30 * time.Second
 
-// stagedBlockFile is the file inside staging_target_path a block volume's backing file is
+// stagedBlockFile is the file inside staging_target_path a block volume's loop device node is
 // bind-mounted on at stage.
 const stagedBlockFile = "block"
 
@@ -36,10 +36,16 @@ const stagedMarker = "staged"
 type NodeConfig struct {
 	// NodeID is the cloud instance ID of this node (--node-id), reported as node_id.
 	NodeID string
-	// StateDir holds each volume's data: <StateDir>/volumes/<volumeID>/data (a folder, for
-	// mount volumes) or .../block.img (a sparse file of the volume's size, for block volumes),
-	// and the node identity, <StateDir>/node.json (see Zone). Empty: nothing persists.
+	// StateDir holds this node's state: each volume's staged marker in
+	// <StateDir>/volumes/<volumeID>/ and the node identity, <StateDir>/node.json (see Zone).
+	// Empty: nothing persists.
 	StateDir string
+	// DataDir holds each volume's data, the fake cloud's disk storage:
+	// <DataDir>/<volumeID>/data (a folder, for mount volumes) or .../block.img (a sparse file
+	// of the volume's size, for block volumes). Where every node of a cluster sees the same
+	// folder, a volume's data follows it from node to node as a cloud disk's does. Empty:
+	// <StateDir>/volumes, this node's own.
+	DataDir string
 	// Cloud is used once (until it succeeds) to learn the instance's zone, or to check the
 	// zone persisted under StateDir (node.json, see NodeServer.Zone).
 	Cloud NodeCloud
@@ -52,9 +58,11 @@ type NodeConfig struct {
 }
 
 // NodeServer is the CSI node service (CSI spec, "Node Service RPC"). A volume's data lives in
-// a backing folder or sparse file under the state directory; NodeStageVolume bind-mounts it to
-// staging_target_path and NodePublishVolume bind-mounts the staged volume to target_path. Every
-// call is idempotent; unstaging or unpublishing what is not mounted is success.
+// a backing folder or sparse file under the state directory; NodeStageVolume bind-mounts the
+// folder to staging_target_path, or attaches a loop device to the file and bind-mounts the
+// device node into staging_target_path, and NodePublishVolume bind-mounts the staged volume to
+// target_path. Every call is idempotent; unstaging or unpublishing what is not mounted is
+// success.
 type NodeServer struct {
 	csi.UnimplementedNodeServer
 	cfg      NodeConfig
@@ -219,8 +227,16 @@ func (n *NodeServer) FetchTopology(ctx context.Context) {
 }
 
 func (n *NodeServer) volumeDir(id string) string { return filepath.Join(n.cfg.StateDir, "volumes", id) }
-func (n *NodeServer) dataDir(id string) string   { return filepath.Join(n.volumeDir(id), "data") }
-func (n *NodeServer) blockFile(id string) string { return filepath.Join(n.volumeDir(id), "block.img") }
+
+// backingDir is the folder of a volume's data: under DataDir when set, else its state folder.
+func (n *NodeServer) backingDir(id string) string {
+	if n.cfg.DataDir != "" {
+		return filepath.Join(n.cfg.DataDir, id)
+	}
+	return n.volumeDir(id)
+}
+func (n *NodeServer) dataDir(id string) string   { return filepath.Join(n.backingDir(id), "data") }
+func (n *NodeServer) blockFile(id string) string { return filepath.Join(n.backingDir(id), "block.img") }
 
 func internalf(format string, args ...any) error {
 	return status.Errorf(codes.Internal, format, args...)
@@ -230,27 +246,63 @@ func isReadOnly(c *csi.VolumeCapability, readonlyFlag bool) bool {
 	return readonlyFlag || c.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY
 }
 
-// ensureBackingFile makes the sparse backing file of a block volume at least size bytes.
+// ensureBackingFile makes the sparse backing file of a block volume at least size bytes and
+// returns its size. A file it created is removed again when it cannot be sized, so a failed
+// call leaves no 0-byte volume behind. Errors are status errors: OUT_OF_RANGE when the file
+// system cannot hold a file that big (EFBIG: ext4 stops just short of 16 TiB),
+// RESOURCE_EXHAUSTED when it is full, INTERNAL otherwise.
 func ensureBackingFile(path string, size int64) (int64, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return 0, err
+		return 0, internalf("backing file %s: %v", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	created := false
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o640)
+	switch {
+	case err == nil:
+		created = true
+	case errors.Is(err, os.ErrExist):
+		f, err = os.OpenFile(path, os.O_RDWR, 0)
+	}
 	if err != nil {
-		return 0, err
+		return 0, internalf("backing file %s: %v", path, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return 0, err
+		return 0, internalf("backing file %s: %v", path, err)
 	}
 	if fi.Size() >= size {
 		return fi.Size(), nil
 	}
 	if err := f.Truncate(size); err != nil {
-		return 0, err
+		if created {
+			_ = os.Remove(path)
+		}
+		switch {
+		case errors.Is(err, unix.EFBIG):
+			return 0, status.Errorf(codes.OutOfRange, "the node's file system cannot hold a %d-byte volume: %v", size, err)
+		case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
+			return 0, status.Errorf(codes.ResourceExhausted, "no space for a %d-byte volume: %v", size, err)
+		}
+		return 0, internalf("size backing file %s to %d bytes: %v", path, size, err)
 	}
 	return size, nil
+}
+
+// stageSize is the size in bytes of a block volume's backing file: volume_context
+// ["sizeBytes"] (which CreateVolume sets), DefaultVolumeSize when absent (a volume made
+// outside this driver). Anything but a whole number in 1..MaxVolumeSize is INVALID_ARGUMENT,
+// checked before any file is touched.
+func stageSize(vc map[string]string) (int64, error) {
+	v, ok := vc[VolumeContextSizeBytes]
+	if !ok {
+		return DefaultVolumeSize, nil
+	}
+	s, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || s < 1 || s > MaxVolumeSize {
+		return 0, status.Errorf(codes.InvalidArgument, "volume_context %s=%q: want a whole number of bytes from 1 to %d", VolumeContextSizeBytes, v, MaxVolumeSize)
+	}
+	return s, nil
 }
 
 // ensureFile creates an empty regular file (a bind-mount target for a file) if missing.
@@ -266,11 +318,21 @@ func ensureFile(path string) error {
 }
 
 // bindOnce bind-mounts source on target unless target is already a mount point; a mount with
-// the other read-only setting is ALREADY_EXISTS (CSI spec, NodePublishVolume).
-func (n *NodeServer) bindOnce(source, target string, readOnly bool) error {
+// the other read-only setting is ALREADY_EXISTS (CSI spec, NodePublishVolume). With device
+// set ("major:minor") the mount must be of that block device: any other mount at target (a
+// plain file bind mount left by an older driver, or a loop device since detached) is stale
+// and replaced.
+func (n *NodeServer) bindOnce(ctx context.Context, source, target string, readOnly bool, device string) error {
 	mp, err := n.cfg.Mounter.MountPoint(target)
 	if err != nil {
 		return internalf("inspect %s: %v", target, err)
+	}
+	if mp != nil && device != "" && mp.Device != device {
+		klog.FromContext(ctx).Info("Replacing a stale mount", "path", target, "mountedDevice", mp.Device, "root", mp.Root, "device", device)
+		if _, err := n.unmountAll(target); err != nil {
+			return err
+		}
+		mp = nil
 	}
 	if mp != nil {
 		if mp.ReadOnly != readOnly {
@@ -396,7 +458,10 @@ func (n *NodeServer) setStaged(ctx context.Context, id, mp string) {
 	path := n.stagedMarkerPath(id)
 	var err error
 	if mp != "" {
-		err = os.WriteFile(path, []byte(mp), 0o640)
+		// The state folder is this node's even when the data lives in a shared DataDir.
+		if err = os.MkdirAll(filepath.Dir(path), 0o750); err == nil {
+			err = os.WriteFile(path, []byte(mp), 0o640)
+		}
 	} else if err = os.Remove(path); errors.Is(err, os.ErrNotExist) {
 		err = nil
 	}
@@ -421,14 +486,27 @@ func (n *NodeServer) lock(key string) (func(), error) {
 }
 
 // NodeStageVolume makes the volume's backing data visible at staging_target_path: a
-// read-write bind mount of the backing folder (mount), or of the backing file onto
-// <staging_target_path>/block (block; the file is sized from volume_context["sizeBytes"]).
-// Staging what is already staged is success.
+// read-write bind mount of the backing folder (mount), or, for block, a loop device attached
+// to the backing file (sized from volume_context["sizeBytes"], see stageSize) and
+// bind-mounted onto the file <staging_target_path>/block. The block volume is thus a real
+// block device node wherever it is mounted, which the kubelet requires: it maps and unmaps a
+// block volume's paths only when they are device nodes (volumepathhandler), and a plain file
+// bind mount left pods that could never be deleted. Staging what is already staged is
+// success, also after a plugin restart (the loop is found again, not attached twice). A
+// failed stage may leave the loop attached: the retry reuses it, NodeUnstageVolume detaches.
 func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
 	if err := validateNodeStageVolumeRequest(req); err != nil {
 		return nil, err
 	}
 	id, staging := req.GetVolumeId(), req.GetStagingTargetPath()
+	isBlock := req.GetVolumeCapability().GetBlock() != nil
+	var size int64
+	if isBlock {
+		var err error
+		if size, err = stageSize(req.GetVolumeContext()); err != nil {
+			return nil, err
+		}
+	}
 	unlock, err := n.lock(id)
 	if err != nil {
 		return nil, err
@@ -437,36 +515,40 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	if err := os.MkdirAll(staging, 0o750); err != nil {
 		return nil, internalf("create staging path %s: %v", staging, err)
 	}
-	if req.GetVolumeCapability().GetBlock() != nil {
-		size := DefaultVolumeSize
-		if s, err := strconv.ParseInt(req.GetVolumeContext()[VolumeContextSizeBytes], 10, 64); err == nil && s > 0 {
-			size = s
-		}
+	if isBlock {
 		if _, err := ensureBackingFile(n.blockFile(id), size); err != nil {
-			return nil, internalf("backing file of %s: %v", id, err)
+			return nil, err
+		}
+		lp, err := n.cfg.Mounter.AttachLoop(n.blockFile(id))
+		if err != nil {
+			return nil, internalf("loop device for volume %s: %v", id, err)
 		}
 		target := filepath.Join(staging, stagedBlockFile)
 		if err := ensureFile(target); err != nil {
 			return nil, internalf("create %s: %v", target, err)
 		}
-		if err := n.bindOnce(n.blockFile(id), target, false); err != nil {
+		if err := n.bindOnce(ctx, lp.Path, target, false, lp.Device); err != nil {
 			return nil, err
 		}
 		n.setStaged(ctx, id, target)
-	} else {
-		if err := os.MkdirAll(n.dataDir(id), 0o750); err != nil {
-			return nil, internalf("backing folder of %s: %v", id, err)
-		}
-		if err := n.bindOnce(n.dataDir(id), staging, false); err != nil {
-			return nil, err
-		}
-		n.setStaged(ctx, id, staging)
+		klog.FromContext(ctx).V(2).Info("Volume staged", "volumeID", id, "stagingTargetPath", staging, "device", lp.Path)
+		return &csi.NodeStageVolumeResponse{}, nil
 	}
+	if err := os.MkdirAll(n.dataDir(id), 0o750); err != nil {
+		return nil, internalf("backing folder of %s: %v", id, err)
+	}
+	if err := n.bindOnce(ctx, n.dataDir(id), staging, false, ""); err != nil {
+		return nil, err
+	}
+	n.setStaged(ctx, id, staging)
 	klog.FromContext(ctx).V(2).Info("Volume staged", "volumeID", id, "stagingTargetPath", staging)
 	return &csi.NodeStageVolumeResponse{}, nil
 }
 
-// NodeUnstageVolume undoes NodeStageVolume; nothing staged is success. The backing data stays.
+// NodeUnstageVolume undoes NodeStageVolume: unmounts, and detaches the loop device of a block
+// volume (found by its backing file, so also when the plugin restarted since the stage; the
+// kernel finishes the detach when the last user closes the device). Nothing staged is
+// success. The backing data stays.
 func (n *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
 	if err := validateNodeUnstageVolumeRequest(req); err != nil {
 		return nil, err
@@ -487,14 +569,20 @@ func (n *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstage
 	if _, err := n.unmountAll(staging); err != nil {
 		return nil, err
 	}
+	if err := n.cfg.Mounter.DetachLoop(n.blockFile(id)); err != nil {
+		return nil, internalf("volume %s: %v", id, err)
+	}
 	n.setStaged(ctx, id, "")
 	klog.FromContext(ctx).V(2).Info("Volume unstaged", "volumeID", id, "stagingTargetPath", staging)
 	return &csi.NodeUnstageVolumeResponse{}, nil
 }
 
-// NodePublishVolume bind-mounts the staged volume at target_path (a directory for mount, a
-// file for block), read-only when readonly is set or the access mode is
-// SINGLE_NODE_READER_ONLY. A volume that was not staged, or a SINGLE_NODE_SINGLE_WRITER volume
+// NodePublishVolume bind-mounts the staged volume at target_path (a directory for mount; for
+// block, a file it creates, onto which the staged loop device node is bound), read-only when
+// readonly is set or the access mode is SINGLE_NODE_READER_ONLY. For block a read-only mount
+// does not stop writes through the device node (the kernel checks mount flags for regular
+// files only); the kubelet enforces it with the container's device permission ("r"). A volume
+// that was not staged (for block: not as a device), or a SINGLE_NODE_SINGLE_WRITER volume
 // already published at another target, is FAILED_PRECONDITION; publishing again with the same
 // settings is success, with other read-only settings ALREADY_EXISTS.
 func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
@@ -513,8 +601,9 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 		}
 	}
 	ro := isReadOnly(req.GetVolumeCapability(), req.GetReadonly())
+	isBlock := req.GetVolumeCapability().GetBlock() != nil
 	source := staging
-	if req.GetVolumeCapability().GetBlock() != nil {
+	if isBlock {
 		source = filepath.Join(staging, stagedBlockFile)
 	}
 	mp, err := n.cfg.Mounter.MountPoint(source)
@@ -524,7 +613,10 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	if mp == nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s", id, staging)
 	}
-	if req.GetVolumeCapability().GetBlock() != nil {
+	if isBlock && mp.Device == "" {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is staged at %s as a plain file, not a block device: unstage and stage it again", id, staging)
+	}
+	if isBlock {
 		err = ensureFile(target)
 	} else {
 		err = os.MkdirAll(target, 0o750)
@@ -532,7 +624,8 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	if err != nil {
 		return nil, internalf("create target %s: %v", target, err)
 	}
-	if err := n.bindOnce(source, target, ro); err != nil {
+	// For block the target becomes a bind mount of the staged loop device node.
+	if err := n.bindOnce(ctx, source, target, ro, mp.Device); err != nil {
 		return nil, err
 	}
 	n.setPublished(id, target, true)
@@ -563,8 +656,9 @@ func (n *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpub
 }
 
 // NodeGetVolumeStats reports usage of a mounted volume path: bytes and inodes of the backing
-// file system (statfs) for a directory, the size in bytes for a block volume's file. A path
-// that does not exist or is not a mount point is NOT_FOUND.
+// file system (statfs) for a directory; for a block volume only the total bytes, the size of
+// the device (CSI spec: used and available are unknown for block). A path that does not exist
+// or is not a mount point is NOT_FOUND.
 func (n *NodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
 	if err := validateNodeGetVolumeStatsRequest(req); err != nil {
 		return nil, err
@@ -585,8 +679,12 @@ func (n *NodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVol
 		return nil, status.Errorf(codes.NotFound, "stat %s: %v", p, err)
 	}
 	if !fi.IsDir() {
+		size, err := n.cfg.Mounter.BlockSize(p)
+		if err != nil {
+			return nil, internalf("volume %s: %v", req.GetVolumeId(), err)
+		}
 		return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
-			{Unit: csi.VolumeUsage_BYTES, Total: fi.Size()},
+			{Unit: csi.VolumeUsage_BYTES, Total: size},
 		}}, nil
 	}
 	var st unix.Statfs_t
@@ -602,8 +700,9 @@ func (n *NodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVol
 }
 
 // NodeExpandVolume grows a block volume's backing file to capacity_range.required_bytes
-// rounded up to whole GiB; a mount volume's folder has no size to grow, so only the answer
-// changes. volume_path must be mounted (NOT_FOUND otherwise).
+// rounded up to whole GiB and makes its loop device follow (LOOP_SET_CAPACITY), answering the
+// device's new size; a mount volume's folder has no size to grow, so only the answer changes.
+// volume_path must be mounted (NOT_FOUND otherwise); more than MaxVolumeSize is OUT_OF_RANGE.
 func (n *NodeServer) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
 	if err := validateNodeExpandVolumeRequest(req); err != nil {
 		return nil, err
@@ -624,6 +723,9 @@ func (n *NodeServer) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVo
 	if mp == nil {
 		return nil, status.Errorf(codes.NotFound, "%s is not a mounted volume", p)
 	}
+	if r := req.GetCapacityRange().GetRequiredBytes(); r > MaxVolumeSize {
+		return nil, status.Errorf(codes.OutOfRange, "%d bytes exceeds the maximum volume size %d", r, MaxVolumeSize)
+	}
 	want := roundUpGiB(req.GetCapacityRange().GetRequiredBytes())
 	isBlock := req.GetVolumeCapability().GetBlock() != nil
 	if req.GetVolumeCapability() == nil {
@@ -635,7 +737,15 @@ func (n *NodeServer) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVo
 	}
 	size, err := ensureBackingFile(n.blockFile(id), want)
 	if err != nil {
-		return nil, internalf("grow backing file of %s: %v", id, err)
+		return nil, err
+	}
+	switch dev, err := n.cfg.Mounter.ResizeLoop(n.blockFile(id)); {
+	case errors.Is(err, mount.ErrNoLoop):
+		// Mounted but no loop: staged by an older driver as a plain file, which has grown.
+	case err != nil:
+		return nil, internalf("volume %s: %v", id, err)
+	default:
+		size = dev
 	}
 	klog.FromContext(ctx).V(2).Info("Volume expanded on node", "volumeID", id, "sizeBytes", size)
 	return &csi.NodeExpandVolumeResponse{CapacityBytes: size}, nil

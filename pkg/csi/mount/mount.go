@@ -1,6 +1,6 @@
-// Package mount does the node plugin's bind mounts: the Mounter interface, a Linux
-// implementation using mount(2) directly (no mount(8)) and /proc/self/mountinfo, and an
-// in-memory fake for unit tests.
+// Package mount does the node plugin's bind mounts and loop devices: the Mounter interface,
+// a Linux implementation using mount(2) and the loop ioctls directly (no mount(8), no
+// losetup(8)) with /proc/self/mountinfo and /sys/block, and an in-memory fake for unit tests.
 package mount
 
 import (
@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,9 +30,14 @@ type MountPoint struct {
 	FSType string
 	// ReadOnly is true when the mount itself (not only its filesystem) is read-only.
 	ReadOnly bool
+	// Device is "major:minor" of the block device node mounted at Path (a bind mount of
+	// /dev/loopN, or of a path that is one), e.g. "7:3"; empty for anything else.
+	Device string
 }
 
-// Mounter makes and inspects bind mounts. Implementations are safe for concurrent use.
+// Mounter makes and inspects bind mounts and the loop devices that make a block volume's
+// backing file a real block device (the kubelet treats a block volume's path as mapped only
+// when it is a device node). Implementations are safe for concurrent use.
 type Mounter interface {
 	// BindMount mounts source (a directory or a regular file) onto target, which must exist
 	// and be of the same kind. readOnly makes the new mount read-only; on failure nothing
@@ -43,14 +49,35 @@ type Mounter interface {
 	// MountPoint returns the topmost mount whose mount point is exactly path, or nil when
 	// path is not a mount point or does not exist.
 	MountPoint(path string) (*MountPoint, error)
+	// AttachLoop returns the loop device whose backing file is file (a regular file),
+	// attaching a free one only when there is none yet, also when an earlier process
+	// attached it: calling it again never attaches a second device. The device's size is the
+	// file's at attach time (rounded down to 512 bytes) and stays so until ResizeLoop. It
+	// stays attached until DetachLoop, whatever process asks.
+	AttachLoop(file string) (Loop, error)
+	// DetachLoop detaches every loop device whose backing file is file; none is success. A
+	// device someone still has open is detached by the kernel on its last close.
+	DetachLoop(file string) error
+	// ResizeLoop makes the size of file's loop device follow the file's size (after it grew)
+	// and returns the device's size in bytes. Errors wrap ErrNoLoop when none is attached.
+	ResizeLoop(file string) (int64, error)
+	// BlockSize returns the size in bytes of the block device at path (a device node or a
+	// mount of one, such as a published block volume), or of the file for a regular file.
+	// Errors: path cannot be opened (wrapping os.ErrNotExist when missing) or is neither.
+	BlockSize(path string) (int64, error)
 }
 
 // Linux is the real Mounter: mount(2) with MS_BIND, and MS_BIND|MS_REMOUNT|MS_RDONLY for a
-// read-only bind (the kernel ignores MS_RDONLY on the first bind call). It needs
-// CAP_SYS_ADMIN.
+// read-only bind (the kernel ignores MS_RDONLY on the first bind call), and the loop ioctls
+// on /dev/loop-control and /dev/loopN (loop.go). It needs CAP_SYS_ADMIN (and CAP_MKNOD where
+// /dev lacks a loop node). Use a pointer; it must not be copied.
 type Linux struct {
 	// MountInfo is the mountinfo file to read; empty means /proc/self/mountinfo.
 	MountInfo string
+
+	// loopMu serialises this process's loop scans and attaches, so two calls for one file
+	// cannot both find none and attach two devices.
+	loopMu sync.Mutex
 }
 
 var _ Mounter = (*Linux)(nil)
@@ -113,6 +140,10 @@ func (l *Linux) MountPoint(path string) (*MountPoint, error) {
 		if mounts[i].Path == p {
 			top = &mounts[i]
 		}
+	}
+	var st unix.Stat_t
+	if top != nil && unix.Stat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK {
+		top.Device = devString(st.Rdev)
 	}
 	return top, nil
 }
