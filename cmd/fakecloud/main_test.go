@@ -27,6 +27,14 @@ func TestOptionsValidate(t *testing.T) {
 		{"all problems at once", []string{"--auth=magic", "--max-body-bytes=0", "--listen=", "--auto-register", "--default-zone="},
 			[]string{"--auth=\"magic\"", "--max-body-bytes", "--listen", "--default-zone"}},
 		{"tokens file with no auth", []string{"--auth=none", "--tokens-file=t.yaml"}, []string{"ignored"}},
+		{"bounds set", []string{"--auth=none", "--max-connections=10", "--read-header-timeout=1s", "--read-timeout=2s",
+			"--idle-timeout=5s", "--max-fault-rules=5", "--max-events=100", "--max-event-bytes=65536"}, nil},
+		{"every bound refused at once", []string{"--auth=none", "--max-connections=0", "--read-header-timeout=0s", "--read-timeout=-1s",
+			"--idle-timeout=0s", "--max-fault-rules=-1", "--max-events=0", "--max-event-bytes=10"},
+			[]string{"--max-connections", "--read-header-timeout", "--read-timeout", "--idle-timeout", "--max-fault-rules", "--max-events",
+				"--max-event-bytes must hold one event"}},
+		{"header timeout above read timeout", []string{"--auth=none", "--read-header-timeout=20s", "--read-timeout=10s"},
+			[]string{"longer than --read-timeout"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,6 +60,44 @@ func TestOptionsValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBoundFlagsHaveDefaultsAndReachTheConfig: every bound is a flag whose default is the
+// server's documented default, and the values reach server.Config.
+func TestBoundFlagsHaveDefaultsAndReachTheConfig(t *testing.T) {
+	var o Options
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	o.AddFlags(fs)
+	for name, want := range map[string]string{"max-connections": "1024", "read-header-timeout": "5s", "read-timeout": "10s",
+		"idle-timeout": "2m0s", "max-fault-rules": "1000", "max-instances": "10000", "max-events": "10000", "max-event-bytes": "4194304", "max-body-bytes": "1048576"} {
+		f := fs.Lookup(name)
+		if f == nil || f.DefValue != want {
+			t.Errorf("--%s: %+v, want default %s", name, f, want)
+		}
+	}
+	if err := fs.Parse([]string{"--auth=none", "--max-connections=7", "--read-timeout=3s", "--max-fault-rules=9"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MaxConnections != 7 || cfg.ReadTimeout != 3*time.Second || cfg.MaxFaultRules != 9 || cfg.MaxEvents != 10000 {
+		t.Fatalf("config %+v", cfg)
+	}
+}
+
+// TestHelpStatesTheFixedBounds: --help lists the bounds no flag changes.
+func TestHelpStatesTheFixedBounds(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"--help"}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--max-connections", "1-128 bytes", "at most 1000", "60000 ms in total", "--max-fault-rules"} {
+		if !strings.Contains(strings.ReplaceAll(out.String(), "  -", "  --"), want) {
+			t.Errorf("--help lacks %q", want)
+		}
 	}
 }
 

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"time"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/faults"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
 )
 
 // Options are fakecloud's command-line flags (the agreed command line in the project brief).
@@ -27,6 +30,19 @@ type Options struct {
 	DefaultZone         string
 	// MaxBodyBytes limits request bodies, in bytes.
 	MaxBodyBytes int64
+	// MaxConnections caps the connections served at once.
+	MaxConnections int
+	// ReadHeaderTimeout, ReadTimeout and IdleTimeout bound reading a request's headers, a
+	// whole request, and an idle keep-alive connection.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	IdleTimeout       time.Duration
+	// MaxFaultRules caps the live fault rules; MaxInstances the instances.
+	MaxFaultRules int
+	MaxInstances  int
+	// MaxEvents and MaxEventBytes bound the audit log, in events and stored bytes.
+	MaxEvents     int
+	MaxEventBytes int64
 	// Version prints the version and exits.
 	Version bool
 }
@@ -41,7 +57,21 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.AutoRegister, "auto-register", false, "create unknown instances that a driver asks about")
 	fs.StringVar(&o.DefaultInstanceType, "default-instance-type", "medium", "instance type of auto-registered instances")
 	fs.StringVar(&o.DefaultZone, "default-zone", "zone-a", "zone of auto-registered instances and of volumes created without a zone")
-	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", server.DefaultMaxBodyBytes, "request body limit in bytes (413 above)")
+	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", server.DefaultMaxBodyBytes, "request body limit in bytes (413 PayloadTooLarge above)")
+	fs.IntVar(&o.MaxConnections, "max-connections", server.DefaultMaxConnections,
+		"connections served at once, idle keep-alive ones included; more wait in the accept backlog")
+	fs.DurationVar(&o.ReadHeaderTimeout, "read-header-timeout", server.DefaultReadHeaderTimeout,
+		"time to read a request's headers; a slower client's connection is closed")
+	fs.DurationVar(&o.ReadTimeout, "read-timeout", server.DefaultReadTimeout,
+		"time to read a whole request, body included (>= --read-header-timeout); a slower body is cut off")
+	fs.DurationVar(&o.IdleTimeout, "idle-timeout", server.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
+	fs.IntVar(&o.MaxFaultRules, "max-fault-rules", faults.DefaultMaxRules,
+		"live fault rules at most, seeded ones included (409 ServerLimitExceeded above)")
+	fs.IntVar(&o.MaxInstances, "max-instances", store.DefaultMaxInstances,
+		"instances at most (409 ServerLimitExceeded above; auto-registration stops registering)")
+	fs.IntVar(&o.MaxEvents, "max-events", store.DefaultMaxEvents, "audit events kept (GET /v1/events); older ones are dropped")
+	fs.Int64Var(&o.MaxEventBytes, "max-event-bytes", store.DefaultMaxEventBytes,
+		"bytes of audit events kept (their stored JSON); older ones are dropped")
 	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
 }
 
@@ -66,6 +96,29 @@ func (o *Options) Validate() error {
 	if o.MaxBodyBytes <= 0 {
 		errs = append(errs, fmt.Errorf("--max-body-bytes must be > 0, got %d", o.MaxBodyBytes))
 	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"max-connections", int64(o.MaxConnections)}, {"max-fault-rules", int64(o.MaxFaultRules)}, {"max-instances", int64(o.MaxInstances)},
+		{"max-events", int64(o.MaxEvents)}, {"max-event-bytes", o.MaxEventBytes}} {
+		if f.v <= 0 {
+			errs = append(errs, fmt.Errorf("--%s must be > 0, got %d", f.name, f.v))
+		}
+	}
+	if o.MaxEventBytes > 0 && o.MaxEventBytes < store.MaxEventRecordBytes {
+		errs = append(errs, fmt.Errorf("--max-event-bytes must hold one event (%d bytes), got %d", store.MaxEventRecordBytes, o.MaxEventBytes))
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"read-header-timeout", o.ReadHeaderTimeout}, {"read-timeout", o.ReadTimeout}, {"idle-timeout", o.IdleTimeout}} {
+		if f.v <= 0 {
+			errs = append(errs, fmt.Errorf("--%s must be > 0, got %v", f.name, f.v))
+		}
+	}
+	if o.ReadTimeout > 0 && o.ReadHeaderTimeout > o.ReadTimeout {
+		errs = append(errs, fmt.Errorf("--read-header-timeout %v is longer than --read-timeout %v", o.ReadHeaderTimeout, o.ReadTimeout))
+	}
 	if o.AutoRegister && (o.DefaultInstanceType == "" || o.DefaultZone == "") {
 		errs = append(errs, errors.New("--auto-register needs --default-instance-type and --default-zone"))
 	}
@@ -83,6 +136,14 @@ func (o *Options) Config() (server.Config, error) {
 		DefaultInstanceType: o.DefaultInstanceType,
 		DefaultZone:         o.DefaultZone,
 		MaxBodyBytes:        o.MaxBodyBytes,
+		MaxConnections:      o.MaxConnections,
+		ReadHeaderTimeout:   o.ReadHeaderTimeout,
+		ReadTimeout:         o.ReadTimeout,
+		IdleTimeout:         o.IdleTimeout,
+		MaxFaultRules:       o.MaxFaultRules,
+		MaxInstances:        o.MaxInstances,
+		MaxEvents:           o.MaxEvents,
+		MaxEventBytes:       o.MaxEventBytes,
 	}
 	var errs []error
 	if o.SeedFile != "" {

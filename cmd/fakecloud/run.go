@@ -9,9 +9,27 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/faults"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/paging"
 	"github.com/fakecloud/fakecloud-csi/pkg/version"
 )
+
+// fixedBounds describes the bounds no flag changes, for --help (README, "Limits", has them
+// all).
+func fixedBounds() string {
+	return fmt.Sprintf(`
+Fixed bounds (README "Limits"; 400 InvalidArgument unless said otherwise):
+  identifiers and names (path, query, body)  1-%d bytes, no control characters
+  error messages                            %d bytes, quoting at most %d bytes of any input
+  request headers                           64 KiB (431)
+  pages of /v1/volumes, snapshots, events, faults  maxResults 100 by default, at most %d
+  injected latency of one request           %d ms in total, then 503 Unavailable
+  FaultFired events of one request          %d, then one FaultFiredMore
+  a body on a route that takes none         refused
+`, cloud.MaxIDBytes, cloud.MaxMessageBytes, cloud.MaxQuotedBytes, paging.MaxSize, faults.MaxLatency.Milliseconds(), server.MaxFiredEventsPerRequest)
+}
 
 // run parses args, starts the fake cloud and serves until ctx ends; a clean shutdown is nil.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -20,6 +38,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o Options
 	o.AddFlags(fs)
 	klog.InitFlags(fs)
+	fs.Usage = func() {
+		out := fs.Output()
+		_, _ = fmt.Fprintln(out, "Usage of fakecloud:")
+		fs.PrintDefaults()
+		_, _ = fmt.Fprint(out, fixedBounds())
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil

@@ -25,16 +25,20 @@ type InstanceTypeList struct {
 	InstanceTypes []InstanceType `json:"instanceTypes"`
 }
 
-// FaultList is the body of GET /v1/faults, in creation (evaluation) order.
+// FaultList is one page of GET /v1/faults?maxResults=&pageToken=, in creation (evaluation)
+// order. NextPageToken is empty on the last page.
 type FaultList struct {
-	Faults []FaultRule `json:"faults"`
+	Faults        []FaultRule `json:"faults"`
+	NextPageToken string      `json:"nextPageToken,omitempty"`
 }
 
-// EventList is the body of GET /v1/events: the retained events after the asked revision
+// EventList is one page of GET /v1/events: the retained events after the asked revision
 // (or sequence number), oldest first, and the revision current when they were read.
+// NextPageToken is empty on the last page.
 type EventList struct {
-	Events   []Event `json:"events"`
-	Revision uint64  `json:"revision"`
+	Events        []Event `json:"events"`
+	Revision      uint64  `json:"revision"`
+	NextPageToken string  `json:"nextPageToken,omitempty"`
 }
 
 // RevisionResponse is the body of mutations that return no resource (deletes, detach,
@@ -50,6 +54,11 @@ const DefaultTimeout = 30 * time.Second
 
 // maxErrorBody bounds how much of an error response the client reads.
 const maxErrorBody = 64 << 10
+
+// MaxResponseBytes bounds how much of a successful answer the client decodes, in bytes: the
+// largest page the cloud sends (1000 events or rules of bounded size) is well under it. A
+// longer answer is an error, not an unbounded read.
+const MaxResponseBytes = 16 << 20
 
 // maxIdleConnsPerHost is how many idle keep-alive connections to the cloud a Client keeps
 // (unless WithHTTPClient brings its own transport): about as many as requests it has in
@@ -93,16 +102,23 @@ func WithTokenFile(path string) Option {
 }
 
 // WithHTTPClient uses hc for every request (its Timeout applies unless WithTimeout follows).
+// Its CheckRedirect is replaced: the client never follows redirects.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) error {
 		if hc == nil {
 			return errors.New("nil http client")
 		}
 		copied := *hc
+		copied.CheckRedirect = noRedirects
 		c.http = &copied
 		return nil
 	}
 }
+
+// noRedirects makes http.Client hand a 3xx answer back instead of following it. The cloud
+// never redirects; a redirect would turn a POST into a GET on another route (a volume ID
+// "../../etc" once did), so do treats any 3xx as an error.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // WithTimeout bounds each request, including reading the body; 0 means no bound beyond the
 // context's.
@@ -134,7 +150,7 @@ func NewClient(baseURL string, opts ...Option) (*Client, error) {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("cloud URL %q: want http(s)://host[:port]", baseURL)
 	}
-	c := &Client{base: u, http: &http.Client{Timeout: DefaultTimeout, Transport: newTransport()}, userAgent: "fakecloud-client"}
+	c := &Client{base: u, http: &http.Client{Timeout: DefaultTimeout, Transport: newTransport(), CheckRedirect: noRedirects}, userAgent: "fakecloud-client"}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, fmt.Errorf("cloud client: %w", err)
@@ -222,19 +238,40 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if out == nil {
 		return nil
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
+	if err != nil {
+		return fmt.Errorf("read %s %s answer: %w", method, path, err)
+	}
+	if len(data) > MaxResponseBytes {
+		return fmt.Errorf("%s %s: answer over %d bytes", method, path, MaxResponseBytes)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("decode %s %s answer: %w", method, path, err)
 	}
 	return nil
 }
 
+// pathID escapes id as one path segment after checking it is an identifier
+// (CheckID): a value that is not one is InvalidArgument here, and no request is sent, so
+// the URL can never hold a path step, a control character or an unbounded value.
+func pathID(field, id string) (string, error) {
+	if err := CheckID(field, id); err != nil {
+		return "", NewError(CodeInvalidArgument, "%v (refused by the client, not sent)", err)
+	}
+	return url.PathEscape(id), nil
+}
+
 // responseError turns a non-2xx response into a *Error: the JSON error body when there is
 // one, otherwise a code derived from the status (e.g. a proxy's HTML 502 is Unavailable).
+// A redirect (3xx, which the client never follows) is InternalError naming its Location.
 // HTTPStatus and RetryAfter come from the response itself.
 func responseError(resp *http.Response) *Error {
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	var e Error
-	if err := json.Unmarshal(data, &e); err != nil || e.Code == "" {
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		e = Error{Code: CodeInternalError, Retryable: false,
+			Message: fmt.Sprintf("HTTP %d redirect to %s not followed: the cloud never redirects", resp.StatusCode, Quote(resp.Header.Get("Location")))}
+	} else if err := json.Unmarshal(data, &e); err != nil || e.Code == "" {
 		code := codeForStatus(resp.StatusCode)
 		msg := strings.TrimSpace(string(data))
 		if len(msg) > 200 {
@@ -245,6 +282,7 @@ func responseError(resp *http.Response) *Error {
 	if e.RequestID == "" {
 		e.RequestID = resp.Header.Get("X-Request-Id")
 	}
+	e.Message = TruncateMessage(e.Message)
 	e.HTTPStatus = resp.StatusCode
 	e.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	return &e
@@ -297,14 +335,16 @@ func ifMatchHeader(rev uint64) http.Header {
 	return http.Header{"If-Match": {strconv.Quote(strconv.FormatUint(rev, 10))}}
 }
 
-func esc(id string) string { return url.PathEscape(id) }
-
 // GetInstance calls GET /v1/instances/{id}. Codes: InstanceNotFound (unless the server
 // auto-registers it for a driver), Unauthenticated, AccessDenied, plus faults injected on
 // GetInstance (any code).
 func (c *Client) GetInstance(ctx context.Context, id string) (*Instance, error) {
+	seg, err := pathID("instance ID", id)
+	if err != nil {
+		return nil, err
+	}
 	var out Instance
-	if err := c.do(ctx, http.MethodGet, "/v1/instances/"+esc(id), nil, nil, &out, nil); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/v1/instances/"+seg, nil, nil, &out, nil); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -321,7 +361,8 @@ func (c *Client) ListInstances(ctx context.Context) ([]Instance, error) {
 
 // CreateInstance calls POST /v1/instances (admin), idempotent on ID. Codes: InvalidArgument
 // (see CreateInstanceRequest: bad ID or zone, unknown type, slots below 0 or above the type's
-// limit), AlreadyExists (same ID, other fields), Unauthenticated, AccessDenied.
+// limit), AlreadyExists (same ID, other fields), ServerLimitExceeded (10,000 instances by
+// default), Unauthenticated, AccessDenied.
 func (c *Client) CreateInstance(ctx context.Context, req CreateInstanceRequest) (*Instance, error) {
 	var out Instance
 	if err := c.do(ctx, http.MethodPost, "/v1/instances", nil, req, &out, nil); err != nil {
@@ -340,8 +381,12 @@ func (c *Client) PatchInstance(ctx context.Context, id string, p InstancePatch) 
 // PatchInstanceIfMatch is PatchInstance with If-Match: the instance's Revision must still be
 // rev (0: no precondition), else PreconditionFailed.
 func (c *Client) PatchInstanceIfMatch(ctx context.Context, id string, p InstancePatch, rev uint64) (*Instance, error) {
+	seg, err := pathID("instance ID", id)
+	if err != nil {
+		return nil, err
+	}
 	var out Instance
-	if err := c.do(ctx, http.MethodPatch, "/v1/instances/"+esc(id), nil, p, &out, ifMatchHeader(rev)); err != nil {
+	if err := c.do(ctx, http.MethodPatch, "/v1/instances/"+seg, nil, p, &out, ifMatchHeader(rev)); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -351,8 +396,12 @@ func (c *Client) PatchInstanceIfMatch(ctx context.Context, id string, p Instance
 // Codes: InstanceNotFound (unless auto-registered), Unauthenticated, AccessDenied, plus faults
 // injected on GetCapacity (typically Unavailable or Throttled).
 func (c *Client) GetCapacity(ctx context.Context, instanceID string) (*Capacity, error) {
+	seg, err := pathID("instance ID", instanceID)
+	if err != nil {
+		return nil, err
+	}
 	var out Capacity
-	if err := c.do(ctx, http.MethodGet, "/v1/instances/"+esc(instanceID)+"/capacity", nil, nil, &out, nil); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/v1/instances/"+seg+"/capacity", nil, nil, &out, nil); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -381,8 +430,12 @@ func (c *Client) CreateVolume(ctx context.Context, req CreateVolumeRequest) (*Vo
 // GetVolume calls GET /v1/volumes/{id}. Codes: VolumeNotFound, Unauthenticated,
 // AccessDenied, plus faults on GetVolume.
 func (c *Client) GetVolume(ctx context.Context, id string) (*Volume, error) {
+	seg, err := pathID("volume ID", id)
+	if err != nil {
+		return nil, err
+	}
 	var out Volume
-	if err := c.do(ctx, http.MethodGet, "/v1/volumes/"+esc(id), nil, nil, &out, nil); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/v1/volumes/"+seg, nil, nil, &out, nil); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -410,7 +463,11 @@ func (c *Client) ListVolumes(ctx context.Context, maxResults int, pageToken stri
 // as success for idempotent deletion), VolumeInUse (still attached), Unauthenticated,
 // AccessDenied, plus faults on DeleteVolume.
 func (c *Client) DeleteVolume(ctx context.Context, id string) error {
-	return c.do(ctx, http.MethodDelete, "/v1/volumes/"+esc(id), nil, nil, nil, nil)
+	seg, err := pathID("volume ID", id)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodDelete, "/v1/volumes/"+seg, nil, nil, nil, nil)
 }
 
 // AttachVolume calls POST /v1/volumes/{id}/attach, the atomic authority on capacity; a
@@ -419,8 +476,12 @@ func (c *Client) DeleteVolume(ctx context.Context, id string) error {
 // elsewhere), VolumeNotFound, InstanceNotFound, InvalidArgument, Unauthenticated,
 // AccessDenied, plus faults on AttachVolume.
 func (c *Client) AttachVolume(ctx context.Context, volumeID, instanceID string) (*Attachment, error) {
+	seg, err := pathID("volume ID", volumeID)
+	if err != nil {
+		return nil, err
+	}
 	var out Attachment
-	if err := c.do(ctx, http.MethodPost, "/v1/volumes/"+esc(volumeID)+"/attach", nil, AttachRequest{InstanceID: instanceID}, &out, nil); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/volumes/"+seg+"/attach", nil, AttachRequest{InstanceID: instanceID}, &out, nil); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -430,15 +491,23 @@ func (c *Client) AttachVolume(ctx context.Context, volumeID, instanceID string) 
 // to instanceID succeeds. Codes: VolumeNotFound, InvalidArgument, Unauthenticated,
 // AccessDenied, plus faults on DetachVolume.
 func (c *Client) DetachVolume(ctx context.Context, volumeID, instanceID string) error {
-	return c.do(ctx, http.MethodPost, "/v1/volumes/"+esc(volumeID)+"/detach", nil, AttachRequest{InstanceID: instanceID}, nil, nil)
+	seg, err := pathID("volume ID", volumeID)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodPost, "/v1/volumes/"+seg+"/detach", nil, AttachRequest{InstanceID: instanceID}, nil, nil)
 }
 
 // ResizeVolume calls POST /v1/volumes/{id}/resize; volumes only grow (the same size is a
 // no-op). Codes: InvalidArgument (shrink, size ≤ 0), CapacityQuotaExceeded, VolumeNotFound,
 // Unauthenticated, AccessDenied, plus faults on ResizeVolume.
 func (c *Client) ResizeVolume(ctx context.Context, volumeID string, sizeBytes int64) (*Volume, error) {
+	seg, err := pathID("volume ID", volumeID)
+	if err != nil {
+		return nil, err
+	}
 	var out Volume
-	if err := c.do(ctx, http.MethodPost, "/v1/volumes/"+esc(volumeID)+"/resize", nil, ResizeRequest{SizeBytes: sizeBytes}, &out, nil); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/volumes/"+seg+"/resize", nil, ResizeRequest{SizeBytes: sizeBytes}, &out, nil); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -458,8 +527,12 @@ func (c *Client) CreateSnapshot(ctx context.Context, req CreateSnapshotRequest) 
 // GetSnapshot calls GET /v1/snapshots/{id}. Codes: SnapshotNotFound, Unauthenticated,
 // AccessDenied.
 func (c *Client) GetSnapshot(ctx context.Context, id string) (*Snapshot, error) {
+	seg, err := pathID("snapshot ID", id)
+	if err != nil {
+		return nil, err
+	}
 	var out Snapshot
-	if err := c.do(ctx, http.MethodGet, "/v1/snapshots/"+esc(id), nil, nil, &out, nil); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/v1/snapshots/"+seg, nil, nil, &out, nil); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -489,7 +562,11 @@ func (c *Client) ListSnapshots(ctx context.Context, o ListSnapshotsOptions) (*Sn
 // treat as success for idempotent deletion), Unauthenticated, AccessDenied, plus faults on
 // DeleteSnapshot.
 func (c *Client) DeleteSnapshot(ctx context.Context, id string) error {
-	return c.do(ctx, http.MethodDelete, "/v1/snapshots/"+esc(id), nil, nil, nil, nil)
+	seg, err := pathID("snapshot ID", id)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodDelete, "/v1/snapshots/"+seg, nil, nil, nil, nil)
 }
 
 // GetQuotas calls GET /v1/quotas. Codes: Unauthenticated, AccessDenied.
@@ -520,7 +597,8 @@ func (c *Client) PatchQuotasIfMatch(ctx context.Context, p QuotasPatch, rev uint
 
 // CreateFault calls POST /v1/faults (admin) and returns the rule with its ID. Codes:
 // InvalidArgument (missing or unknown operation, unknown code, bad probability, negative
-// counts, latency or TTL out of range), Unauthenticated, AccessDenied.
+// counts, latency or TTL out of range, a field over 128 bytes), ServerLimitExceeded (the
+// server holds its maximum of rules, 1000 by default), Unauthenticated, AccessDenied.
 func (c *Client) CreateFault(ctx context.Context, r FaultRule) (*FaultRule, error) {
 	var out FaultRule
 	if err := c.do(ctx, http.MethodPost, "/v1/faults", nil, r, &out, nil); err != nil {
@@ -529,20 +607,60 @@ func (c *Client) CreateFault(ctx context.Context, r FaultRule) (*FaultRule, erro
 	return &out, nil
 }
 
-// ListFaults calls GET /v1/faults: the live rules with their Fired counts. Codes:
-// Unauthenticated, AccessDenied.
+// ListFaults returns every live rule with its Fired count, walking the pages of
+// GET /v1/faults (at most maxListPages of them). Codes: Unauthenticated, AccessDenied.
 func (c *Client) ListFaults(ctx context.Context) ([]FaultRule, error) {
+	var all []FaultRule
+	token := ""
+	for range maxListPages {
+		page, err := c.ListFaultsPage(ctx, 0, token)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page.Faults...)
+		if token = page.NextPageToken; token == "" {
+			return all, nil
+		}
+	}
+	return nil, fmt.Errorf("GET /v1/faults: more than %d pages", maxListPages)
+}
+
+// ListFaultsPage calls GET /v1/faults?maxResults=&pageToken= (maxResults 0: the server's
+// default of 100; at most 1000): one page of live rules in creation order. Codes:
+// InvalidArgument (bad page token), Unauthenticated, AccessDenied.
+func (c *Client) ListFaultsPage(ctx context.Context, maxResults int, pageToken string) (*FaultList, error) {
+	q := pageQuery(maxResults, pageToken)
 	var out FaultList
-	if err := c.do(ctx, http.MethodGet, "/v1/faults", nil, nil, &out, nil); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/v1/faults", q, nil, &out, nil); err != nil {
 		return nil, err
 	}
-	return out.Faults, nil
+	return &out, nil
+}
+
+// maxListPages bounds how many pages ListFaults and ListEvents walk, so that a server that
+// keeps handing out tokens cannot keep a caller looping: by default the server holds at most
+// 1,000 rules (10 pages of 100) and 10,000 events (10 pages of 1,000).
+const maxListPages = 10000
+
+func pageQuery(maxResults int, pageToken string) url.Values {
+	q := url.Values{}
+	if maxResults != 0 {
+		q.Set("maxResults", strconv.Itoa(maxResults))
+	}
+	if pageToken != "" {
+		q.Set("pageToken", pageToken)
+	}
+	return q
 }
 
 // DeleteFault calls DELETE /v1/faults/{id} (admin). Codes: FaultNotFound, Unauthenticated,
 // AccessDenied.
 func (c *Client) DeleteFault(ctx context.Context, id string) error {
-	return c.do(ctx, http.MethodDelete, "/v1/faults/"+esc(id), nil, nil, nil, nil)
+	seg, err := pathID("fault rule ID", id)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodDelete, "/v1/faults/"+seg, nil, nil, nil, nil)
 }
 
 // ClearFaults calls DELETE /v1/faults (admin), removing every rule. Codes: Unauthenticated,
@@ -551,16 +669,51 @@ func (c *Client) ClearFaults(ctx context.Context) error {
 	return c.do(ctx, http.MethodDelete, "/v1/faults", nil, nil, nil, nil)
 }
 
-// ListEvents calls GET /v1/events?sinceRevision=N: the retained audit events with
-// Revision > sinceRevision, oldest first (the server keeps the last 10,000). Codes:
-// InvalidArgument, Unauthenticated, AccessDenied.
+// ListEvents returns every retained audit event with Revision > sinceRevision, oldest
+// first (the server keeps the last 10,000, at most 4 MiB of them, by default), walking the
+// pages of GET /v1/events at the largest page size. Codes: InvalidArgument, Unauthenticated,
+// AccessDenied.
 func (c *Client) ListEvents(ctx context.Context, sinceRevision uint64) ([]Event, error) {
+	var all []Event
+	token := ""
+	for range maxListPages {
+		page, err := c.ListEventsPage(ctx, EventQuery{SinceRevision: sinceRevision, MaxResults: 1000, PageToken: token})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page.Events...)
+		if token = page.NextPageToken; token == "" {
+			return all, nil
+		}
+	}
+	return nil, fmt.Errorf("GET /v1/events: more than %d pages", maxListPages)
+}
+
+// EventQuery selects a page of GET /v1/events: events with Revision > SinceRevision, or
+// (when UseSeq) Seq > SinceSeq; MaxResults 0 is the server's default of 100, at most 1000.
+type EventQuery struct {
+	SinceRevision uint64
+	SinceSeq      uint64
+	UseSeq        bool
+	MaxResults    int
+	PageToken     string
+}
+
+// ListEventsPage calls GET /v1/events?sinceRevision=|sinceSeq=&maxResults=&pageToken=: one
+// page of the audit log, with the revision current when it was read. Codes:
+// InvalidArgument (bad page token or numbers), Unauthenticated, AccessDenied.
+func (c *Client) ListEventsPage(ctx context.Context, eq EventQuery) (*EventList, error) {
+	q := pageQuery(eq.MaxResults, eq.PageToken)
+	if eq.UseSeq {
+		q.Set("sinceSeq", strconv.FormatUint(eq.SinceSeq, 10))
+	} else {
+		q.Set("sinceRevision", strconv.FormatUint(eq.SinceRevision, 10))
+	}
 	var out EventList
-	q := url.Values{"sinceRevision": {strconv.FormatUint(sinceRevision, 10)}}
 	if err := c.do(ctx, http.MethodGet, "/v1/events", q, nil, &out, nil); err != nil {
 		return nil, err
 	}
-	return out.Events, nil
+	return &out, nil
 }
 
 // Reset calls POST /v1/reset (admin): back to the seeded state and seeded fault rules; the

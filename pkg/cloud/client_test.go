@@ -56,6 +56,7 @@ func TestEveryCodeMatchesItsSentinel(t *testing.T) {
 		cloud.CodeInstanceNotFound:        cloud.ErrInstanceNotFound,
 		cloud.CodeSnapshotNotFound:        cloud.ErrSnapshotNotFound,
 		cloud.CodeFaultNotFound:           cloud.ErrFaultNotFound,
+		cloud.CodeServerLimitExceeded:     cloud.ErrServerLimitExceeded,
 		cloud.CodeNotFound:                cloud.ErrNotFound,
 		cloud.CodeAlreadyExists:           cloud.ErrAlreadyExists,
 		cloud.CodeInvalidArgument:         cloud.ErrInvalidArgument,

@@ -25,6 +25,7 @@ const (
 	CodeInstanceNotFound        Code = "InstanceNotFound"        // 404
 	CodeSnapshotNotFound        Code = "SnapshotNotFound"        // 404
 	CodeFaultNotFound           Code = "FaultNotFound"           // 404
+	CodeServerLimitExceeded     Code = "ServerLimitExceeded"     // 409: a count bound of the server (fault rules, instances) is reached
 	CodeNotFound                Code = "NotFound"                // 404: no such route
 	CodeAlreadyExists           Code = "AlreadyExists"           // 409: same name, other parameters
 	CodeInvalidArgument         Code = "InvalidArgument"         // 400: malformed or invalid request
@@ -40,7 +41,7 @@ const (
 func (c Code) HTTPStatus() int {
 	switch c {
 	case CodeAttachmentLimitExceeded, CodeAttachmentQuotaExceeded, CodeVolumeQuotaExceeded,
-		CodeCapacityQuotaExceeded, CodeVolumeInUse, CodeAlreadyExists:
+		CodeCapacityQuotaExceeded, CodeVolumeInUse, CodeAlreadyExists, CodeServerLimitExceeded:
 		return http.StatusConflict
 	case CodeAccessDenied:
 		return http.StatusForbidden
@@ -82,7 +83,7 @@ func (c Code) Known() bool {
 	case CodeAttachmentLimitExceeded, CodeAttachmentQuotaExceeded, CodeVolumeQuotaExceeded,
 		CodeCapacityQuotaExceeded, CodeAccessDenied, CodeUnauthenticated, CodeZoneMismatch,
 		CodeVolumeInUse, CodeVolumeNotFound, CodeInstanceNotFound, CodeSnapshotNotFound,
-		CodeFaultNotFound, CodeNotFound, CodeAlreadyExists, CodeInvalidArgument,
+		CodeFaultNotFound, CodeServerLimitExceeded, CodeNotFound, CodeAlreadyExists, CodeInvalidArgument,
 		CodeMethodNotAllowed, CodePreconditionFailed, CodePayloadTooLarge, CodeThrottled,
 		CodeInternalError, CodeUnavailable:
 		return true
@@ -104,11 +105,13 @@ type Error struct {
 	RetryAfter time.Duration `json:"-"`
 }
 
-// NewError returns an error with the code's standard status and retryability.
+// NewError returns an error with the code's standard status and retryability. The message
+// is cut to MaxMessageBytes; callers quote inputs with Quote, so no message echoes a whole
+// input.
 func NewError(code Code, format string, args ...any) *Error {
 	return &Error{
 		Code:       code,
-		Message:    fmt.Sprintf(format, args...),
+		Message:    TruncateMessage(fmt.Sprintf(format, args...)),
 		Retryable:  code.Retryable(),
 		HTTPStatus: code.HTTPStatus(),
 	}
@@ -155,6 +158,7 @@ var (
 	ErrInstanceNotFound        = &Error{Code: CodeInstanceNotFound}
 	ErrSnapshotNotFound        = &Error{Code: CodeSnapshotNotFound}
 	ErrFaultNotFound           = &Error{Code: CodeFaultNotFound}
+	ErrServerLimitExceeded     = &Error{Code: CodeServerLimitExceeded}
 	ErrNotFound                = &Error{Code: CodeNotFound}
 	ErrAlreadyExists           = &Error{Code: CodeAlreadyExists}
 	ErrInvalidArgument         = &Error{Code: CodeInvalidArgument}

@@ -31,8 +31,8 @@ type Instance struct {
 
 // CreateInstanceRequest is the body of POST /v1/instances. Creating an existing ID with the
 // same fields returns the existing instance; different fields are a 409 AlreadyExists.
-// InvalidArgument: an ID that is empty, over 253 bytes (a Kubernetes node name) or holds a
-// control character; a zone that is not a CSI topology value (1-63 characters, alphanumerics
+// InvalidArgument: an ID that is empty, over 128 bytes (MaxIDBytes, a CSI node_id's limit),
+// "." or "..", or holds a control character; a zone that is not a CSI topology value (1-63 characters, alphanumerics
 // at both ends, '-', '_', '.' between); an unknown type; OutOfBandSlots below 0 or above the
 // type's MaxAttachments (equal leaves no slot for volumes, which is allowed).
 type CreateInstanceRequest struct {
@@ -207,12 +207,16 @@ const (
 type FaultRule struct {
 	ID string `json:"id,omitempty"`
 	// Operation is required: "*" (OperationAny) or one of the Operation constants.
-	Operation  Operation `json:"operation"`
-	InstanceID string    `json:"instanceId,omitempty"`
-	VolumeID   string    `json:"volumeId,omitempty"`
+	Operation Operation `json:"operation"`
+	// InstanceID and VolumeID narrow the rule to one instance or volume; each is an
+	// identifier (CheckID: at most MaxIDBytes).
+	InstanceID string `json:"instanceId,omitempty"`
+	VolumeID   string `json:"volumeId,omitempty"`
 	// Error is the cloud error code to return (e.g. "AttachmentLimitExceeded"), or empty.
 	Error Code `json:"error,omitempty"`
-	// LatencyMS delays a matching call, in milliseconds, 0 to 60000.
+	// LatencyMS delays a matching call, in milliseconds, 0 to 60000. The latency of every
+	// rule that fires for one call is summed and capped at 60000: past the cap the call
+	// waits 60000 ms and fails with Unavailable.
 	LatencyMS int `json:"latencyMs,omitempty"`
 	// Probability that a matching call fires the rule, in (0, 1]. Omitted means 1; the
 	// server fills it in, so a rule it returns always has one. An explicit 0 is refused

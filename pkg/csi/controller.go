@@ -387,6 +387,9 @@ func (s *ControllerServer) ControllerGetVolume(ctx context.Context, req *csi.Con
 // GetCapacity reports the account's capacity-bytes quota headroom, in bytes. The quota is
 // account-wide, so accessible_topology does not narrow it; unsupported capabilities get 0.
 func (s *ControllerServer) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
+	if err := validateGetCapacityRequest(req); err != nil {
+		return nil, err
+	}
 	for _, c := range req.GetVolumeCapabilities() {
 		if capabilityProblem(c) != "" {
 			return &csi.GetCapacityResponse{AvailableCapacity: 0}, nil

@@ -37,6 +37,7 @@ func TestCloudCodeMatrix(t *testing.T) {
 		"InstanceNotFound":        {wrap(cloud.CodeInstanceNotFound), codes.NotFound, codes.OK, codes.NotFound},
 		"SnapshotNotFound":        {wrap(cloud.CodeSnapshotNotFound), codes.NotFound, codes.OK, codes.NotFound},
 		"FaultNotFound":           same(wrap(cloud.CodeFaultNotFound), codes.Internal),
+		"ServerLimitExceeded":     same(wrap(cloud.CodeServerLimitExceeded), codes.Internal),
 		"NotFound (route)":        same(wrap(cloud.CodeNotFound), codes.Internal),
 		"AlreadyExists":           same(wrap(cloud.CodeAlreadyExists), codes.AlreadyExists),
 		"InvalidArgument":         {wrap(cloud.CodeInvalidArgument), codes.InvalidArgument, codes.InvalidArgument, codes.Aborted},
@@ -59,8 +60,8 @@ func TestCloudCodeMatrix(t *testing.T) {
 	for _, c := range []cloud.Code{cloud.CodeAttachmentLimitExceeded, cloud.CodeAttachmentQuotaExceeded,
 		cloud.CodeVolumeQuotaExceeded, cloud.CodeCapacityQuotaExceeded, cloud.CodeAccessDenied,
 		cloud.CodeUnauthenticated, cloud.CodeZoneMismatch, cloud.CodeVolumeInUse, cloud.CodeVolumeNotFound,
-		cloud.CodeInstanceNotFound, cloud.CodeSnapshotNotFound, cloud.CodeFaultNotFound, cloud.CodeAlreadyExists,
-		cloud.CodeInvalidArgument, cloud.CodeMethodNotAllowed, cloud.CodePreconditionFailed,
+		cloud.CodeInstanceNotFound, cloud.CodeSnapshotNotFound, cloud.CodeFaultNotFound, cloud.CodeServerLimitExceeded,
+		cloud.CodeAlreadyExists, cloud.CodeInvalidArgument, cloud.CodeMethodNotAllowed, cloud.CodePreconditionFailed,
 		cloud.CodePayloadTooLarge, cloud.CodeThrottled, cloud.CodeInternalError, cloud.CodeUnavailable} {
 		if _, ok := rows[string(c)]; !ok {
 			t.Errorf("cloud code %s has no row in the matrix test", c)
@@ -99,8 +100,8 @@ func TestOnlyCapacityIsResourceExhausted(t *testing.T) {
 	for _, c := range []cloud.Code{cloud.CodeAttachmentLimitExceeded, cloud.CodeAttachmentQuotaExceeded,
 		cloud.CodeVolumeQuotaExceeded, cloud.CodeCapacityQuotaExceeded, cloud.CodeAccessDenied,
 		cloud.CodeUnauthenticated, cloud.CodeZoneMismatch, cloud.CodeVolumeInUse, cloud.CodeVolumeNotFound,
-		cloud.CodeInstanceNotFound, cloud.CodeSnapshotNotFound, cloud.CodeFaultNotFound, cloud.CodeNotFound,
-		cloud.CodeAlreadyExists, cloud.CodeInvalidArgument, cloud.CodeMethodNotAllowed,
+		cloud.CodeInstanceNotFound, cloud.CodeSnapshotNotFound, cloud.CodeFaultNotFound, cloud.CodeServerLimitExceeded,
+		cloud.CodeNotFound, cloud.CodeAlreadyExists, cloud.CodeInvalidArgument, cloud.CodeMethodNotAllowed,
 		cloud.CodePreconditionFailed, cloud.CodePayloadTooLarge, cloud.CodeThrottled,
 		cloud.CodeInternalError, cloud.CodeUnavailable} {
 		got := cloudCode(opDefault, cloud.NewError(c, "x")) == codes.ResourceExhausted

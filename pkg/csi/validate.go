@@ -8,13 +8,136 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
 
 // The validateXRequest functions check the shape of a request before anything else happens and
-// return only INVALID_ARGUMENT errors (or nil), so that bad input changes nothing.
+// return only INVALID_ARGUMENT errors (or nil; ABORTED for a page token, as the spec says), so
+// that bad input changes nothing. Every field is bounded before it is used, logged or sent to
+// the cloud (CSI spec, "Size Limits"): a string at most 128 bytes (cloud.MaxIDBytes), a
+// map<string, string> at most 4 KiB of keys and values, and IDs and names follow the cloud's
+// rules (cloud.CheckID, cloud.CheckName), so a value the cloud would refuse never reaches a
+// URL. Error messages quote at most a bounded prefix of any value (cloud.Quote).
 
 func invalid(format string, args ...any) error {
 	return status.Errorf(codes.InvalidArgument, format, args...)
+}
+
+// Bounds of request fields beyond the single strings.
+const (
+	// maxMapBytes is the CSI spec's size limit of a map<string, string>: keys and values
+	// together.
+	maxMapBytes = 4 << 10
+	// maxRepeated bounds a repeated field (capabilities, topologies, mount flags). The spec
+	// sets none; a CO sends a handful, a topology list one entry per zone.
+	maxRepeated = 1024
+)
+
+// checkID is cloud.CheckID as INVALID_ARGUMENT: a required ID, bounded and free of control
+// characters, "." and "..".
+func checkID(field, v string) error {
+	if v == "" {
+		return invalid("%s is required", field)
+	}
+	if err := cloud.CheckID(field, v); err != nil {
+		return invalid("%v", err)
+	}
+	return nil
+}
+
+// checkOptionalID is checkID for a field that may be empty.
+func checkOptionalID(field, v string) error {
+	if v == "" {
+		return nil
+	}
+	return checkID(field, v)
+}
+
+// checkName is cloud.CheckName as INVALID_ARGUMENT (CreateVolume and CreateSnapshot names).
+func checkName(field, v string) error {
+	if v == "" {
+		return invalid("%s is required", field)
+	}
+	if err := cloud.CheckName(field, v); err != nil {
+		return invalid("%v", err)
+	}
+	return nil
+}
+
+// checkString bounds an optional free-form string (fs_type, a mount flag) to 128 bytes.
+func checkString(field, v string) error {
+	if len(v) > cloud.MaxIDBytes {
+		return invalid("%s is %d bytes long, at most %d allowed", field, len(v), cloud.MaxIDBytes)
+	}
+	return nil
+}
+
+// checkMap bounds a map<string, string> to the spec's 4 KiB of keys and values.
+func checkMap(field string, m map[string]string) error {
+	n := 0
+	for k, v := range m {
+		n += len(k) + len(v)
+	}
+	if n > maxMapBytes {
+		return invalid("%s holds %d bytes of keys and values, at most %d allowed", field, n, maxMapBytes)
+	}
+	return nil
+}
+
+// checkCount bounds a repeated field.
+func checkCount(field string, n int) error {
+	if n > maxRepeated {
+		return invalid("%s has %d entries, at most %d allowed", field, n, maxRepeated)
+	}
+	return nil
+}
+
+// checkPageToken bounds a starting_token; the spec answers an invalid one with ABORTED
+// (ListVolumes, ListSnapshots).
+func checkPageToken(v string) error {
+	if err := cloud.CheckOptionalID("starting_token", v); err != nil {
+		return status.Errorf(codes.Aborted, "%v", err)
+	}
+	return nil
+}
+
+// firstError returns the first non-nil error.
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// capabilityBounds bounds the strings of a capability (fs_type, mount flags,
+// volume_mount_group); capabilityProblem judges what it asks for.
+func capabilityBounds(c *csi.VolumeCapability) error {
+	m := c.GetMount()
+	if m == nil {
+		return nil
+	}
+	errs := []error{checkString("fs_type", m.GetFsType()), checkString("volume_mount_group", m.GetVolumeMountGroup()),
+		checkCount("mount_flags", len(m.GetMountFlags()))}
+	for _, f := range m.GetMountFlags() {
+		errs = append(errs, checkString("mount flag", f))
+	}
+	return firstError(errs...)
+}
+
+// checkTopologies bounds a list of topologies: count and each segment map.
+func checkTopologies(field string, ts []*csi.Topology) error {
+	if err := checkCount(field, len(ts)); err != nil {
+		return err
+	}
+	for _, t := range ts {
+		if err := checkMap(field+" segments", t.GetSegments()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // capabilityProblem reports why c is malformed or unsupported by this driver, or "" when it is
@@ -45,9 +168,15 @@ func validateCapabilities(caps []*csi.VolumeCapability) error {
 	if len(caps) == 0 {
 		return invalid("volume_capabilities is required")
 	}
+	if err := checkCount("volume_capabilities", len(caps)); err != nil {
+		return err
+	}
 	for _, c := range caps {
 		if p := capabilityProblem(c); p != "" {
 			return invalid("%s", p)
+		}
+		if err := capabilityBounds(c); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -64,8 +193,8 @@ func validateCapabilityRange(r *csi.CapacityRange) error {
 }
 
 func validateCreateVolumeRequest(req *csi.CreateVolumeRequest) error {
-	if req.GetName() == "" {
-		return invalid("name is required")
+	if err := checkName("name", req.GetName()); err != nil {
+		return err
 	}
 	if err := validateCapabilities(req.GetVolumeCapabilities()); err != nil {
 		return err
@@ -73,11 +202,18 @@ func validateCreateVolumeRequest(req *csi.CreateVolumeRequest) error {
 	if err := validateCapabilityRange(req.GetCapacityRange()); err != nil {
 		return err
 	}
+	ar := req.GetAccessibilityRequirements()
+	if err := firstError(checkMap("parameters", req.GetParameters()), checkMap("secrets", req.GetSecrets()),
+		checkMap("mutable_parameters", req.GetMutableParameters()),
+		checkTopologies("accessibility_requirements.requisite", ar.GetRequisite()),
+		checkTopologies("accessibility_requirements.preferred", ar.GetPreferred())); err != nil {
+		return err
+	}
 	if src := req.GetVolumeContentSource(); src != nil {
 		switch {
 		case src.GetSnapshot() != nil:
-			if src.GetSnapshot().GetSnapshotId() == "" {
-				return invalid("volume_content_source.snapshot.snapshot_id is required")
+			if err := checkID("volume_content_source.snapshot.snapshot_id", src.GetSnapshot().GetSnapshotId()); err != nil {
+				return err
 			}
 		case src.GetVolume() != nil:
 			return invalid("cloning volumes is not supported")
@@ -89,10 +225,7 @@ func validateCreateVolumeRequest(req *csi.CreateVolumeRequest) error {
 }
 
 func validateDeleteVolumeRequest(req *csi.DeleteVolumeRequest) error {
-	if req.GetVolumeId() == "" {
-		return invalid("volume_id is required")
-	}
-	return nil
+	return firstError(checkID("volume_id", req.GetVolumeId()), checkMap("secrets", req.GetSecrets()))
 }
 
 // validateRequiredCapability is the check of a request's single volume_capability field,
@@ -105,36 +238,44 @@ func validateRequiredCapability(c *csi.VolumeCapability) error {
 	if p := capabilityProblem(c); p != "" {
 		return invalid("%s", p)
 	}
-	return nil
+	return capabilityBounds(c)
 }
 
+// validateControllerPublishVolumeRequest: a volume_id or node_id that is not an identifier
+// (over 128 bytes, a control character, "." or "..") is INVALID_ARGUMENT, before it reaches
+// the cloud; a well-formed one the cloud does not know is NOT_FOUND from the cloud (CSI spec,
+// ControllerPublishVolume errors).
 func validateControllerPublishVolumeRequest(req *csi.ControllerPublishVolumeRequest) error {
-	if req.GetVolumeId() == "" {
-		return invalid("volume_id is required")
-	}
-	if req.GetNodeId() == "" {
-		return invalid("node_id is required")
+	if err := firstError(checkID("volume_id", req.GetVolumeId()), checkID("node_id", req.GetNodeId()),
+		checkMap("secrets", req.GetSecrets()), checkMap("volume_context", req.GetVolumeContext())); err != nil {
+		return err
 	}
 	return validateRequiredCapability(req.GetVolumeCapability())
 }
 
 func validateControllerUnpublishVolumeRequest(req *csi.ControllerUnpublishVolumeRequest) error {
-	if req.GetVolumeId() == "" {
-		return invalid("volume_id is required")
-	}
-	return nil
+	return firstError(checkID("volume_id", req.GetVolumeId()), checkOptionalID("node_id", req.GetNodeId()),
+		checkMap("secrets", req.GetSecrets()))
 }
 
 func validateValidateVolumeCapabilitiesRequest(req *csi.ValidateVolumeCapabilitiesRequest) error {
-	if req.GetVolumeId() == "" {
-		return invalid("volume_id is required")
+	if err := checkID("volume_id", req.GetVolumeId()); err != nil {
+		return err
 	}
 	if len(req.GetVolumeCapabilities()) == 0 {
 		return invalid("volume_capabilities is required")
 	}
+	if err := firstError(checkCount("volume_capabilities", len(req.GetVolumeCapabilities())),
+		checkMap("volume_context", req.GetVolumeContext()), checkMap("parameters", req.GetParameters()),
+		checkMap("mutable_parameters", req.GetMutableParameters()), checkMap("secrets", req.GetSecrets())); err != nil {
+		return err
+	}
 	for _, c := range req.GetVolumeCapabilities() {
 		if c == nil || (c.GetBlock() == nil && c.GetMount() == nil) || c.GetAccessMode() == nil {
 			return invalid("every volume capability needs an access type and an access mode")
+		}
+		if err := capabilityBounds(c); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -144,43 +285,54 @@ func validateListVolumesRequest(req *csi.ListVolumesRequest) error {
 	if req.GetMaxEntries() < 0 {
 		return invalid("max_entries must not be negative")
 	}
-	return nil
+	return checkPageToken(req.GetStartingToken())
 }
 
 func validateControllerGetVolumeRequest(req *csi.ControllerGetVolumeRequest) error {
-	if req.GetVolumeId() == "" {
-		return invalid("volume_id is required")
+	return checkID("volume_id", req.GetVolumeId())
+}
+
+func validateGetCapacityRequest(req *csi.GetCapacityRequest) error {
+	if err := firstError(checkCount("volume_capabilities", len(req.GetVolumeCapabilities())),
+		checkMap("parameters", req.GetParameters())); err != nil {
+		return err
+	}
+	if t := req.GetAccessibleTopology(); t != nil {
+		if err := checkMap("accessible_topology segments", t.GetSegments()); err != nil {
+			return err
+		}
+	}
+	for _, c := range req.GetVolumeCapabilities() {
+		if err := capabilityBounds(c); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 func validateCreateSnapshotRequest(req *csi.CreateSnapshotRequest) error {
-	if req.GetName() == "" {
-		return invalid("name is required")
-	}
-	if req.GetSourceVolumeId() == "" {
-		return invalid("source_volume_id is required")
-	}
-	return nil
+	return firstError(checkName("name", req.GetName()), checkID("source_volume_id", req.GetSourceVolumeId()),
+		checkMap("parameters", req.GetParameters()), checkMap("secrets", req.GetSecrets()))
 }
 
 func validateDeleteSnapshotRequest(req *csi.DeleteSnapshotRequest) error {
-	if req.GetSnapshotId() == "" {
-		return invalid("snapshot_id is required")
-	}
-	return nil
+	return firstError(checkID("snapshot_id", req.GetSnapshotId()), checkMap("secrets", req.GetSecrets()))
 }
 
+// validateListSnapshotsRequest: snapshot_id and source_volume_id are filters, so one that is
+// not an identifier is INVALID_ARGUMENT (it could never match); a bad starting_token is
+// ABORTED.
 func validateListSnapshotsRequest(req *csi.ListSnapshotsRequest) error {
 	if req.GetMaxEntries() < 0 {
 		return invalid("max_entries must not be negative")
 	}
-	return nil
+	return firstError(checkOptionalID("snapshot_id", req.GetSnapshotId()), checkOptionalID("source_volume_id", req.GetSourceVolumeId()),
+		checkMap("secrets", req.GetSecrets()), checkPageToken(req.GetStartingToken()))
 }
 
 func validateControllerExpandVolumeRequest(req *csi.ControllerExpandVolumeRequest) error {
-	if req.GetVolumeId() == "" {
-		return invalid("volume_id is required")
+	if err := firstError(checkID("volume_id", req.GetVolumeId()), checkMap("secrets", req.GetSecrets())); err != nil {
+		return err
 	}
 	if req.GetCapacityRange() == nil {
 		return invalid("capacity_range is required")
@@ -192,6 +344,7 @@ func validateControllerExpandVolumeRequest(req *csi.ControllerExpandVolumeReques
 		if p := capabilityProblem(c); p != "" {
 			return invalid("%s", p)
 		}
+		return capabilityBounds(c)
 	}
 	return nil
 }

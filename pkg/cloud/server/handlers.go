@@ -7,6 +7,7 @@ import (
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/faults"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
 )
 
 func (s *Server) healthz(*http.Request, caller) (*reply, error) {
@@ -118,6 +119,9 @@ func (s *Server) createVolume(r *http.Request, _ caller) (*reply, error) {
 	if err := decode(r, &req); err != nil {
 		return nil, err
 	}
+	if err := cloud.CheckOptionalID("sourceSnapshotId", req.SourceSnapshotID); err != nil {
+		return nil, cloud.NewError(cloud.CodeInvalidArgument, "create volume: %v", err)
+	}
 	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationCreateVolume}); err != nil {
 		return nil, err
 	}
@@ -136,10 +140,14 @@ func (s *Server) listVolumes(r *http.Request, _ caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
+	token, err := queryID(r, "pageToken")
+	if err != nil {
+		return nil, err
+	}
 	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationListVolumes}); err != nil {
 		return nil, err
 	}
-	list, err := s.store.ListVolumes(maxResults, r.URL.Query().Get("pageToken"))
+	list, err := s.store.ListVolumes(maxResults, token)
 	if err != nil {
 		return nil, err
 	}
@@ -170,13 +178,15 @@ func (s *Server) deleteVolume(r *http.Request, _ caller) (*reply, error) {
 	return ok(cloud.RevisionResponse{Revision: rev}, rev), nil
 }
 
+// decodeAttach reads an attach or detach body. The instance ID is checked here, before the
+// fault rules see it: a fired rule records it in an event.
 func decodeAttach(r *http.Request) (cloud.AttachRequest, error) {
 	var req cloud.AttachRequest
 	if err := decode(r, &req); err != nil {
 		return req, err
 	}
-	if req.InstanceID == "" {
-		return req, cloud.NewError(cloud.CodeInvalidArgument, "instanceId is required")
+	if err := cloud.CheckID("instanceId", req.InstanceID); err != nil {
+		return req, cloud.NewError(cloud.CodeInvalidArgument, "%v", err)
 	}
 	return req, nil
 }
@@ -236,6 +246,10 @@ func (s *Server) createSnapshot(r *http.Request, _ caller) (*reply, error) {
 	if err := decode(r, &req); err != nil {
 		return nil, err
 	}
+	// Checked before the fault rules see it (a fired rule records it in an event).
+	if err := cloud.CheckID("sourceVolumeId", req.SourceVolumeID); err != nil {
+		return nil, cloud.NewError(cloud.CodeInvalidArgument, "create snapshot: %v", err)
+	}
 	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationCreateSnapshot, VolumeID: req.SourceVolumeID}); err != nil {
 		return nil, err
 	}
@@ -251,8 +265,12 @@ func (s *Server) listSnapshots(r *http.Request, _ caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := r.URL.Query()
-	o := cloud.ListSnapshotsOptions{SnapshotID: q.Get("snapshotId"), SourceVolumeID: q.Get("sourceVolumeId"), MaxResults: maxResults, PageToken: q.Get("pageToken")}
+	o := cloud.ListSnapshotsOptions{MaxResults: maxResults}
+	for name, v := range map[string]*string{"snapshotId": &o.SnapshotID, "sourceVolumeId": &o.SourceVolumeID, "pageToken": &o.PageToken} {
+		if *v, err = queryID(r, name); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationListSnapshots, VolumeID: o.SourceVolumeID}); err != nil {
 		return nil, err
 	}
@@ -324,8 +342,21 @@ func (s *Server) createFault(r *http.Request, _ caller) (*reply, error) {
 	return created(added, rev), nil
 }
 
-func (s *Server) listFaults(*http.Request, caller) (*reply, error) {
-	return ok(cloud.FaultList{Faults: s.faults.List()}, 0), nil
+// listFaults pages the live rules: maxResults (0: 100, at most 1000) after pageToken.
+func (s *Server) listFaults(r *http.Request, _ caller) (*reply, error) {
+	maxResults, err := queryInt(r, "maxResults")
+	if err != nil {
+		return nil, err
+	}
+	token, err := queryID(r, "pageToken")
+	if err != nil {
+		return nil, err
+	}
+	list, err := s.faults.Page(maxResults, token)
+	if err != nil {
+		return nil, err
+	}
+	return ok(list, 0), nil
 }
 
 func (s *Server) deleteFault(r *http.Request, _ caller) (*reply, error) {
@@ -349,33 +380,34 @@ func (s *Server) clearFaults(*http.Request, caller) (*reply, error) {
 	return ok(cloud.RevisionResponse{Revision: rev}, rev), nil
 }
 
+// listEvents pages the audit log: events after sinceRevision or sinceSeq (exclusive),
+// maxResults (0: 100, at most 1000) after pageToken.
 func (s *Server) listEvents(r *http.Request, _ caller) (*reply, error) {
 	q := r.URL.Query()
 	if q.Has("sinceRevision") && q.Has("sinceSeq") {
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "sinceRevision and sinceSeq are exclusive")
 	}
 	var (
-		events []cloud.Event
-		rev    uint64
+		eq  store.EventQuery
+		err error
 	)
-	if q.Has("sinceSeq") {
-		seq, err := queryUint(r, "sinceSeq")
-		if err != nil {
-			return nil, err
-		}
-		if events, rev, err = s.store.EventsSinceSeq(seq); err != nil {
-			return nil, err
-		}
-	} else {
-		since, err := queryUint(r, "sinceRevision")
-		if err != nil {
-			return nil, err
-		}
-		if events, rev, err = s.store.Events(since); err != nil {
-			return nil, err
-		}
+	if eq.SinceSeq, err = queryUint(r, "sinceSeq"); err != nil {
+		return nil, err
 	}
-	return ok(cloud.EventList{Events: events, Revision: rev}, 0), nil
+	if eq.SinceRevision, err = queryUint(r, "sinceRevision"); err != nil {
+		return nil, err
+	}
+	if eq.MaxResults, err = queryInt(r, "maxResults"); err != nil {
+		return nil, err
+	}
+	if eq.PageToken, err = queryID(r, "pageToken"); err != nil {
+		return nil, err
+	}
+	list, err := s.store.ListEvents(eq)
+	if err != nil {
+		return nil, err
+	}
+	return ok(list, 0), nil
 }
 
 func (s *Server) reset(*http.Request, caller) (*reply, error) {

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,9 +43,10 @@ func created(body any, rev uint64) *reply {
 // never writes to the response itself.
 type handlerFunc func(r *http.Request, c caller) (*reply, error)
 
-// route adapts a handler: request ID, authentication, body limit, the JSON or error answer,
-// logging and metrics, all in one place for every route.
-func (s *Server) route(name string, need Role, h handlerFunc) http.Handler {
+// route adapts a handler: request ID, authentication, body limit (and no body at all unless
+// body is set), path variables checked as identifiers, the JSON or error answer, logging and
+// metrics, all in one place for every route.
+func (s *Server) route(name string, need Role, body bool, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := s.now()
 		reqID := newRequestID()
@@ -54,6 +56,12 @@ func (s *Server) route(name string, need Role, h handlerFunc) http.Handler {
 		}
 		var rep *reply
 		c, err := s.authenticate(r, need)
+		if err == nil && !body {
+			err = noBody(r)
+		}
+		if err == nil {
+			err = checkPathVars(r)
+		}
 		if err == nil {
 			rep, err = h(r, c)
 		}
@@ -87,7 +95,7 @@ func writeError(w http.ResponseWriter, reqID string, err error) int {
 	if !errors.As(err, &ce) {
 		ce = cloud.NewError(cloud.CodeInternalError, "%v", err)
 	}
-	body := cloud.Error{Code: ce.Code, Message: ce.Message, Retryable: ce.Code.Retryable(), RequestID: reqID}
+	body := cloud.Error{Code: ce.Code, Message: cloud.TruncateMessage(ce.Message), Retryable: ce.Code.Retryable(), RequestID: reqID}
 	if body.Message == "" {
 		body.Message = string(ce.Code)
 	}
@@ -157,7 +165,7 @@ func ifMatch(r *http.Request) (*uint64, error) {
 	v := strings.Trim(strings.TrimPrefix(h, "W/"), `"`)
 	rev, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		return nil, cloud.NewError(cloud.CodeInvalidArgument, "If-Match %q is not a revision ETag like \"12\"", h)
+		return nil, cloud.NewError(cloud.CodeInvalidArgument, "If-Match %s is not a revision ETag like \"12\"", cloud.Quote(h))
 	}
 	return &rev, nil
 }
@@ -174,7 +182,7 @@ func queryInt(r *http.Request, name string) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 {
-		return 0, cloud.NewError(cloud.CodeInvalidArgument, "%s must be a non-negative integer, got %q", name, v)
+		return 0, cloud.NewError(cloud.CodeInvalidArgument, "%s must be a non-negative integer, got %s", name, cloud.Quote(v))
 	}
 	return n, nil
 }
@@ -186,12 +194,67 @@ func queryUint(r *http.Request, name string) (uint64, error) {
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		return 0, cloud.NewError(cloud.CodeInvalidArgument, "%s must be a non-negative integer, got %q", name, v)
+		return 0, cloud.NewError(cloud.CodeInvalidArgument, "%s must be a non-negative integer, got %s", name, cloud.Quote(v))
 	}
 	return n, nil
 }
 
-func pathVar(r *http.Request, name string) string { return mux.Vars(r)[name] }
+// queryID reads an optional query parameter holding an identifier or a page token:
+// InvalidArgument when it is not one (cloud.CheckID), before anything uses it.
+func queryID(r *http.Request, name string) (string, error) {
+	v := r.URL.Query().Get(name)
+	if err := cloud.CheckOptionalID(name, v); err != nil {
+		return "", cloud.NewError(cloud.CodeInvalidArgument, "%v", err)
+	}
+	return v, nil
+}
+
+// pathVar is a path variable of the route, unescaped (routes match the escaped path).
+// checkPathVars has checked every one already, so it is an identifier.
+func pathVar(r *http.Request, name string) string {
+	v, err := url.PathUnescape(mux.Vars(r)[name])
+	if err != nil {
+		return ""
+	}
+	return v
+}
+
+// checkPathVars refuses a request whose path variables are not identifiers (cloud.CheckID:
+// at most cloud.MaxIDBytes, no control character, not "." or "..") or not valid escapes,
+// with InvalidArgument, before a handler uses, logs or stores them.
+func checkPathVars(r *http.Request) error {
+	for name, raw := range mux.Vars(r) {
+		if len(raw) > 3*cloud.MaxIDBytes {
+			return cloud.NewError(cloud.CodeInvalidArgument, "path %s is %d bytes long, at most %d allowed", name, len(raw), cloud.MaxIDBytes)
+		}
+		v, err := url.PathUnescape(raw)
+		if err != nil {
+			return cloud.NewError(cloud.CodeInvalidArgument, "path %s %s is not a valid escaped path segment", name, cloud.Quote(raw))
+		}
+		if err := cloud.CheckID("path "+name, v); err != nil {
+			return cloud.NewError(cloud.CodeInvalidArgument, "%v", err)
+		}
+	}
+	return nil
+}
+
+// noBody refuses a request to a route that takes no body but carries one (400
+// InvalidArgument): a body is read only as far as its first byte. An empty body
+// (Content-Length: 0, or none) is fine.
+func noBody(r *http.Request) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	var one [1]byte
+	n, err := io.ReadFull(r.Body, one[:])
+	if n == 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+		return nil
+	}
+	if n == 0 && err != nil {
+		return bodyError(err)
+	}
+	return cloud.NewError(cloud.CodeInvalidArgument, "%s %s takes no request body; send none", r.Method, cloud.Quote(r.URL.EscapedPath()))
+}
 
 // methodNotAllowedHandler answers 405 MethodNotAllowed like statusHandler, with the Allow
 // header RFC 9110 §15.5.6 requires: the methods r serves for the request's path, sorted and
@@ -228,12 +291,20 @@ func allowedMethods(r *mux.Router, req *http.Request) []string {
 	return slices.Sorted(maps.Keys(seen))
 }
 
+// bounded is v as it is when it is short, else a quoted bounded prefix (cloud.Quote).
+func bounded(v string) string {
+	if len(v) <= cloud.MaxQuotedBytes {
+		return v
+	}
+	return cloud.Quote(v)
+}
+
 // statusHandler answers routes no handler owns (404 NotFound, 405 MethodNotAllowed) in the
 // same error shape.
 func (s *Server) statusHandler(name string, code cloud.Code) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := s.now()
-		err := cloud.NewError(code, "%s %s: %s", r.Method, r.URL.Path, strings.ToLower(http.StatusText(code.HTTPStatus())))
+		err := cloud.NewError(code, "%s %s: %s", bounded(r.Method), bounded(r.URL.EscapedPath()), strings.ToLower(http.StatusText(code.HTTPStatus())))
 		status := writeError(w, newRequestID(), err)
 		s.metrics.observe(name, status, code, s.now().Sub(start))
 	})

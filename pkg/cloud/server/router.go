@@ -18,14 +18,26 @@ const public Role = ""
 
 // router builds every route of fakecloud-api.md, in one place. Each API route names the
 // weakest role that may call it; GETs are open to readers.
+//
+// Routes match the request's escaped path, never a cleaned one: an ID is one path segment
+// with '/' escaped as %2F (cloud.Client does that), and a path with "." or ".." steps or
+// doubled slashes matches no route (404). gorilla/mux would otherwise clean the path and
+// answer 301 to the cleaned one, which took "../../etc" as a volume ID to another route.
+// The server never redirects.
+//
+// Routes whose handlers read a JSON body are registered with handleBody; every other API
+// route refuses a request that carries a body (400 InvalidArgument), so a body meant for
+// another route is never silently ignored.
 func (s *Server) router() *mux.Router {
-	r := mux.NewRouter()
+	r := mux.NewRouter().UseEncodedPath().SkipClean(true)
 	r.NotFoundHandler = s.statusHandler("notFound", cloud.CodeNotFound)
 	r.MethodNotAllowedHandler = s.methodNotAllowedHandler(r)
 
-	handle := func(method, path, name string, need Role, h handlerFunc) {
-		r.Handle(path, s.route(name, need, h)).Methods(method).Name(name)
+	add := func(method, path, name string, need Role, body bool, h handlerFunc) {
+		r.Handle(path, s.route(name, need, body, h)).Methods(method).Name(name)
 	}
+	handle := func(method, path, name string, need Role, h handlerFunc) { add(method, path, name, need, false, h) }
+	handleBody := func(method, path, name string, need Role, h handlerFunc) { add(method, path, name, need, true, h) }
 	handle(http.MethodGet, "/healthz", "healthz", public, s.healthz)
 	handle(http.MethodGet, "/readyz", "readyz", public, s.readyz)
 	r.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})).Methods(http.MethodGet).Name("metrics")
@@ -36,29 +48,29 @@ func (s *Server) router() *mux.Router {
 
 	handle(http.MethodGet, "/v1/instance-types", "listInstanceTypes", RoleReader, s.listInstanceTypes)
 
-	handle(http.MethodPost, "/v1/instances", "createInstance", RoleAdmin, s.createInstance)
+	handleBody(http.MethodPost, "/v1/instances", "createInstance", RoleAdmin, s.createInstance)
 	handle(http.MethodGet, "/v1/instances", "listInstances", RoleReader, s.listInstances)
 	handle(http.MethodGet, "/v1/instances/{id}", "getInstance", RoleReader, s.getInstance)
-	handle(http.MethodPatch, "/v1/instances/{id}", "patchInstance", RoleAdmin, s.patchInstance)
+	handleBody(http.MethodPatch, "/v1/instances/{id}", "patchInstance", RoleAdmin, s.patchInstance)
 	handle(http.MethodGet, "/v1/instances/{id}/capacity", "getCapacity", RoleReader, s.getCapacity)
 
-	handle(http.MethodPost, "/v1/volumes", "createVolume", RoleDriver, s.createVolume)
+	handleBody(http.MethodPost, "/v1/volumes", "createVolume", RoleDriver, s.createVolume)
 	handle(http.MethodGet, "/v1/volumes", "listVolumes", RoleReader, s.listVolumes)
 	handle(http.MethodGet, "/v1/volumes/{id}", "getVolume", RoleReader, s.getVolume)
 	handle(http.MethodDelete, "/v1/volumes/{id}", "deleteVolume", RoleDriver, s.deleteVolume)
-	handle(http.MethodPost, "/v1/volumes/{id}/attach", "attachVolume", RoleDriver, s.attachVolume)
-	handle(http.MethodPost, "/v1/volumes/{id}/detach", "detachVolume", RoleDriver, s.detachVolume)
-	handle(http.MethodPost, "/v1/volumes/{id}/resize", "resizeVolume", RoleDriver, s.resizeVolume)
+	handleBody(http.MethodPost, "/v1/volumes/{id}/attach", "attachVolume", RoleDriver, s.attachVolume)
+	handleBody(http.MethodPost, "/v1/volumes/{id}/detach", "detachVolume", RoleDriver, s.detachVolume)
+	handleBody(http.MethodPost, "/v1/volumes/{id}/resize", "resizeVolume", RoleDriver, s.resizeVolume)
 
-	handle(http.MethodPost, "/v1/snapshots", "createSnapshot", RoleDriver, s.createSnapshot)
+	handleBody(http.MethodPost, "/v1/snapshots", "createSnapshot", RoleDriver, s.createSnapshot)
 	handle(http.MethodGet, "/v1/snapshots", "listSnapshots", RoleReader, s.listSnapshots)
 	handle(http.MethodGet, "/v1/snapshots/{id}", "getSnapshot", RoleReader, s.getSnapshot)
 	handle(http.MethodDelete, "/v1/snapshots/{id}", "deleteSnapshot", RoleDriver, s.deleteSnapshot)
 
 	handle(http.MethodGet, "/v1/quotas", "getQuotas", RoleReader, s.getQuotas)
-	handle(http.MethodPatch, "/v1/quotas", "patchQuotas", RoleAdmin, s.patchQuotas)
+	handleBody(http.MethodPatch, "/v1/quotas", "patchQuotas", RoleAdmin, s.patchQuotas)
 
-	handle(http.MethodPost, "/v1/faults", "createFault", RoleAdmin, s.createFault)
+	handleBody(http.MethodPost, "/v1/faults", "createFault", RoleAdmin, s.createFault)
 	handle(http.MethodGet, "/v1/faults", "listFaults", RoleReader, s.listFaults)
 	handle(http.MethodDelete, "/v1/faults/{id}", "deleteFault", RoleAdmin, s.deleteFault)
 	handle(http.MethodDelete, "/v1/faults", "clearFaults", RoleAdmin, s.clearFaults)

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"k8s.io/klog/v2"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
@@ -27,13 +28,33 @@ import (
 // DefaultMaxBodyBytes is the default request body limit: 1 MiB.
 const DefaultMaxBodyBytes = 1 << 20
 
-// HTTP server timeouts. WriteTimeout leaves room for the longest injected fault latency.
+// Connection bounds, the defaults of Config's fields of the same names.
 const (
-	readHeaderTimeout = 10 * time.Second
-	readTimeout       = 30 * time.Second
-	writeTimeout      = faults.MaxLatency + 30*time.Second
-	idleTimeout       = 2 * time.Minute
-	shutdownTimeout   = 10 * time.Second
+	// DefaultMaxConnections caps the connections served at once (open sockets, idle
+	// keep-alive ones included), so a flood of idle connections cannot exhaust the file
+	// descriptors: connections beyond it wait in the kernel's accept backlog until one
+	// closes. A driver keeps up to 64 per client (cloud.Client), so this serves a
+	// controller and a few dozen node plugins at once.
+	DefaultMaxConnections = 1024
+	// DefaultReadHeaderTimeout bounds reading a request's headers, from the connection's
+	// accept (a new connection) or the end of the previous request (keep-alive).
+	DefaultReadHeaderTimeout = 5 * time.Second
+	// DefaultReadTimeout bounds reading a whole request, body included: a body of
+	// DefaultMaxBodyBytes trickling in slower than about 100 KiB/s is cut off.
+	DefaultReadTimeout = 10 * time.Second
+	// DefaultIdleTimeout is how long an idle keep-alive connection stays open. It stays
+	// longer than cloud.Client's own idle timeout (90 s, Go's default transport), so the
+	// client closes an idle connection first and never sends a POST on one the server is
+	// closing (Go retries only idempotent requests on such a connection).
+	DefaultIdleTimeout = 2 * time.Minute
+)
+
+// HTTP server timeouts that are not configurable. WriteTimeout leaves room for the longest
+// injected fault latency (faults.MaxLatency, also the cap of one request's total), so a
+// delayed request always gets its answer.
+const (
+	writeTimeout    = faults.MaxLatency + 30*time.Second
+	shutdownTimeout = 10 * time.Second
 )
 
 // DefaultZoneName is the zone used where Config.DefaultZone is empty.
@@ -63,8 +84,26 @@ type Config struct {
 	DefaultZone string
 	// MaxBodyBytes limits request bodies (413 PayloadTooLarge); default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
-	// MaxEvents bounds the audit log; default store.DefaultMaxEvents (10,000).
+	// MaxEvents bounds the audit log's count; default store.DefaultMaxEvents (10,000).
 	MaxEvents int
+	// MaxEventBytes bounds the audit log's stored bytes; default store.DefaultMaxEventBytes
+	// (4 MiB).
+	MaxEventBytes int64
+	// MaxInstances caps the instances (ServerLimitExceeded past it; auto-registration stops
+	// registering); default store.DefaultMaxInstances (10,000).
+	MaxInstances int
+	// MaxFaultRules caps the live fault rules (ServerLimitExceeded past it); default
+	// faults.DefaultMaxRules (1,000).
+	MaxFaultRules int
+	// MaxConnections caps the connections Serve serves at once; default
+	// DefaultMaxConnections.
+	MaxConnections int
+	// ReadHeaderTimeout, ReadTimeout and IdleTimeout are the http.Server's; defaults
+	// DefaultReadHeaderTimeout, DefaultReadTimeout, DefaultIdleTimeout. ReadTimeout must not
+	// be shorter than ReadHeaderTimeout.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	IdleTimeout       time.Duration
 	// Now is the clock of the store and the fault engine; default time.Now.
 	Now func() time.Time
 	// Sleep waits for injected fault latency; it must return ctx.Err() when ctx ends first.
@@ -88,6 +127,29 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 0 {
 		errs = append(errs, fmt.Errorf("max body bytes must be > 0, got %d", c.MaxBodyBytes))
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"max events", int64(c.MaxEvents)}, {"max event bytes", c.MaxEventBytes}, {"max fault rules", int64(c.MaxFaultRules)}, {"max instances", int64(c.MaxInstances)},
+		{"max connections", int64(c.MaxConnections)}} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("%s must be > 0 (0: the default), got %d", f.name, f.v))
+		}
+	}
+	if c.MaxEventBytes > 0 && c.MaxEventBytes < store.MaxEventRecordBytes {
+		errs = append(errs, fmt.Errorf("max event bytes must hold one event (%d bytes), got %d", store.MaxEventRecordBytes, c.MaxEventBytes))
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"read header timeout", c.ReadHeaderTimeout}, {"read timeout", c.ReadTimeout}, {"idle timeout", c.IdleTimeout}} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("%s must be > 0 (0: the default), got %v", f.name, f.v))
+		}
+	}
+	if c.ReadTimeout > 0 && c.ReadHeaderTimeout > c.ReadTimeout {
+		errs = append(errs, fmt.Errorf("read header timeout %v is longer than the read timeout %v", c.ReadHeaderTimeout, c.ReadTimeout))
 	}
 	if c.DefaultZone != "" {
 		if err := store.CheckZone(c.DefaultZone); err != nil {
@@ -141,11 +203,23 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleep
 	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	if cfg.ReadHeaderTimeout == 0 {
+		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = max(DefaultReadTimeout, cfg.ReadHeaderTimeout)
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
 	cfg.Seed = cfg.Seed.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("fake cloud config: %w", err)
 	}
-	s := &Server{cfg: cfg, faults: faults.New(cfg.Now), tokens: map[string]Role{}, logger: klog.Background()}
+	s := &Server{cfg: cfg, faults: faults.NewWithLimit(cfg.Now, cfg.MaxFaultRules), tokens: map[string]Role{}, logger: klog.Background()}
 	if cfg.Logger != nil {
 		s.logger = *cfg.Logger
 	}
@@ -155,7 +229,7 @@ func New(cfg Config) (*Server, error) {
 	if err := s.faults.Reset(cfg.Seed.Faults); err != nil {
 		return nil, fmt.Errorf("fake cloud config: %w", err)
 	}
-	st, err := store.Open(cfg.DataDir, store.Options{Now: cfg.Now, MaxEvents: cfg.MaxEvents, Zones: []string{cfg.DefaultZone}})
+	st, err := store.Open(cfg.DataDir, store.Options{Now: cfg.Now, MaxEvents: cfg.MaxEvents, MaxEventBytes: cfg.MaxEventBytes, MaxInstances: cfg.MaxInstances, Zones: []string{cfg.DefaultZone}})
 	if err != nil {
 		return nil, err
 	}
@@ -189,9 +263,11 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // Serve serves HTTP on ln until ctx ends, then shuts down gracefully (in-flight requests get
-// up to 10 s). It returns nil on a clean stop and the serve or shutdown error otherwise; it
-// closes ln.
+// up to 10 s). At most Config.MaxConnections connections are served at once
+// (netutil.LimitListener: further ones wait to be accepted). It returns nil on a clean stop
+// and the serve or shutdown error otherwise; it closes ln.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
 	// Request contexts end when shutdown begins, so injected fault latency (up to a minute)
 	// stops at once instead of holding Shutdown; store transactions do not watch contexts and
 	// finish normally.
@@ -199,11 +275,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancelBase()
 	hs := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
 		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		IdleTimeout:       s.cfg.IdleTimeout,
+		// Headers count against the request size bound too (Go's default is 1 MiB).
+		MaxHeaderBytes: maxHeaderBytes,
+		BaseContext:    func(net.Listener) context.Context { return baseCtx },
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -241,18 +319,44 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// MaxFiredEventsPerRequest is how many FaultFired events one request records at most; the
+// rules beyond it that fired too are summed up in one FaultFiredMore event (their firings
+// still count in /metrics and the rules' fired counts). It bounds what one request writes to
+// the store, however many rules match it.
+const MaxFiredEventsPerRequest = 32
+
+// maxHeaderBytes bounds a request's header block, in bytes: a bearer token, an If-Match and
+// the usual headers take far less.
+const maxHeaderBytes = 64 << 10
+
 // inject runs the fault rules for one operation before it touches the store: every fired rule
-// is recorded as a FaultFired event (the engine counts it for /metrics); then the summed
-// latency is waited out and the rule's error, if any, returned.
+// is recorded as a FaultFired event, all in one commit (the engine counts them for
+// /metrics); then the summed latency, at most faults.MaxLatency, is waited out and the
+// rule's error (or the cap's Unavailable) returned. The call's IDs were checked as
+// identifiers before.
 func (s *Server) inject(ctx context.Context, call faults.Call) error {
 	out := s.faults.Evaluate(call)
-	for _, f := range out.Fired {
-		detail := fmt.Sprintf("rule=%s operation=%s error=%s latencyMs=%d", f.RuleID, f.Operation, f.Error, f.Latency.Milliseconds())
-		if _, err := s.store.RecordEvent(cloud.Event{Type: "FaultFired", VolumeID: call.VolumeID, InstanceID: call.InstanceID, Detail: detail}); err != nil {
+	if len(out.Fired) > 0 {
+		evs := make([]cloud.Event, 0, min(len(out.Fired), MaxFiredEventsPerRequest+1))
+		for _, f := range out.Fired[:min(len(out.Fired), MaxFiredEventsPerRequest)] {
+			detail := fmt.Sprintf("rule=%s operation=%s error=%s latencyMs=%d", f.RuleID, f.Operation, f.Error, f.Latency.Milliseconds())
+			evs = append(evs, cloud.Event{Type: "FaultFired", VolumeID: call.VolumeID, InstanceID: call.InstanceID, Detail: detail})
+		}
+		if more := len(out.Fired) - MaxFiredEventsPerRequest; more > 0 {
+			evs = append(evs, cloud.Event{Type: "FaultFiredMore", VolumeID: call.VolumeID, InstanceID: call.InstanceID,
+				Detail: fmt.Sprintf("operation=%s: %d more rules fired (counted in /metrics, not listed)", call.Operation, more)})
+		}
+		// One commit for every rule that fired.
+		if _, err := s.store.RecordEvents(evs); err != nil {
 			return err
 		}
-		klog.FromContext(ctx).V(2).Info("Fault fired", "rule", f.RuleID, "operation", f.Operation, "code", f.Error,
-			"volumeID", call.VolumeID, "nodeID", call.InstanceID)
+		for _, f := range out.Fired {
+			klog.FromContext(ctx).V(2).Info("Fault fired", "rule", f.RuleID, "operation", f.Operation, "code", f.Error,
+				"volumeID", call.VolumeID, "nodeID", call.InstanceID)
+		}
+	}
+	if out.Capped {
+		klog.FromContext(ctx).V(2).Info("Injected latency capped", "operation", call.Operation, "capMs", out.Delay.Milliseconds(), "rules", len(out.Fired))
 	}
 	if out.Delay > 0 {
 		if err := s.cfg.Sleep(ctx, out.Delay); err != nil {

@@ -70,8 +70,8 @@ func TestInvalidInputIsRefused(t *testing.T) {
 			body: `{"id":"n","zone":"zone-a","instanceType":"small","outOfBandSlots":5}`, code: cloud.CodeInvalidArgument, msg: "above the attach limit 4"},
 		{name: "instance ID with a control character", method: "POST", path: "/v1/instances",
 			body: `{"id":"n\u0001","zone":"zone-a","instanceType":"small"}`, code: cloud.CodeInvalidArgument, msg: "control character U+0001"},
-		{name: "instance ID over 253 bytes", method: "POST", path: "/v1/instances",
-			body: `{"id":"` + strings.Repeat("i", 254) + `","zone":"zone-a","instanceType":"small"}`, code: cloud.CodeInvalidArgument, msg: "at most 253"},
+		{name: "instance ID over 128 bytes", method: "POST", path: "/v1/instances",
+			body: `{"id":"` + strings.Repeat("i", 129) + `","zone":"zone-a","instanceType":"small"}`, code: cloud.CodeInvalidArgument, msg: "at most 128"},
 		{name: "instance zone that is no topology value", method: "POST", path: "/v1/instances",
 			body: `{"id":"n","zone":"zone q","instanceType":"small"}`, code: cloud.CodeInvalidArgument, msg: "not a CSI topology value"},
 

@@ -8,20 +8,33 @@
 package faults
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/paging"
 )
 
-// MaxLatency bounds a rule's LatencyMS so that a typo cannot hang a client for hours.
+// MaxLatency bounds a rule's LatencyMS so that a typo cannot hang a client for hours, and
+// also the total injected delay of one request, whatever number of rules fire for it: a
+// request whose fired rules add up to more waits MaxLatency and then fails with
+// Unavailable (see Outcome.Capped). The server's write timeout is longer, so the answer is
+// always sent.
 const MaxLatency = time.Minute
+
+// DefaultMaxRules is how many fault rules an engine holds unless New is told otherwise;
+// adding one more is ServerLimitExceeded (409). Tests need a handful; the bound keeps
+// GET /v1/faults and every request's rule check small.
+const DefaultMaxRules = 1000
 
 // MaxTTL bounds a rule's TTLSeconds: a year is longer than any test, and a TTL meant as
 // "forever" is 0.
@@ -40,19 +53,26 @@ func Operations() []cloud.Operation {
 }
 
 // Validate reports every problem of a rule as one error: a missing or unknown operation, an
-// unknown error code, a rule that does nothing (no error and no latency), a probability
-// outside (0, 1], negative counts, latency outside [0, MaxLatency], a TTL outside [0, MaxTTL],
-// or read-only fields set. Count and TTLSeconds 0 mean unlimited (the Go client omits zeros).
+// unknown error code, an ID, instanceId or volumeId that is not an identifier
+// (cloud.CheckID: at most cloud.MaxIDBytes), a rule that does nothing (no error and no
+// latency), a probability outside (0, 1], negative counts, latency outside [0, MaxLatency],
+// a TTL outside [0, MaxTTL], or read-only fields set. Count and TTLSeconds 0 mean unlimited
+// (the Go client omits zeros). Messages quote at most a bounded prefix of any field.
 func Validate(r cloud.FaultRule) error {
 	var errs []error
 	switch {
 	case r.Operation == "":
 		errs = append(errs, fmt.Errorf("operation is required: \"*\" or one of %v", Operations()))
 	case r.Operation != cloud.OperationAny && !slices.Contains(Operations(), r.Operation):
-		errs = append(errs, fmt.Errorf("unknown operation %q (want \"*\" or one of %v)", r.Operation, Operations()))
+		errs = append(errs, fmt.Errorf("unknown operation %s (want \"*\" or one of %v)", cloud.Quote(string(r.Operation)), Operations()))
 	}
 	if r.Error != "" && !r.Error.Known() {
-		errs = append(errs, fmt.Errorf("unknown error code %q", r.Error))
+		errs = append(errs, fmt.Errorf("unknown error code %s", cloud.Quote(string(r.Error))))
+	}
+	for _, f := range []struct{ name, v string }{{"id", r.ID}, {"instanceId", r.InstanceID}, {"volumeId", r.VolumeID}} {
+		if err := cloud.CheckOptionalID(f.name, f.v); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if r.Error == "" && r.LatencyMS == 0 {
 		errs = append(errs, errors.New("rule does nothing: set error, latencyMs or both"))
@@ -95,15 +115,20 @@ type Fired struct {
 }
 
 // Outcome is what the rules decided for a call: wait Delay (the sum of every fired rule's
-// latency), then fail with Err if it is non-nil.
+// latency, at most MaxLatency), then fail with Err if it is non-nil. Capped is set when the
+// fired rules asked for more than MaxLatency in total: Delay is MaxLatency and Err is
+// Unavailable, saying so.
 type Outcome struct {
-	Fired []Fired
-	Delay time.Duration
-	Err   *cloud.Error
+	Fired  []Fired
+	Delay  time.Duration
+	Err    *cloud.Error
+	Capped bool
 }
 
 type rule struct {
-	spec    cloud.FaultRule
+	spec cloud.FaultRule
+	// seq is the rule's place in creation order, the order of evaluation and listing.
+	seq     uint64
 	matched int
 	// firedBy counts firings by the operation of the call, which differs from the rule's
 	// for a rule on "*"; the counts sum to spec.Fired.
@@ -114,23 +139,40 @@ type rule struct {
 
 // Engine holds the rules. It is safe for concurrent use.
 type Engine struct {
-	now func() time.Time
+	now      func() time.Time
+	maxRules int
 
-	mu     sync.Mutex
-	rules  []*rule
-	nextID int
+	mu    sync.Mutex
+	rules []*rule // creation order
+	// byOp indexes the rules by their operation ("*" included), each in creation order, so
+	// a call looks only at the rules that can match it.
+	byOp    map[cloud.Operation][]*rule
+	nextID  int
+	nextSeq uint64
 }
 
-// New returns an engine with no rules; now is its clock (time.Now when nil).
-func New(now func() time.Time) *Engine {
+// New returns an engine with no rules that holds at most DefaultMaxRules; now is its clock
+// (time.Now when nil).
+func New(now func() time.Time) *Engine { return NewWithLimit(now, DefaultMaxRules) }
+
+// NewWithLimit is New holding at most maxRules rules (DefaultMaxRules when ≤ 0). Seeded rules
+// count against the limit too.
+func NewWithLimit(now func() time.Time, maxRules int) *Engine {
 	if now == nil {
 		now = time.Now
 	}
-	return &Engine{now: now}
+	if maxRules <= 0 {
+		maxRules = DefaultMaxRules
+	}
+	return &Engine{now: now, maxRules: maxRules, byOp: map[cloud.Operation][]*rule{}}
 }
 
+// MaxRules is how many rules the engine holds at most.
+func (e *Engine) MaxRules() int { return e.maxRules }
+
 // Add validates r (InvalidArgument), assigns an ID ("fault-N") and returns the stored rule.
-// A client may not choose the ID.
+// A client may not choose the ID. With MaxRules live rules already held it is
+// ServerLimitExceeded (409) and nothing changes.
 func (e *Engine) Add(r cloud.FaultRule) (cloud.FaultRule, error) {
 	if r.ID != "" {
 		return cloud.FaultRule{}, cloud.NewError(cloud.CodeInvalidArgument, "fault rule: id is assigned by the server")
@@ -140,6 +182,13 @@ func (e *Engine) Add(r cloud.FaultRule) (cloud.FaultRule, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if len(e.rules) >= e.maxRules {
+		e.expireLocked()
+	}
+	if len(e.rules) >= e.maxRules {
+		return cloud.FaultRule{}, cloud.NewError(cloud.CodeServerLimitExceeded,
+			"fault rule: the server holds at most %d rules; delete some (DELETE /v1/faults/{id} or /v1/faults) first", e.maxRules)
+	}
 	return e.addLocked(r, nil), nil
 }
 
@@ -159,11 +208,13 @@ func (e *Engine) addLocked(r cloud.FaultRule, reserved map[string]bool) cloud.Fa
 		r.Probability = &one
 	}
 	seed := uint64(r.Seed)
-	ru := &rule{spec: r, firedBy: map[cloud.Operation]int{}, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	e.nextSeq++
+	ru := &rule{spec: r, seq: e.nextSeq, firedBy: map[cloud.Operation]int{}, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 	if r.TTLSeconds > 0 {
 		ru.expires = e.now().Add(time.Duration(r.TTLSeconds) * time.Second)
 	}
 	e.rules = append(e.rules, ru)
+	e.byOp[r.Operation] = append(e.byOp[r.Operation], ru)
 	return ru.view()
 }
 
@@ -180,16 +231,20 @@ func (r *rule) view() cloud.FaultRule {
 
 // Reset replaces every rule by the given ones (the seeded rules) with fresh counters. Seeded
 // rules may carry their own IDs, which must be unique; the others get "fault-N" IDs numbered
-// from 1 again (skipping the seeded IDs), the same after every reset.
+// from 1 again (skipping the seeded IDs), the same after every reset. More seeded rules than
+// MaxRules is InvalidArgument.
 func (e *Engine) Reset(seeded []cloud.FaultRule) error {
 	var errs []error
+	if len(seeded) > e.maxRules {
+		errs = append(errs, fmt.Errorf("%d rules, at most %d allowed", len(seeded), e.maxRules))
+	}
 	ids := map[string]bool{}
 	for i, r := range seeded {
 		if err := Validate(r); err != nil {
 			errs = append(errs, fmt.Errorf("faults[%d]: %w", i, err))
 		}
 		if r.ID != "" && ids[r.ID] {
-			errs = append(errs, fmt.Errorf("faults[%d]: duplicate id %q", i, r.ID))
+			errs = append(errs, fmt.Errorf("faults[%d]: duplicate id %s", i, cloud.Quote(r.ID)))
 		}
 		ids[r.ID] = true
 	}
@@ -200,7 +255,7 @@ func (e *Engine) Reset(seeded []cloud.FaultRule) error {
 	defer e.mu.Unlock()
 	// Numbering starts again, so a seeded rule without an ID gets the same one after every
 	// reset (and restart), and scripts can name it.
-	e.rules, e.nextID = nil, 0
+	e.rules, e.byOp, e.nextID = nil, map[cloud.Operation][]*rule{}, 0
 	for _, r := range seeded {
 		e.addLocked(r, ids)
 	}
@@ -212,7 +267,8 @@ func (e *Engine) indexLocked(id string) int {
 	return slices.IndexFunc(e.rules, func(r *rule) bool { return r.spec.ID == id })
 }
 
-// List returns the live rules in creation order; expired rules are dropped.
+// List returns every live rule in creation order; expired rules are dropped. At most
+// MaxRules.
 func (e *Engine) List() []cloud.FaultRule {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -222,6 +278,39 @@ func (e *Engine) List() []cloud.FaultRule {
 		out = append(out, r.view())
 	}
 	return out
+}
+
+// Page returns one page of the live rules in creation order (package paging: maxResults 0
+// is paging.DefaultSize, at most paging.MaxSize) after pageToken, with the token of the next
+// page when more rules follow. Errors: InvalidArgument (negative maxResults, malformed
+// token). A token stays valid when its rule is deleted: it names a place in creation order.
+func (e *Engine) Page(maxResults int, pageToken string) (cloud.FaultList, error) {
+	size, err := paging.Size(maxResults)
+	if err != nil {
+		return cloud.FaultList{}, err
+	}
+	var after uint64
+	if pageToken != "" {
+		key, err := paging.Parse(pageToken, func(k string) bool { return paging.HexKey(k, "rule-", 16) })
+		if err != nil {
+			return cloud.FaultList{}, err
+		}
+		after, _ = strconv.ParseUint(strings.TrimPrefix(key, "rule-"), 16, 64)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.expireLocked()
+	out := cloud.FaultList{Faults: []cloud.FaultRule{}}
+	// Rules are in seq order, so the page starts at the first seq after the token's.
+	i, _ := slices.BinarySearchFunc(e.rules, after+1, func(r *rule, seq uint64) int { return cmp.Compare(r.seq, seq) })
+	for ; i < len(e.rules); i++ {
+		if len(out.Faults) == size {
+			out.NextPageToken = paging.Token(fmt.Sprintf("rule-%016x", e.rules[i-1].seq))
+			break
+		}
+		out.Faults = append(out.Faults, e.rules[i].view())
+	}
+	return out, nil
 }
 
 // FiredCount is how often one live rule fired for calls of one operation.
@@ -255,7 +344,7 @@ func (e *Engine) Delete(id string) error {
 	if i < 0 {
 		return cloud.NewError(cloud.CodeFaultNotFound, "fault rule %q not found", id)
 	}
-	e.rules = slices.Delete(e.rules, i, i+1)
+	e.removeLocked(func(r *rule) bool { return r.spec.ID == id })
 	return nil
 }
 
@@ -263,14 +352,26 @@ func (e *Engine) Delete(id string) error {
 func (e *Engine) Clear() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.rules = nil
+	e.rules, e.byOp = nil, map[cloud.Operation][]*rule{}
 }
+
+func (r *rule) expired(now time.Time) bool { return !r.expires.IsZero() && !now.Before(r.expires) }
 
 func (e *Engine) expireLocked() {
 	now := e.now()
-	e.rules = slices.DeleteFunc(e.rules, func(r *rule) bool {
-		return !r.expires.IsZero() && !now.Before(r.expires)
-	})
+	e.removeLocked(func(r *rule) bool { return r.expired(now) })
+}
+
+// removeLocked drops the rules gone reports true for, from the list and the index.
+func (e *Engine) removeLocked(gone func(*rule) bool) {
+	e.rules = slices.DeleteFunc(e.rules, gone)
+	for op, rs := range e.byOp {
+		if rs = slices.DeleteFunc(rs, gone); len(rs) == 0 {
+			delete(e.byOp, op)
+		} else {
+			e.byOp[op] = rs
+		}
+	}
 }
 
 func (r *rule) matches(c Call) bool {
@@ -284,16 +385,37 @@ func (r *rule) matches(c Call) bool {
 	return s.VolumeID == "" || s.VolumeID == c.VolumeID
 }
 
-// Evaluate runs the rules, in creation order, against one call. A matching rule counts the
-// call; it fires unless it is still within AfterCount, has fired Count times, or loses its
-// probability draw. Every fired rule adds its latency; the first fired rule with an error
-// decides the error and stops the evaluation.
+// Evaluate runs the rules that can match one call (those of its operation and those of
+// "*"), in creation order. A matching rule counts the call; it fires unless it is still
+// within AfterCount, has fired Count times, or loses its probability draw. Every fired rule
+// adds its latency; the first fired rule with an error decides the error and stops the
+// evaluation. When the fired latency adds up to more than MaxLatency, Delay is MaxLatency
+// and Err is Unavailable (Capped). The cost is linear in the rules of the call's operation
+// and of "*", not in all rules.
 func (e *Engine) Evaluate(c Call) Outcome {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.expireLocked()
-	var out Outcome
-	for _, r := range e.rules {
+	now := e.now()
+	var (
+		out     Outcome
+		expired bool
+	)
+	ops, star := e.byOp[c.Operation], e.byOp[cloud.OperationAny]
+	if c.Operation == cloud.OperationAny {
+		ops = nil // a call is never "*"; no rule is looked at twice
+	}
+	for len(ops) > 0 || len(star) > 0 {
+		// Merge the two creation-ordered lists.
+		var r *rule
+		if len(star) == 0 || (len(ops) > 0 && ops[0].seq < star[0].seq) {
+			r, ops = ops[0], ops[1:]
+		} else {
+			r, star = star[0], star[1:]
+		}
+		if r.expired(now) {
+			expired = true
+			continue
+		}
 		if !r.matches(c) {
 			continue
 		}
@@ -317,5 +439,26 @@ func (e *Engine) Evaluate(c Call) Outcome {
 			break
 		}
 	}
+	if expired {
+		e.removeLocked(func(r *rule) bool { return r.expired(now) })
+	}
+	if out.Delay > MaxLatency {
+		out.Err = cloud.NewError(cloud.CodeUnavailable, "injected latency of %d ms (fault rules %s) is over the cap of %d ms per request; waited the cap",
+			out.Delay.Milliseconds(), firedIDs(out.Fired), MaxLatency.Milliseconds())
+		out.Delay, out.Capped = MaxLatency, true
+	}
 	return out
+}
+
+// firedIDs lists the IDs of fired rules for a message, the first few only.
+func firedIDs(fired []Fired) string {
+	const shown = 5
+	ids := make([]string, 0, min(len(fired), shown))
+	for _, f := range fired[:min(len(fired), shown)] {
+		ids = append(ids, f.RuleID)
+	}
+	if len(fired) > shown {
+		ids = append(ids, fmt.Sprintf("and %d more", len(fired)-shown))
+	}
+	return strings.Join(ids, ", ")
 }

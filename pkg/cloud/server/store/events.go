@@ -1,32 +1,34 @@
 package store
 
 import (
-	"encoding/base64"
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/paging"
 )
 
-// Page sizes of the list operations.
+// Page sizes of the list operations (package paging, shared by every list route).
 const (
-	DefaultPageSize = 100
-	MaxPageSize     = 1000
+	DefaultPageSize = paging.DefaultSize
+	MaxPageSize     = paging.MaxSize
 )
 
-// Events returns the retained audit events with Revision > sinceRevision, oldest first. Only
-// the last MaxEvents events are kept. A FaultFired event carries the revision it saw without
-// bumping it, so a poller that wants every fault should pass the last revision it saw minus one,
-// or use EventsSinceSeq.
+// Events returns every retained audit event with Revision > sinceRevision, oldest first,
+// unpaged (for tests and tools in process; the API pages with ListEvents). Only the last
+// MaxEvents events (and at most MaxEventBytes of them) are kept. A FaultFired event carries
+// the revision it saw without bumping it, so a poller that wants every fault should pass the
+// last revision it saw minus one, or use EventsSinceSeq.
 // It also returns the revision current when the events were read.
 func (s *Store) Events(sinceRevision uint64) ([]cloud.Event, uint64, error) {
 	return s.events(func(ev *cloud.Event) bool { return ev.Revision > sinceRevision })
 }
 
 // EventsSinceSeq returns the retained audit events with Seq > seq, oldest first, and the
-// revision current when they were read.
+// revision current when they were read (unpaged, like Events).
 func (s *Store) EventsSinceSeq(seq uint64) ([]cloud.Event, uint64, error) {
 	return s.events(func(ev *cloud.Event) bool { return ev.Seq > seq })
 }
@@ -53,51 +55,152 @@ func (s *Store) events(keep func(*cloud.Event) bool) ([]cloud.Event, uint64, err
 	return out, rev, nil
 }
 
+// EventQuery selects one page of the audit log: events with Revision > SinceRevision and
+// Seq > SinceSeq, oldest first, at most MaxResults (0: DefaultPageSize, capped at
+// MaxPageSize) after PageToken.
+type EventQuery struct {
+	SinceRevision uint64
+	SinceSeq      uint64
+	MaxResults    int
+	PageToken     string
+}
+
+// ListEvents returns one page of retained events and the revision current when it was read;
+// NextPageToken is set when more matching events exist. A page holds at most MaxPageSize
+// events of at most MaxEventRecordBytes each, so an answer has a size bound whatever the log
+// holds. Errors: InvalidArgument (negative maxResults, malformed token).
+func (s *Store) ListEvents(q EventQuery) (*cloud.EventList, error) {
+	out := &cloud.EventList{Events: []cloud.Event{}}
+	err := s.view(func(t *txn) error {
+		out.Revision = t.rev
+		keep := func(v []byte) (bool, error) {
+			var ev cloud.Event
+			if err := jsonUnmarshal(v, &ev); err != nil {
+				return false, err
+			}
+			return ev.Revision > q.SinceRevision, nil
+		}
+		// Keys are sequence numbers, so Seq > SinceSeq is where the walk starts.
+		return t.page(bucketEvents, seqKeys, pageRequest{maxResults: q.MaxResults, token: q.PageToken, after: uintKey(q.SinceSeq)},
+			keep, func(v []byte) error {
+				var ev cloud.Event
+				if err := jsonUnmarshal(v, &ev); err != nil {
+					return err
+				}
+				out.Events = append(out.Events, ev)
+				return nil
+			}, &out.NextPageToken)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return out, nil
+}
+
 // RecordEvent appends an event that is not a mutation (a fault that fired) at the current
 // revision, without bumping it, and returns it as stored.
 func (s *Store) RecordEvent(ev cloud.Event) (cloud.Event, error) {
+	out, err := s.RecordEvents([]cloud.Event{ev})
+	if err != nil {
+		return cloud.Event{}, err
+	}
+	return out[0], nil
+}
+
+// RecordEvents appends events that are not mutations (the faults that fired for one
+// request) at the current revision in one transaction, so a request that fires many rules
+// costs one commit, and returns them as stored.
+func (s *Store) RecordEvents(evs []cloud.Event) ([]cloud.Event, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	out := make([]cloud.Event, len(evs))
 	err := s.update(func(t *txn) error {
-		if err := t.event(ev); err != nil {
-			return err
+		for i, ev := range evs {
+			if err := t.event(ev); err != nil {
+				return err
+			}
+			// Read back what event stamped, for the caller's log line.
+			ev.Revision = t.rev
+			ev.Time = t.now
+			ev.Seq = getUint(t.tx.Bucket(bucketMeta), keySeq)
+			out[i] = ev
 		}
-		// Read back what event stamped, for the caller's log line.
-		ev.Revision = t.rev
-		ev.Time = t.now
-		ev.Seq = getUint(t.tx.Bucket(bucketMeta), keySeq)
 		return nil
 	})
 	if err != nil {
-		return cloud.Event{}, fmt.Errorf("record %s event: %w", ev.Type, err)
+		return nil, fmt.Errorf("record %d %s events: %w", len(evs), evs[0].Type, err)
 	}
-	return ev, nil
+	return out, nil
 }
 
-// page walks bucket b in key order after the key encoded in pageToken. Each value for which
-// match reports true is handed to take, at most maxResults of them; *next is set only when a
-// further matching value exists, so the last page never promises another.
-func (t *txn) page(b []byte, idPrefix string, maxResults int, pageToken string,
+// pageKeys turn a bucket's keys into the keys of page tokens and back.
+type pageKeys struct {
+	token func(k []byte) string
+	key   func(token string) ([]byte, bool)
+}
+
+// idKeys are the keys of a bucket of generated IDs, prefix plus 8 hex digits ("vol-0000002a").
+func idKeys(prefix string) pageKeys {
+	return pageKeys{
+		token: func(k []byte) string { return string(k) },
+		key: func(s string) ([]byte, bool) {
+			if !paging.HexKey(s, prefix, 8) {
+				return nil, false
+			}
+			return []byte(s), true
+		},
+	}
+}
+
+// seqKeys are the keys of the events bucket: a sequence number as 8 big-endian bytes, as
+// "seq-" plus 16 hex digits in a token.
+var seqKeys = pageKeys{
+	token: func(k []byte) string { return fmt.Sprintf("seq-%016x", binary.BigEndian.Uint64(k)) },
+	key: func(s string) ([]byte, bool) {
+		if !paging.HexKey(s, "seq-", 16) {
+			return nil, false
+		}
+		n, _ := strconv.ParseUint(s[len("seq-"):], 16, 64)
+		return uintKey(n), true
+	},
+}
+
+// pageRequest is one page's position: its size (see paging.Size), the token of the page
+// before, and a key the walk starts after when there is no token (nil: the first key).
+type pageRequest struct {
+	maxResults int
+	token      string
+	after      []byte
+}
+
+// page walks bucket b in key order after the page token's key (or req.after). Each value for
+// which match reports true is handed to take, at most the page size of them; *next is set
+// only when a further matching value exists, so the last page never promises another.
+func (t *txn) page(b []byte, keys pageKeys, req pageRequest,
 	match func(v []byte) (bool, error), take func(v []byte) error, next *string) error {
-	if maxResults < 0 {
-		return cloud.NewError(cloud.CodeInvalidArgument, "maxResults must be >= 0, got %d", maxResults)
+	size, err := paging.Size(req.maxResults)
+	if err != nil {
+		return err
 	}
-	if maxResults == 0 {
-		maxResults = DefaultPageSize
-	}
-	maxResults = min(maxResults, MaxPageSize)
-	c := t.tx.Bucket(b).Cursor()
-	k, v := c.First()
-	if pageToken != "" {
-		after, err := decodePageToken(pageToken, idPrefix)
+	after := req.after
+	if req.token != "" {
+		key, err := paging.Parse(req.token, func(s string) bool { _, ok := keys.key(s); return ok })
 		if err != nil {
 			return err
 		}
-		k, v = c.Seek([]byte(after))
-		if k != nil && string(k) == after {
+		after, _ = keys.key(key)
+	}
+	c := t.tx.Bucket(b).Cursor()
+	k, v := c.First()
+	if after != nil {
+		k, v = c.Seek(after)
+		if k != nil && bytes.Equal(k, after) {
 			k, v = c.Next()
 		}
 	}
 	taken := 0
-	var last string
+	var last []byte
 	for ; k != nil; k, v = c.Next() {
 		ok, err := match(v)
 		if err != nil {
@@ -106,41 +209,17 @@ func (t *txn) page(b []byte, idPrefix string, maxResults int, pageToken string,
 		if !ok {
 			continue
 		}
-		if taken == maxResults {
-			*next = encodePageToken(last)
+		if taken == size {
+			*next = paging.Token(keys.token(last))
 			return nil
 		}
 		if err := take(v); err != nil {
 			return err
 		}
 		taken++
-		last = string(k)
+		last = k
 	}
 	return nil
-}
-
-func encodePageToken(id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte("v1:" + id))
-}
-
-func decodePageToken(token, idPrefix string) (string, error) {
-	bad := cloud.NewError(cloud.CodeInvalidArgument, "invalid pageToken %q", token)
-	raw, err := base64.RawURLEncoding.DecodeString(token)
-	if err != nil {
-		return "", bad
-	}
-	id, ok := strings.CutPrefix(string(raw), "v1:")
-	if !ok {
-		return "", bad
-	}
-	hex, ok := strings.CutPrefix(id, idPrefix)
-	if !ok || len(hex) != 8 {
-		return "", bad
-	}
-	if _, err := strconv.ParseUint(hex, 16, 64); err != nil {
-		return "", bad
-	}
-	return id, nil
 }
 
 func jsonUnmarshal(data []byte, v any) error {

@@ -42,7 +42,7 @@ func validateCreateInstance(req cloud.CreateInstanceRequest, types map[string]in
 	if req.InstanceType == "" {
 		errs = append(errs, errors.New("instanceType is required"))
 	} else if !known {
-		errs = append(errs, fmt.Errorf("unknown instanceType %q", req.InstanceType))
+		errs = append(errs, fmt.Errorf("unknown instanceType %s", cloud.Quote(req.InstanceType)))
 	}
 	if override != nil {
 		limit, known = *override, true
@@ -202,6 +202,10 @@ func (t *txn) createInstance(req cloud.CreateInstanceRequest) (*instView, error)
 	if err := validateCreateInstance(req, types, nil); err != nil {
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "create instance: %v", err)
 	}
+	// Seeds are checked against the bound by State.Validate's caller; this holds the API.
+	if n := t.tx.Bucket(bucketInstances).Stats().KeyN; n >= t.s.maxInstances {
+		return nil, cloud.NewError(cloud.CodeServerLimitExceeded, "create instance: the cloud holds at most %d instances", t.s.maxInstances)
+	}
 	rev, err := t.bump()
 	if err != nil {
 		return nil, err
@@ -224,7 +228,8 @@ func (t *txn) createInstance(req cloud.CreateInstanceRequest) (*instView, error)
 }
 
 // CreateInstance creates an instance, idempotent on ID: the same fields return the existing
-// instance, other fields are AlreadyExists; bad fields or an unknown type are InvalidArgument.
+// instance, other fields are AlreadyExists; bad fields or an unknown type are InvalidArgument;
+// a new instance past Options.MaxInstances is ServerLimitExceeded.
 func (s *Store) CreateInstance(req cloud.CreateInstanceRequest) (*cloud.Instance, error) {
 	var out *cloud.Instance
 	err := s.update(func(t *txn) error {
@@ -341,7 +346,7 @@ func (s *Store) PatchInstance(id string, p cloud.InstancePatch, ifMatch *uint64)
 				return err
 			}
 			if _, ok := types[*p.InstanceType]; !ok {
-				return cloud.NewError(cloud.CodeInvalidArgument, "unknown instanceType %q", *p.InstanceType)
+				return cloud.NewError(cloud.CodeInvalidArgument, "unknown instanceType %s", cloud.Quote(*p.InstanceType))
 			}
 			iv.rec.InstanceType = *p.InstanceType
 		}

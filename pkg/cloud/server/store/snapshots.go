@@ -105,7 +105,7 @@ func (s *Store) ListSnapshots(o cloud.ListSnapshotsOptions) (*cloud.SnapshotList
 			}
 			return (o.SnapshotID == "" || sn.ID == o.SnapshotID) && (o.SourceVolumeID == "" || sn.SourceVolumeID == o.SourceVolumeID), nil
 		}
-		return t.page(bucketSnapshots, "snap-", o.MaxResults, o.PageToken, match, func(v []byte) error {
+		return t.page(bucketSnapshots, idKeys("snap-"), pageRequest{maxResults: o.MaxResults, token: o.PageToken}, match, func(v []byte) error {
 			var sn cloud.Snapshot
 			if err := jsonUnmarshal(v, &sn); err != nil {
 				return err

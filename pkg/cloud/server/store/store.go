@@ -43,6 +43,25 @@ import (
 // DefaultMaxEvents is how many audit events the store keeps; older ones are dropped.
 const DefaultMaxEvents = 10000
 
+// DefaultMaxEventBytes is how many bytes of audit events (their stored JSON) the store keeps
+// at most; older events are dropped first. Typical events are 150-300 bytes, so the count
+// bound usually bites first; this one holds whatever the events carry.
+const DefaultMaxEventBytes = 4 << 20
+
+// DefaultMaxInstances is how many instances the store holds unless Options say otherwise;
+// one more is ServerLimitExceeded (409), and auto-registration stops registering. It bounds
+// GET /v1/instances, which is not paged: a few MiB at most.
+const DefaultMaxInstances = 10000
+
+// MaxEventDetailBytes bounds an event's Detail; a longer one is cut (it is built from
+// bounded fields, so only a programming error gets there). With every identifier bounded
+// (cloud.MaxIDBytes), a stored event has at most MaxEventRecordBytes.
+const MaxEventDetailBytes = 512
+
+// MaxEventRecordBytes bounds one stored event's JSON: two identifiers, the detail, the type
+// and the fixed-width fields, with room for JSON escaping.
+const MaxEventRecordBytes = 2048
+
 // DefaultMaxBatchDelay is how long a batch of mutations waits for company before it commits.
 // A lone mutation does not wait at all (see update), so this only matters under concurrency.
 // bbolt's own default (10 ms) would add 10 ms to every batched request. Much shorter (≤ 1 ms)
@@ -82,14 +101,19 @@ var (
 	keyNextSnapshot = []byte("nextSnapshot")
 	keyQuotas       = []byte("quotas")
 	keySeeded       = []byte("seeded")
+	keyEventBytes   = []byte("eventBytes")
 )
 
 // Options tune a Store; zero values pick the defaults.
 type Options struct {
 	// Now is the clock for CreatedAt, ObservedAt and event times; default time.Now.
 	Now func() time.Time
-	// MaxEvents bounds the audit log; default DefaultMaxEvents.
+	// MaxEvents bounds the audit log's count; default DefaultMaxEvents.
 	MaxEvents int
+	// MaxEventBytes bounds the audit log's stored bytes; default DefaultMaxEventBytes.
+	MaxEventBytes int64
+	// MaxInstances bounds the instances; default DefaultMaxInstances.
+	MaxInstances int
 	// MaxBatchDelay is how long a mutation that arrives while another is in flight waits for
 	// more to share its commit (and fsync) with; default DefaultMaxBatchDelay. Longer batches
 	// more under load at the cost of that much latency; durability does not depend on it.
@@ -107,6 +131,10 @@ type Store struct {
 	db        *bolt.DB
 	now       func() time.Time
 	maxEvents uint64
+	// maxEventBytes bounds the stored bytes of the events, tracked in meta "eventBytes".
+	maxEventBytes uint64
+	// maxInstances bounds the instances.
+	maxInstances int
 	// inFlight counts the mutations under way, to spot a lone one.
 	inFlight atomic.Int64
 	// tempPath is the file to remove on Close when the store is not persistent.
@@ -128,6 +156,14 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	if s.maxEvents == 0 {
 		s.maxEvents = DefaultMaxEvents
+	}
+	s.maxInstances = DefaultMaxInstances
+	if opts.MaxInstances > 0 {
+		s.maxInstances = opts.MaxInstances
+	}
+	s.maxEventBytes = DefaultMaxEventBytes
+	if opts.MaxEventBytes > 0 {
+		s.maxEventBytes = uint64(opts.MaxEventBytes)
 	}
 	var path string
 	if dir == "" {
@@ -179,6 +215,11 @@ func Open(dir string, opts Options) (*Store, error) {
 			return err
 		}
 		meta := tx.Bucket(bucketMeta)
+		// Counted again at every open: a store written by a fakecloud that did not keep
+		// the count (or kept it under other bounds) starts from the truth.
+		if err := recountEventBytes(tx); err != nil {
+			return err
+		}
 		if e := meta.Get(keyEpoch); e != nil {
 			s.epoch = string(e)
 			return nil
@@ -314,8 +355,8 @@ func (t *txn) bump() (uint64, error) {
 	return t.rev, nil
 }
 
-// event appends ev to the audit log at the transaction's revision and drops the oldest event
-// beyond the bound.
+// event appends ev to the audit log at the transaction's revision and drops the oldest
+// events beyond the bounds: more than maxEvents, or more than maxEventBytes of stored JSON.
 func (t *txn) event(ev cloud.Event) error {
 	meta := t.tx.Bucket(bucketMeta)
 	seq := getUint(meta, keySeq) + 1
@@ -325,18 +366,46 @@ func (t *txn) event(ev cloud.Event) error {
 	ev.Seq = seq
 	ev.Revision = t.rev
 	ev.Time = t.now
+	if len(ev.Detail) > MaxEventDetailBytes {
+		ev.Detail = ev.Detail[:MaxEventDetailBytes-3] + "..."
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("encode event: %w", err)
+	}
+	events := t.tx.Bucket(bucketEvents)
 	// Event keys only ever grow, so pages need no room for later inserts: bbolt's default
 	// (split pages half full) would write twice the pages per commit for the same events.
-	t.tx.Bucket(bucketEvents).FillPercent = 1.0
-	if err := t.putJSON(bucketEvents, uintKey(seq), ev); err != nil {
+	events.FillPercent = 1.0
+	if err := t.put(bucketEvents, uintKey(seq), data); err != nil {
 		return err
 	}
-	if seq > t.s.maxEvents {
-		if err := t.delete(bucketEvents, uintKey(seq-t.s.maxEvents)); err != nil {
+	total := getUint(meta, keyEventBytes) + uint64(len(data))
+	// Keys are contiguous (only the oldest are ever deleted), so the count is seq minus the
+	// first key plus one. The newest event always stays.
+	c := events.Cursor()
+	for k, v := c.First(); k != nil && binary.BigEndian.Uint64(k) < seq; k, v = c.First() {
+		if seq-binary.BigEndian.Uint64(k)+1 <= t.s.maxEvents && total <= t.s.maxEventBytes {
+			break
+		}
+		total -= min(total, uint64(len(v)))
+		if err := c.Delete(); err != nil {
 			return fmt.Errorf("trim events: %w", err)
 		}
 	}
-	return nil
+	return t.putUint(bucketMeta, keyEventBytes, total)
+}
+
+// recountEventBytes sets meta "eventBytes" to the stored size of the events bucket.
+func recountEventBytes(tx *bolt.Tx) error {
+	var total uint64
+	if err := tx.Bucket(bucketEvents).ForEach(func(_, v []byte) error {
+		total += uint64(len(v))
+		return nil
+	}); err != nil {
+		return fmt.Errorf("count event bytes: %w", err)
+	}
+	return tx.Bucket(bucketMeta).Put(keyEventBytes, uintKey(total))
 }
 
 // nextID allocates the next ID from a counter in meta, e.g. "vol-0000002a". IDs are fixed

@@ -4,53 +4,25 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
 
-// Size limits of names and IDs, in bytes.
-const (
-	// MaxNameBytes bounds volume and snapshot names: the CSI spec's size limit of a string
-	// field (spec.md, "Size Limits"), also csi-sanity's maximum-length name. The driver passes
-	// CSI names through unchanged, so every name a CO may send fits.
-	MaxNameBytes = 128
-	// MaxInstanceIDBytes bounds instance IDs: a Kubernetes node name (a DNS subdomain) has at
-	// most 253 characters, and the driver's node ID is its node's name.
-	MaxInstanceIDBytes = 253
-)
+// MaxNameBytes bounds volume and snapshot names and instance IDs, in bytes: the one bound
+// of every identifier (cloud.MaxIDBytes, the CSI spec's size limit of a string field). A
+// Kubernetes node name may be longer (253), but the driver's node ID is its node's name and a
+// CSI node_id has at most 128 bytes, so no node this driver can serve is refused.
+const MaxNameBytes = cloud.MaxIDBytes
 
-// checkName reports what is wrong with a volume or snapshot name: empty (or white space
-// only), over MaxNameBytes, or holding a character the CSI spec bans from names
-// (CreateVolumeRequest.name, CreateSnapshotRequest.name: U+0000–U+0008, U+000B, U+000C,
-// U+000E–U+001F, U+007F–U+009F). Tab, line feed and carriage return stay allowed, as in CSI:
-// refusing a name CSI allows would fail a valid CreateVolume.
-func checkName(field, v string) error {
-	return checkText(field, v, MaxNameBytes, func(r rune) bool {
-		return unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r'
-	})
-}
+// checkName reports what is wrong with a volume or snapshot name (cloud.CheckName: empty,
+// over MaxNameBytes, or a control character the CSI spec bans from names).
+func checkName(field, v string) error { return cloud.CheckName(field, v) }
 
-// checkInstanceID reports what is wrong with an instance ID: empty, over MaxInstanceIDBytes,
-// or holding any control character (a node name has none).
-func checkInstanceID(v string) error {
-	return checkText("id", v, MaxInstanceIDBytes, unicode.IsControl)
-}
-
-func checkText(field, v string, maxBytes int, banned func(rune) bool) error {
-	if strings.TrimSpace(v) == "" {
-		return fmt.Errorf("%s is required", field)
-	}
-	if len(v) > maxBytes {
-		return fmt.Errorf("%s is %d bytes long, at most %d allowed", field, len(v), maxBytes)
-	}
-	for i, r := range v {
-		if banned(r) {
-			return fmt.Errorf("%s has the control character %U at byte %d", field, r, i)
-		}
-	}
-	return nil
-}
+// checkInstanceID reports what is wrong with an instance ID (cloud.CheckID: empty, over
+// MaxNameBytes, any control character, "." or "..").
+func checkInstanceID(v string) error { return cloud.CheckID("id", v) }
 
 // CheckZone reports what is wrong with a zone name. A zone is the value of the driver's
 // topology segment, so it follows the CSI spec's rule for segment values (the Topology
@@ -61,7 +33,7 @@ func CheckZone(zone string) error {
 		return errors.New("zone is required")
 	}
 	if msgs := validation.IsValidLabelValue(zone); len(msgs) > 0 {
-		return fmt.Errorf("zone %q is not a CSI topology value: %s", zone, strings.Join(msgs, "; "))
+		return fmt.Errorf("zone %s is not a CSI topology value: %s", cloud.Quote(zone), strings.Join(msgs, "; "))
 	}
 	return nil
 }

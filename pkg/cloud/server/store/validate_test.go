@@ -172,7 +172,7 @@ func TestStateValidationNamesEachProblem(t *testing.T) {
 		{name: "out-of-band slots above the override", inst: inst("n", "z", 3, &two), want: "outOfBandSlots 3 is above the attach limit 2"},
 		{name: "instance ID with a control character", inst: inst("n\x00", "z", 0, nil), want: "control character U+0000"},
 		{name: "instance ID with a tab", inst: inst("n\t1", "z", 0, nil), want: "control character U+0009"},
-		{name: "instance ID over 253 bytes", inst: inst(strings.Repeat("n", 254), "z", 0, nil), want: "at most 253"},
+		{name: "instance ID over 128 bytes", inst: inst(strings.Repeat("n", 129), "z", 0, nil), want: "at most 128"},
 		{name: "zone with a space", inst: inst("n", "zone a", 0, nil), want: "not a CSI topology value"},
 		{name: "zone over 63 characters", inst: inst("n", strings.Repeat("z", 64), 0, nil), want: "not a CSI topology value"},
 		{name: "zone ending in a dash", inst: inst("n", "zone-", 0, nil), want: "not a CSI topology value"},

@@ -156,7 +156,7 @@ func (s *Store) CreateVolume(req cloud.CreateVolumeRequest) (*cloud.Volume, erro
 			return err
 		}
 		if !known {
-			return cloud.NewError(cloud.CodeInvalidArgument, "create volume: unknown zone %q: no instance is in it (zones come with their instances, see POST /v1/instances)", req.Zone)
+			return cloud.NewError(cloud.CodeInvalidArgument, "create volume: unknown zone %s: no instance is in it (zones come with their instances, see POST /v1/instances)", cloud.Quote(req.Zone))
 		}
 		if req.SourceSnapshotID != "" {
 			snap, err := t.getSnapshot(req.SourceSnapshotID)
@@ -240,7 +240,7 @@ func (s *Store) ListVolumes(maxResults int, pageToken string) (*cloud.VolumeList
 	out := &cloud.VolumeList{Volumes: []cloud.Volume{}}
 	err := s.view(func(t *txn) error {
 		all := func([]byte) (bool, error) { return true, nil }
-		return t.page(bucketVolumes, "vol-", maxResults, pageToken, all, func(v []byte) error {
+		return t.page(bucketVolumes, idKeys("vol-"), pageRequest{maxResults: maxResults, token: pageToken}, all, func(v []byte) error {
 			vv, err := t.decodeVolume(v)
 			if err != nil {
 				return err
