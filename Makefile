@@ -28,14 +28,21 @@ build: ## Build bin/driver and bin/fakecloud with version and commit stamped.
 run: build ## Main job: fake cloud + controller + one node plugin per instance, on this machine (no Kubernetes).
 	hack/run.sh
 
+FUZZTIME ?= 60s
+
 .PHONY: test
-test: verify build ## Everything CI checks: verify, unit + integration tests (race), csi-sanity (in process and binary), README curl lines, alert rules, deploy manifests and images.
+test: verify build ## Everything CI checks: verify, unit + integration tests (race), a short fuzz run, csi-sanity (in process and binary), README curl lines, alert rules, deploy manifests and images.
 	$(GO) test -race -count=1 $(GOTESTFLAGS) ./...
+	FUZZTIME=3s hack/fuzz.sh
 	hack/sanity.sh
 	hack/readme-check.sh
 	hack/promtool-test.sh
 	cd hack/kind && $(GO) test -count=1 $(GOTESTFLAGS) ./...
 	cd tests/e2e && $(GO) test -race -count=1 $(GOTESTFLAGS) ./... # the suite itself skips here: it needs a cluster (make e2e-local)
+
+.PHONY: fuzz
+fuzz: ## Every Go fuzz target (fake cloud requests, identifier checks, CSI validation) for FUZZTIME each (default 60s).
+	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: e2e-local-build
 e2e-local-build: ## Build etcd, kube-apiserver, -controller-manager, -scheduler, hollow kubelet, csi-attacher, csi-provisioner (v1.37.2) into the cache; only what is missing (~20-40 min cold).

@@ -47,8 +47,8 @@ if ! hack/kind-up.sh; then
   collect
   exit 1
 fi
-if [[ $OFFLINE == 1 && -f $IMAGES_DIR/kind-pod-image ]]; then
-  POD_IMAGE=$(cat "$IMAGES_DIR/kind-pod-image")
+if [[ $OFFLINE == 1 ]]; then
+  POD_IMAGE=$(sed -n 's/^POD_IMAGE=//p' "$IMAGES_DIR/kind-node-image.env")
 fi
 
 printf '\n== 7. e2e suite\n'

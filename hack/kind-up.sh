@@ -8,7 +8,7 @@
 #               proxy and Debian's archive): every image is built here and cached by version
 #               under ~/.cache/fakecloud-csi (hack/kind/offline/), a Docker engine is started
 #               when none runs (hack/kind/offline/dockerd.sh; hack/kind-down.sh stops it), and
-#               deploy/kind/offline replaces the official sidecars with the ones built here.
+#               deploy/kind-offline replaces the official sidecars with the ones built here.
 #
 # Steps:
 #   1. build the driver, fake cloud and e2e workload images (hack/images.sh, no Docker daemon);
@@ -61,13 +61,16 @@ snapshot=deploy/kind/snapshot
 if [[ $OFFLINE == 1 ]]; then
   IMAGES_DIR=$IMAGES_DIR hack/kind/offline/kind-images.sh
   node_image=$(cat "$IMAGES_DIR/kind-node-image")
+  # shellcheck source=/dev/null # written by kind-images.sh: ETCD_TAG, POD_IMAGE
+  source "$IMAGES_DIR/kind-node-image.env"
   config=$KIND_DIR/kind-config.offline.yaml
   mkdir -p "$KIND_DIR"
-  "$kindctl" kind-config --node-image="$node_image" --in=deploy/kind/kind-config.yaml --out="$config"
+  "$kindctl" kind-config --node-image="$node_image" --etcd-tag="$ETCD_TAG" \
+    --in=deploy/kind/kind-config.yaml --out="$config"
   read -r -a sidecars <"$IMAGES_DIR/sidecar-images"
   archives+=("${sidecars[@]}")
-  deploy=deploy/kind/offline
-  snapshot=deploy/kind/offline/snapshot
+  deploy=deploy/kind-offline
+  snapshot=deploy/kind-offline/snapshot
 fi
 
 step "2. kind cluster $KIND_CLUSTER_NAME ($config)"

@@ -5,9 +5,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 fail=0
-modules=$(git ls-files --cached --others --exclude-standard -- '*go.mod' | xargs -n1 dirname | sort -u)
+# files PATTERN...: tracked and new files of the work tree, without tracked files deleted in it
+# (not yet committed), which gofmt and dirname would trip over.
+files() {
+  git ls-files --cached --others --exclude-standard -- "$@" | while IFS= read -r f; do
+    if [[ -e $f ]]; then printf '%s\n' "$f"; fi
+  done
+}
+modules=$(files '*go.mod' | xargs -n1 dirname | sort -u)
 
-unformatted=$(git ls-files --cached --others --exclude-standard -- '*.go' | xargs -r gofmt -l)
+unformatted=$(files '*.go' | xargs -r gofmt -l)
 if [[ -n "$unformatted" ]]; then
   echo "gofmt would change:"; echo "$unformatted"; fail=1
 fi

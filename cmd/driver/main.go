@@ -1,5 +1,6 @@
 // Command driver is the fakecloud-csi CSI driver (disk.fakecloud.dev): the controller and/or
-// node plugin, and the `nodeinfo` and `probe` subcommands that query a running plugin.
+// node plugin, the `nodeinfo` and `probe` subcommands that query a running plugin, and
+// `registrar`, the kubelet plugin registration of a node plugin in its pod.
 package main
 
 import (

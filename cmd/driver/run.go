@@ -26,10 +26,12 @@ import (
 	csidriver "github.com/fakecloud/fakecloud-csi/pkg/csi"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/clustercheck"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/registration"
 	"github.com/fakecloud/fakecloud-csi/pkg/version"
 )
 
-// run is the whole program: `driver [flags]` serves; `driver nodeinfo|probe` query a plugin.
+// run is the whole program: `driver [flags]` serves; `driver nodeinfo|probe` query a plugin;
+// `driver registrar` registers a node plugin with its kubelet.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opts := csidriver.DefaultOptions()
 	opts.Version, _ = version.Get()
@@ -66,7 +68,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			return resp, err
 		}))
+	root.AddCommand(registrarCommand())
 	return root.ExecuteContext(ctx)
+}
+
+// registrarCommand is `driver registrar`: the kubelet plugin registration of the node plugin
+// in its pod, in place of node-driver-registrar (not buildable from the Go module proxy), with
+// the flags of node-driver-registrar that deploy/kind uses. It runs until SIGTERM and then
+// removes its socket.
+func registrarCommand() *cobra.Command {
+	cfg := registration.DefaultConfig()
+	cmd := &cobra.Command{
+		Use:   "registrar",
+		Short: "Register the node plugin with the kubelet (plugin registration socket and /healthz)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return registration.Run(cmd.Context(), cfg, klog.Background())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.CSIAddress, "csi-address", cfg.CSIAddress, "the driver's CSI socket in this container: a path or unix:// URL")
+	f.StringVar(&cfg.KubeletRegistrationPath, "kubelet-registration-path", cfg.KubeletRegistrationPath, "the same socket's absolute path on the node, as the kubelet dials it")
+	f.StringVar(&cfg.PluginRegistrationDir, "plugin-registration-path", cfg.PluginRegistrationDir, "the kubelet's plugins_registry folder in this container")
+	f.StringVar(&cfg.HTTPEndpoint, "http-endpoint", cfg.HTTPEndpoint, "host:port for /healthz (empty: off); it fails until the socket is served and when the kubelet refused the plugin")
+	f.DurationVar(&cfg.CallTimeout, "timeout", cfg.CallTimeout, "timeout of each GetPluginInfo attempt and /healthz check")
+	return cmd
 }
 
 // queryCommand is a subcommand that dials --endpoint, makes one call (waiting up to --timeout

@@ -26,10 +26,12 @@ func TestRunVersionAndBadFlags(t *testing.T) {
 		t.Fatalf("--version: %v, output %q", err, out.String())
 	}
 	for name, args := range map[string][]string{
-		"node without node id": {"--mode=node"},
-		"bad endpoint":         {"--mode=controller", "--endpoint=/tmp/x.sock"},
-		"unknown flag":         {"--no-such-flag"},
-		"unknown subcommand":   {"nodeinf"},
+		"node without node id":                 {"--mode=node"},
+		"bad endpoint":                         {"--mode=controller", "--endpoint=/tmp/x.sock"},
+		"unknown flag":                         {"--no-such-flag"},
+		"unknown subcommand":                   {"nodeinf"},
+		"registrar without the kubelet's path": {"registrar", "--csi-address=/csi/csi.sock"},
+		"registrar with a bad http endpoint":   {"registrar", "--csi-address=/csi/csi.sock", "--kubelet-registration-path=/k/csi.sock", "--http-endpoint=9810"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if err := run(context.Background(), args, &out, &errOut); err == nil {
@@ -122,6 +124,35 @@ func TestServeAndNodeinfo(t *testing.T) {
 			t.Fatalf("probe never ready: %v %s", err, out.String())
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+
+	// `driver registrar` against this plugin: it learns the driver's name from the plugin and
+	// serves the kubelet's registration socket until its context ends, then removes it.
+	regDir := filepath.Join(dir, "registry")
+	if err := os.Mkdir(regDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	regCtx, regCancel := context.WithCancel(context.Background())
+	regDone := make(chan error, 1)
+	go func() {
+		regDone <- run(regCtx, []string{"registrar", "--csi-address=" + sock, "--kubelet-registration-path=/var/lib/kubelet/plugins/disk.fakecloud.dev/csi.sock",
+			"--plugin-registration-path=" + regDir, "--v=2"}, &out, &errOut)
+	}()
+	regSock := filepath.Join(regDir, "disk.fakecloud.dev-reg.sock")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if fi, err := os.Stat(regSock); err == nil && fi.Mode().Type() == os.ModeSocket {
+			break
+		} else if time.Now().After(deadline) {
+			regCancel()
+			t.Fatalf("registrar never served %s: %v (%s)", regSock, err, <-regDone)
+		}
+	}
+	regCancel()
+	if err := <-regDone; err != nil {
+		t.Fatalf("registrar returned %v after its context ended, want nil", err)
+	}
+	if _, err := os.Stat(regSock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("registration socket after the registrar stopped: %v, want it removed", err)
 	}
 
 	cancel()

@@ -36,10 +36,15 @@ type Options struct {
 	CloudURL string
 	// CloudTokenFile holds the bearer token for the cloud; empty sends none (--cloud-token-file).
 	CloudTokenFile string
-	// StateDir holds volumes' backing data, the capacity state (capacity.json) and the node
-	// identity (node.json: node ID and zone, see NodeServer.Zone) (--state-dir). One node
-	// plugin at a time: Driver.Run locks <StateDir>/.lock.
+	// StateDir holds the node's state: staged markers, the capacity state (capacity.json) and
+	// the node identity (node.json: node ID and zone, see NodeServer.Zone), and the volumes'
+	// data unless VolumeDataDir is set (--state-dir). One node plugin at a time: Driver.Run
+	// locks <StateDir>/.lock.
 	StateDir string
+	// VolumeDataDir holds the volumes' data (NodeConfig.DataDir), the fake cloud's disk
+	// storage: a folder every node of the cluster shares makes a volume's data follow it to
+	// the node it is attached to next (--volume-data-dir). Empty: <StateDir>/volumes.
+	VolumeDataDir string
 	// HTTPAddr is host:port of the /healthz, /metrics, /debug/capacity server; empty: off
 	// (--http-addr).
 	HTTPAddr string
@@ -117,7 +122,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.NodeID, "node-id", d.NodeID, "cloud instance ID of this node (required in node and all modes)")
 	fs.StringVar(&o.CloudURL, "cloud-url", d.CloudURL, "base URL of the fake cloud")
 	fs.StringVar(&o.CloudTokenFile, "cloud-token-file", d.CloudTokenFile, "file holding the cloud bearer token (empty: no token)")
-	fs.StringVar(&o.StateDir, "state-dir", d.StateDir, "directory for volume backing data, capacity state and node identity; one node plugin per directory (locked)")
+	fs.StringVar(&o.StateDir, "state-dir", d.StateDir, "directory for the node's state (staged volumes, capacity state, node identity) and, without --volume-data-dir, the volumes' data; one node plugin per directory (locked)")
+	fs.StringVar(&o.VolumeDataDir, "volume-data-dir", d.VolumeDataDir, "directory for the volumes' data (the fake cloud's disks), shared by every node of the cluster so that data follows a volume to its next node; empty: <state-dir>/volumes")
 	fs.StringVar(&o.HTTPAddr, "http-addr", d.HTTPAddr, "host:port for /healthz, /readyz, /metrics and /debug/capacity (empty: off)")
 	fs.DurationVar(&o.CapacityStaleAfter, "capacity-stale-after", d.CapacityStaleAfter, "how long the last known good capacity is reported while the cloud does not answer")
 	fs.Int64Var(&o.CapacityMaxStep, "capacity-max-step", d.CapacityMaxStep, "largest capacity increase per refresh, in slots (0: no limit)")
@@ -170,6 +176,9 @@ func (o *Options) Validate() error {
 	}
 	if node && (o.StateDir == "" || !filepath.IsAbs(o.StateDir)) {
 		errs = append(errs, fmt.Errorf("--state-dir must be an absolute path in mode %s, got %q", o.Mode, o.StateDir))
+	}
+	if o.VolumeDataDir != "" && (!filepath.IsAbs(o.VolumeDataDir) || filepath.Clean(o.VolumeDataDir) != o.VolumeDataDir) {
+		errs = append(errs, fmt.Errorf("--volume-data-dir must be a clean absolute path, got %q", o.VolumeDataDir))
 	}
 	if o.HTTPAddr != "" {
 		if _, _, err := net.SplitHostPort(o.HTTPAddr); err != nil {

@@ -4,7 +4,8 @@
 #   1. the Kubernetes v1.37.2 binaries and the sidecars (the local cluster's build, one `go build`,
 #      shared Go build cache): `localcluster build --kind`;
 #   2. the kind node image (hack/kind/offline/node-image.sh), loaded into the Docker engine; its
-#      ref goes to $IMAGES_DIR/kind-node-image;
+#      ref goes to $IMAGES_DIR/kind-node-image, what a cluster on it needs (ETCD_TAG, POD_IMAGE)
+#      to $IMAGES_DIR/kind-node-image.env;
 #   3. the sidecar images (hack/kind/offline/sidecar-images.sh) as archives in $IMAGES_DIR; their
 #      names go to $IMAGES_DIR/sidecar-images.
 # Needs a running Docker engine for step 2 (hack/kind/offline/dockerd.sh start).
@@ -23,7 +24,8 @@ step "kind-images 1/3: Kubernetes binaries and sidecars (v1.37.2; cold: 30-45 mi
 step "kind-images 2/3: kind node image"
 "$here/node-image.sh" | tee "$IMAGES_DIR/node-image.log"
 tail -n 1 "$IMAGES_DIR/node-image.log" >"$IMAGES_DIR/kind-node-image"
-echo "node image: $(cat "$IMAGES_DIR/kind-node-image")"
+cp "$FAKECLOUD_CACHE/kind/node-image.env" "$IMAGES_DIR/kind-node-image.env"
+echo "node image: $(cat "$IMAGES_DIR/kind-node-image") ($(tr '\n' ' ' <"$IMAGES_DIR/kind-node-image.env"))"
 
 step "kind-images 3/3: sidecar images"
 "$here/sidecar-images.sh"

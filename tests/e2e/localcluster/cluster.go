@@ -18,8 +18,10 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/registration"
 )
 
 // DriverName is the CSI driver name the harness registers with every kubelet.
@@ -424,8 +426,8 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 			component: "driver-node-" + n.Name,
 			socket:    sock,
 			url:       fmt.Sprintf("http://127.0.0.1:%d", p.pluginHTTP[i]),
-			regSocket: filepath.Join(root, "plugins_registry", DriverName+"-reg.sock"),
-			reg:       &registrar{driverName: DriverName, endpoint: sock, node: n.Name},
+			regSocket: registration.SocketPath(filepath.Join(root, "plugins_registry"), DriverName),
+			reg:       registration.NewServer(DriverName, sock, klog.Background().WithValues("node", n.Name)),
 		}
 		if _, err := sup.start(runCtx, procSpec{Name: "kubelet-" + n.Name, Path: bin("hollow-kubelet"), Args: []string{
 			"--kubeconfig=" + kc(n.Name), "--name=" + n.Name, "--root-dir=" + root,
@@ -441,6 +443,9 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		if _, err := sup.start(runCtx, procSpec{Name: nps[i].component, Path: c.driverBinary, Args: append([]string{
 			"--mode=node", "--node-id=" + n.Name, "--endpoint=unix://" + nps[i].socket,
 			"--state-dir=" + filepath.Join(nodeDir, "state"),
+			// One folder of volume data for every node, as a cloud's disks are:
+			// a volume's data follows it to the next node it is attached to.
+			"--volume-data-dir=" + filepath.Join(o.RunDir, "volumes"),
 			"--http-addr=127.0.0.1:" + strconv.Itoa(p.pluginHTTP[i]),
 			"--kubeconfig=" + kc("node-plugin"), "--node-name=" + n.Name,
 		}, driverCommon...), Restart: true}); err != nil {
@@ -458,7 +463,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		if err := waitHTTP(ctx, np.url+"/healthz", nil, 30*time.Second); err != nil {
 			return nil, fmt.Errorf("node plugin HTTP of %s: %w", n.Name, err)
 		}
-		if np.stopReg, err = serveRegistration(runCtx, np.regSocket, np.reg); err != nil {
+		if np.stopReg, err = registration.Serve(runCtx, np.regSocket, np.reg); err != nil {
 			return nil, err
 		}
 		c.plugins[n.Name] = np

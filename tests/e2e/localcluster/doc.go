@@ -15,7 +15,7 @@
 // exercised), and per node a hollow kubelet, a node plugin (its HTTP
 // endpoints on a free port, Info.PluginURLs; its cluster check under the
 // node ServiceAccount's RBAC) and the kubelet plugin registration service
-// that node-driver-registrar would serve. It applies deploy/kind's RBAC,
+// that node-driver-registrar would serve (pkg/csi/registration). It applies deploy/kind's RBAC,
 // CSIDriver and StorageClass, and returns when every node is Ready and its
 // CSINode reports the driver with a count.
 //

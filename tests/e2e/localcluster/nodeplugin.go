@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/registration"
 )
 
 // driverVersionVar is the linker symbol of the driver's version, which
@@ -26,7 +28,7 @@ type nodePlugin struct {
 	socket, url string
 	// regSocket is the registration socket in the kubelet's plugins_registry.
 	regSocket string
-	reg       *registrar
+	reg       *registration.Server
 	// stopReg removes the registration socket; nil while it is not served.
 	stopReg func()
 }
@@ -118,7 +120,7 @@ func (c *Cluster) RestartNodePlugin(ctx context.Context, node string, r NodePlug
 		return fmt.Errorf("restarted node plugin of %s not ready: %w (log %s)", node, err, p.logPath)
 	}
 	if np.stopReg == nil {
-		if np.stopReg, err = serveRegistration(c.runCtx, np.regSocket, np.reg); err != nil {
+		if np.stopReg, err = registration.Serve(c.runCtx, np.regSocket, np.reg); err != nil {
 			return fmt.Errorf("restarted node plugin of %s: registration: %w", node, err)
 		}
 	}

@@ -3,6 +3,8 @@
 // it):
 //
 //	kindctl image --binary=B --ref=R --out=F --version=V --commit=C [--arch=A] [--source=URL]
+//	    [--dir=D] [--base-layer=T] [--env=K=V]... [--format=oci|docker]
+//	kindctl kind-config --node-image=REF [--etcd-tag=T] --in=F --out=F
 //	kindctl render DIR
 //	kindctl apply [--kubeconfig=K] [--dry-run [--real-prerequisites]] DIR...
 //	kindctl wait [--kubeconfig=K] [--timeout=D] DIR...

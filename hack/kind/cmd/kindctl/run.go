@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/fakecloud/fakecloud-csi/hack/kind/internal/kindconfig"
 	"github.com/fakecloud/fakecloud-csi/hack/kind/internal/manifests"
 	"github.com/fakecloud/fakecloud-csi/hack/kind/internal/ociimage"
 )
@@ -22,13 +23,15 @@ import (
 // run dispatches one subcommand; see the package comment.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: kindctl image|render|apply|wait|snapshotter|get [flags] (see hack/kind/cmd/kindctl)")
+		return errors.New("usage: kindctl image|kind-config|render|apply|wait|snapshotter|get [flags] (see hack/kind/cmd/kindctl)")
 	}
 	fs := flag.NewFlagSet("kindctl "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	switch args[0] {
 	case "image":
 		return runImage(fs, args[1:], stdout)
+	case "kind-config":
+		return runKindConfig(fs, args[1:], stdout)
 	case "render":
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
@@ -62,7 +65,14 @@ func runImage(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	fs.StringVar(&s.Version, "version", "", "version label (org.opencontainers.image.version)")
 	fs.StringVar(&s.Commit, "commit", "", "commit label (org.opencontainers.image.revision)")
 	fs.StringVar(&s.Source, "source", "https://github.com/fakecloud/fakecloud-csi", "source label; empty: none")
-	fs.StringVar(&out, "out", "", "OCI archive to write")
+	fs.StringVar(&out, "out", "", "archive to write")
+	fs.StringVar(&s.Dir, "dir", "", "absolute folder of the binary in the image (default /)")
+	fs.StringVar(&s.BaseLayer, "base-layer", "", "uncompressed tar to put under the binary as the first layer")
+	fs.Func("env", "KEY=VALUE of the image's environment (repeatable)", func(v string) error {
+		s.Env = append(s.Env, v)
+		return nil
+	})
+	format := fs.String("format", "oci", "archive format: oci (OCI image layout) or docker (docker save; docker load reads only this)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -73,6 +83,14 @@ func runImage(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	if err := s.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	write := ociimage.WriteArchive
+	switch *format {
+	case "oci":
+	case "docker":
+		write = ociimage.WriteDockerArchive
+	default:
+		errs = append(errs, fmt.Errorf("--format %q: want oci or docker", *format))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -80,7 +98,7 @@ func runImage(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := ociimage.WriteArchive(img, s.Ref, out); err != nil {
+	if err := write(img, s.Ref, out); err != nil {
 		return err
 	}
 	d, err := img.Digest()
@@ -89,6 +107,31 @@ func runImage(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	}
 	_, err = fmt.Fprintf(stdout, "%s %s@%s\n", out, s.Ref, d)
 	return err
+}
+
+// runKindConfig writes the offline variant of a kind cluster config (package kindconfig).
+func runKindConfig(fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	var o kindconfig.Options
+	fs.StringVar(&o.NodeImage, "node-image", "", "node image every node runs (hack/kind/offline/node-image.sh prints it)")
+	fs.StringVar(&o.EtcdImageTag, "etcd-tag", "", "tag of registry.k8s.io/etcd in the node image; empty: kubeadm's default")
+	in := fs.String("in", "deploy/kind/kind-config.yaml", "kind cluster config to start from")
+	out := fs.String("out", "", "file to write (default stdout)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	src, err := os.ReadFile(*in)
+	if err != nil {
+		return fmt.Errorf("kind config: %w", err)
+	}
+	b, err := kindconfig.Offline(src, o)
+	if err != nil {
+		return fmt.Errorf("%s: %w", *in, err)
+	}
+	if *out == "" {
+		_, err = stdout.Write(b)
+		return err
+	}
+	return os.WriteFile(*out, b, 0o644)
 }
 
 func runCluster(ctx context.Context, verb string, fs *flag.FlagSet, args []string, stdout io.Writer) error {

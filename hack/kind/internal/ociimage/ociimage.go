@@ -1,6 +1,8 @@
 // Package ociimage builds single-binary container images without a Docker daemon: a static
-// binary on an empty base, written as an OCI image-layout tar archive that
-// `kind load image-archive` (containerd's `ctr images import`) and `docker load` accept.
+// binary on an empty base (or on one base layer given as a tar, e.g. the few Debian packages
+// kube-proxy runs), written as an OCI image-layout tar archive that `kind load image-archive`
+// (containerd's `ctr images import`) accepts, or as a `docker save` archive that `docker load`
+// accepts too (WriteDockerArchive).
 package ociimage
 
 import (
@@ -54,6 +56,15 @@ type Spec struct {
 	// Created is the image's creation time; the zero value gives the Unix epoch, so that the
 	// same binary always gives the same image digest.
 	Created time.Time
+	// Dir is the absolute folder the binary goes in; empty means "/". Images whose users run
+	// the binary by name (kubeadm's static pods run "kube-apiserver", "etcd") put it in
+	// /usr/local/bin and set PATH in Env.
+	Dir string
+	// BaseLayer is the path of an uncompressed tar that becomes the image's first layer, under
+	// the binary's; empty means none (an empty base).
+	BaseLayer string
+	// Env is the image's environment, KEY=VALUE each, in order.
+	Env []string
 }
 
 // Validate reports every problem of s at once (errors.Join); nil when s is usable.
@@ -75,14 +86,36 @@ func (s Spec) Validate() error {
 	if s.Version == "" || s.Commit == "" {
 		errs = append(errs, errors.New("version and commit must be set"))
 	}
+	if s.Dir != "" && (!path.IsAbs(s.Dir) || path.Clean(s.Dir) != s.Dir) {
+		errs = append(errs, fmt.Errorf("dir %q is not a clean absolute path", s.Dir))
+	}
+	if s.BaseLayer != "" {
+		if st, err := os.Stat(s.BaseLayer); err != nil {
+			errs = append(errs, fmt.Errorf("base layer: %w", err))
+		} else if !st.Mode().IsRegular() {
+			errs = append(errs, fmt.Errorf("base layer %s is not a file", s.BaseLayer))
+		}
+	}
+	for _, e := range s.Env {
+		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
+			errs = append(errs, fmt.Errorf("env %q is not KEY=VALUE", e))
+		}
+	}
 	return errors.Join(errs...)
 }
 
-// Entrypoint is the path of the binary inside the image: "/" + its base name.
-func (s Spec) Entrypoint() string { return "/" + filepath.Base(s.Binary) }
+// Entrypoint is the path of the binary inside the image: Dir (default "/") + its base name.
+func (s Spec) Entrypoint() string {
+	dir := s.Dir
+	if dir == "" {
+		dir = "/"
+	}
+	return path.Join(dir, filepath.Base(s.Binary))
+}
 
-// Build returns the image of s: one layer holding the binary (mode 0755, owned by root), an
-// OCI manifest and config with entrypoint, labels, linux/<Arch>.
+// Build returns the image of s: the base layer if any, then one layer holding the binary
+// (mode 0755, owned by root, with its parent folders), an OCI manifest and config with
+// entrypoint, environment, labels, linux/<Arch>.
 func Build(s Spec) (v1.Image, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
@@ -97,6 +130,19 @@ func Build(s Spec) (v1.Image, error) {
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
+	// Parent folders first, so that the layer unpacks on an empty base too.
+	var parents []string
+	for d := path.Dir(s.Entrypoint()); d != "/"; d = path.Dir(d) {
+		parents = append([]string{d}, parents...)
+	}
+	for _, d := range parents {
+		if err := tw.WriteHeader(&tar.Header{
+			Name: strings.TrimPrefix(d, "/") + "/", Mode: 0o755, ModTime: created,
+			Typeflag: tar.TypeDir, Format: tar.FormatPAX,
+		}); err != nil {
+			return nil, fmt.Errorf("layer header: %w", err)
+		}
+	}
 	hdr := &tar.Header{
 		Name:     strings.TrimPrefix(s.Entrypoint(), "/"),
 		Mode:     0o755,
@@ -123,6 +169,19 @@ func Build(s Spec) (v1.Image, error) {
 	}
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	if s.BaseLayer != "" {
+		base, err := tarball.LayerFromFile(s.BaseLayer, tarball.WithMediaType(types.OCILayer))
+		if err != nil {
+			return nil, fmt.Errorf("base layer %s: %w", s.BaseLayer, err)
+		}
+		img, err = mutate.Append(img, mutate.Addendum{Layer: base, History: v1.History{
+			Created:   v1.Time{Time: created},
+			CreatedBy: "fakecloud-csi hack/kind ociimage: ADD " + filepath.Base(s.BaseLayer) + " /",
+		}})
+		if err != nil {
+			return nil, fmt.Errorf("append base layer: %w", err)
+		}
+	}
 	img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{
 		Created:   v1.Time{Time: created},
 		CreatedBy: "fakecloud-csi hack/kind ociimage: COPY " + filepath.Base(s.Binary) + " " + s.Entrypoint(),
@@ -138,6 +197,7 @@ func Build(s Spec) (v1.Image, error) {
 	cf.OS, cf.Architecture = "linux", s.Arch
 	cf.Created = v1.Time{Time: created}
 	cf.Config.Entrypoint = []string{s.Entrypoint()}
+	cf.Config.Env = append([]string(nil), s.Env...)
 	cf.Config.Labels = map[string]string{
 		LabelVersion:  s.Version,
 		LabelRevision: s.Commit,
@@ -185,6 +245,36 @@ func WriteArchive(img v1.Image, ref, out string) error {
 	}
 	defer os.Remove(tmp.Name())
 	if err := tarDir(tmp, dir); err != nil {
+		tmp.Close()
+		return fmt.Errorf("archive %s: %w", out, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), out)
+}
+
+// WriteDockerArchive writes img as a `docker save` archive (manifest.json, repositories) at
+// out, tagged ref, which `docker load`, `ctr images import` and kind's node-image builder read.
+// out is replaced atomically.
+func WriteDockerArchive(img v1.Image, ref, out string) error {
+	tag, err := name.NewTag(ref, name.StrictValidation)
+	if err != nil {
+		return fmt.Errorf("image reference %q: %w", ref, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(out), ".ociimage-*.tar")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tarball.Write(tag, img, tmp); err != nil {
 		tmp.Close()
 		return fmt.Errorf("archive %s: %w", out, err)
 	}

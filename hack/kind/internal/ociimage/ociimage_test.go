@@ -1,12 +1,16 @@
 package ociimage_test
 
 import (
+	"archive/tar"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/fakecloud/fakecloud-csi/hack/kind/internal/ociimage"
 )
@@ -105,6 +109,14 @@ func TestSpecValidate(t *testing.T) {
 		{"no tag and no version", func(s ociimage.Spec) ociimage.Spec { s.Ref, s.Version = "localhost/x/bin", ""; return s },
 			[]string{"registry/repository:tag", "version and commit"}},
 		{"no arch", func(s ociimage.Spec) ociimage.Spec { s.Arch = ""; return s }, []string{"architecture"}},
+		{"relative dir", func(s ociimage.Spec) ociimage.Spec { s.Dir = "usr/bin"; return s }, []string{"clean absolute path"}},
+		{"unclean dir", func(s ociimage.Spec) ociimage.Spec { s.Dir = "/usr/bin/"; return s }, []string{"clean absolute path"}},
+		{"missing base layer", func(s ociimage.Spec) ociimage.Spec { s.BaseLayer = filepath.Join(exe, "nope.tar"); return s }, []string{"base layer"}},
+		{"bad env", func(s ociimage.Spec) ociimage.Spec { s.Env = []string{"PATH=/bin", "=x", "NOEQUALS"}; return s }, []string{`env "=x"`, `env "NOEQUALS"`}},
+		{"dir, base layer and env", func(s ociimage.Spec) ociimage.Spec {
+			s.Dir, s.BaseLayer, s.Env = "/usr/local/bin", notExe, []string{"PATH=/usr/bin"}
+			return s
+		}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -170,5 +182,98 @@ func TestArchiveRoundTrip(t *testing.T) {
 	}
 	if d, _ := again.Digest(); d != want {
 		t.Errorf("second build digest %s, want %s", d, want)
+	}
+}
+
+// TestDirBaseLayerEnv: an image with a base layer keeps the base's files under the binary's
+// layer, puts the binary in Dir with its parents, sets the environment, and the docker archive
+// of it reads back as the same image under its tag.
+func TestDirBaseLayerEnv(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "kube-proxy")
+	if err := os.WriteFile(exe, []byte("\x7fELF proxy\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Join(dir, "base.tar")
+	writeTar(t, base, map[string]string{"usr/sbin/xtables-nft-multi": "iptables", "etc/protocols": "tcp 6"})
+	s := ociimage.Spec{
+		Binary: exe, Ref: "registry.k8s.io/kube-proxy:v1.37.2", Arch: "amd64", Version: "v1.37.2", Commit: "c",
+		Dir: "/usr/local/bin", BaseLayer: base, Env: []string{"PATH=/usr/local/bin:/usr/sbin"},
+	}
+	img, err := ociimage.Build(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 2 {
+		t.Fatalf("%d layers (err %v), want the base and the binary", len(layers), err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cf.Config.Entrypoint, " "); got != "/usr/local/bin/kube-proxy" {
+		t.Errorf("entrypoint %q, want /usr/local/bin/kube-proxy", got)
+	}
+	if got := strings.Join(cf.Config.Env, " "); got != "PATH=/usr/local/bin:/usr/sbin" {
+		t.Errorf("env %q", got)
+	}
+	for p, want := range map[string]string{"/usr/local/bin/kube-proxy": "\x7fELF proxy\n", "/usr/sbin/xtables-nft-multi": "iptables", "/etc/protocols": "tcp 6"} {
+		got, err := ociimage.ExtractFile(img, p)
+		if err != nil || string(got) != want {
+			t.Errorf("%s: %q (err %v), want %q", p, got, err, want)
+		}
+	}
+	out := filepath.Join(dir, "out", "kube-proxy.tar")
+	if err := ociimage.WriteDockerArchive(img, s.Ref, out); err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.NewTag(s.Ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := tarball.ImageFromPath(out, &tag)
+	if err != nil {
+		t.Fatalf("read docker archive: %v", err)
+	}
+	wantCfg, _ := img.ConfigName()
+	if got, _ := back.ConfigName(); got != wantCfg {
+		t.Errorf("config digest after round trip %s, want %s", got, wantCfg)
+	}
+	if _, err := tarball.ImageFromPath(out, mustTag(t, "registry.k8s.io/kube-proxy:v0")); err == nil {
+		t.Error("found an image under a tag the archive does not hold")
+	}
+}
+
+func mustTag(t *testing.T, ref string) *name.Tag {
+	t.Helper()
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tag
+}
+
+// writeTar writes the regular files (path: content) as a tar at p.
+func writeTar(t *testing.T, p string, files map[string]string) {
+	t.Helper()
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw := tar.NewWriter(f)
+	for name, body := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
