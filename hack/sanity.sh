@@ -24,6 +24,9 @@ instances: [{id: sanity-node, zone: zone-a, instanceType: sanity, outOfBandSlots
 quotas: {attachments: 1000, volumes: 10000, capacityBytes: 109951162777600}
 SEED
 printf '%s' demo-driver-token >"$work/token"
+# csi-sanity's staging and target paths go in here, the driver's --kubelet-root (it refuses
+# node paths outside it); csi-sanity makes only the last element of each path.
+mkdir "$work/kubelet"
 
 # shellcheck source=hack/lib/fakecloud.sh
 source hack/lib/fakecloud.sh
@@ -32,7 +35,7 @@ start_fakecloud "$work/fakecloud.log" --seed="$work/seed.yaml" --auth=tokens \
 pids+=("$FAKECLOUD_PID")
 "$BIN/driver" --mode=all --node-id=sanity-node --endpoint="unix://$work/csi.sock" \
   --cloud-url="$FAKECLOUD_URL" --cloud-token-file="$work/token" --state-dir="$work/state" \
-  --capacity-min-interval=10ms -v=2 >"$work/driver.log" 2>&1 &
+  --kubelet-root="$work/kubelet" --capacity-min-interval=10ms -v=2 >"$work/driver.log" 2>&1 &
 pids+=($!)
 ready=0
 for _ in $(seq 1 300); do
@@ -51,7 +54,7 @@ for access in mount block; do
   echo "== csi-sanity with $access volumes"
   go tool -modfile=tools/go.mod csi-sanity \
     --csi.endpoint="$work/csi.sock" \
-    --csi.mountdir="$work/target-$access" --csi.stagingdir="$work/staging-$access" \
+    --csi.mountdir="$work/kubelet/target-$access" --csi.stagingdir="$work/kubelet/staging-$access" \
     --csi.testvolumeaccesstype="$access" \
     --csi.testnodevolumeattachlimit \
     --ginkgo.no-color "${skip[@]}"

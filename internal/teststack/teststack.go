@@ -51,6 +51,9 @@ type Config struct {
 	// (capacity.DefaultMinInterval, 5 s) so that the reporter's lookups and state-file
 	// fsyncs do not compete with what they measure.
 	CapacityMinInterval time.Duration
+	// KubeletRoot is the node plugin's --kubelet-root: the staging and target paths of node
+	// calls must lie inside it. Empty: the driver's default, /var/lib/kubelet.
+	KubeletRoot string
 }
 
 // Stack is a running fake cloud and driver.
@@ -132,6 +135,9 @@ func Start(tb testing.TB, cfg Config) *Stack {
 	opts.StateDir = filepath.Join(dir, "state")
 	opts.CloudURL = url
 	opts.CapacityMinInterval = cfg.CapacityMinInterval
+	if cfg.KubeletRoot != "" {
+		opts.KubeletRoot = cfg.KubeletRoot
+	}
 	d, err := csidriver.NewForCloud(ctx, opts, driverClient, nil, m, prometheus.NewRegistry())
 	if err != nil {
 		tb.Fatal(err)

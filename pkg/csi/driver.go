@@ -108,7 +108,7 @@ func New(opts Options, deps Deps) (*Driver, error) {
 	}
 	if runNode {
 		d.node = NewNodeServer(NodeConfig{
-			NodeID: opts.NodeID, StateDir: opts.StateDir, DataDir: opts.VolumeDataDir, Cloud: deps.NodeCloud,
+			NodeID: opts.NodeID, StateDir: opts.StateDir, DataDir: opts.VolumeDataDir, KubeletRoot: opts.KubeletRoot, Cloud: deps.NodeCloud,
 			Mounter: deps.Mounter, Capacity: deps.Capacity, TopologyReady: d.ready.NodeReady,
 		})
 		if c, ok := deps.Capacity.(interface {

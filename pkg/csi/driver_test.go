@@ -269,7 +269,7 @@ func TestDriverRunsTheRefresherAndFeedsTheLiveCount(t *testing.T) {
 	c := &refreshingCapacity{fixedCapacity: fixedCapacity{slots: 7}, running: make(chan struct{}), stopped: make(chan struct{}),
 		here: make(chan capacity.AttachedHereFunc, 1)}
 	opts := DefaultOptions()
-	opts.Mode, opts.NodeID, opts.StateDir = ModeNode, "i-1", filepath.Join(dir, "state")
+	opts.Mode, opts.NodeID, opts.StateDir, opts.KubeletRoot = ModeNode, "i-1", filepath.Join(dir, "state"), dir
 	opts.Endpoint = "unix://" + filepath.Join(dir, "csi.sock")
 	m := mount.NewFake()
 	d, err := New(opts, Deps{NodeCloud: f, Mounter: m, Capacity: c, Registry: prometheus.NewRegistry()})

@@ -2,8 +2,12 @@ package csi
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,12 +20,18 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
 
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/atomicfile"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
 )
 
 // DefaultNodeInfoTimeout bounds NodeGetInfo when the caller's context has no deadline, so the
 // call can never block forever on the cloud or the capacity reporter.
 const DefaultNodeInfoTimeout = 30 * time.Second
+
+// DefaultKubeletRoot is the kubelet's default --root-dir, the default of NodeConfig.KubeletRoot
+// and --kubelet-root.
+const DefaultKubeletRoot = "/var/lib/kubelet"
 
 // stagedBlockFile is the file inside staging_target_path a block volume's loop device node is
 // bind-mounted on at stage.
@@ -31,6 +41,21 @@ const stagedBlockFile = "block"
 // mount point that makes the volume staged on this node: with the mounts, which outlive the
 // plugin, it lets StagedVolumes count correctly after a restart.
 const stagedMarker = "staged"
+
+// publishedDir is the folder in a volume's state folder that holds its publish records, one
+// file per target_path (see publishRecord).
+const publishedDir = "published"
+
+// publishRecord is what the node keeps of one target_path it published a volume at, in
+// <StateDir>/volumes/<id>/published/<hex SHA-256 of the path>: the path and whether this
+// plugin created the file or directory there. NodeUnpublishVolume removes only what it
+// created (CSI spec, NodeUnpublishVolumeRequest.target_path: "The SP MUST delete the file or
+// directory it created at this path"), never a directory the CO or anyone else made. The
+// record is written before the target is created, so a crash in between still knows.
+type publishRecord struct {
+	Target  string `json:"target"`
+	Created bool   `json:"created"`
+}
 
 // NodeConfig is what NewNodeServer needs.
 type NodeConfig struct {
@@ -46,6 +71,9 @@ type NodeConfig struct {
 	// folder, a volume's data follows it from node to node as a cloud disk's does. Empty:
 	// <StateDir>/volumes, this node's own.
 	DataDir string
+	// KubeletRoot is the kubelet's root directory: the node stages and publishes only at
+	// clean paths strictly inside it (checkNodePath). Empty: DefaultKubeletRoot.
+	KubeletRoot string
 	// Cloud is used once (until it succeeds) to learn the instance's zone, or to check the
 	// zone persisted under StateDir (node.json, see NodeServer.Zone).
 	Cloud NodeCloud
@@ -98,6 +126,9 @@ var _ csi.NodeServer = (*NodeServer)(nil)
 func NewNodeServer(cfg NodeConfig) *NodeServer {
 	if cfg.TopologyReady == nil {
 		cfg.TopologyReady = func() {}
+	}
+	if cfg.KubeletRoot == "" {
+		cfg.KubeletRoot = DefaultKubeletRoot
 	}
 	return &NodeServer{cfg: cfg, inflight: newInflight(), topoSem: make(chan struct{}, 1), published: map[string]map[string]bool{}}
 }
@@ -397,6 +428,143 @@ func (n *NodeServer) stagedMarkerPath(id string) string {
 	return filepath.Join(n.volumeDir(id), stagedMarker)
 }
 
+// stagedAt returns the mount point volume id is staged at on this node (the staging path,
+// or <staging>/block for a block volume), from the staged markers; ok is false when it is
+// not staged here.
+func (n *NodeServer) stagedAt(id string) (mp string, ok bool, err error) {
+	n.stagedMu.Lock()
+	defer n.stagedMu.Unlock()
+	if err := n.loadStagedLocked(); err != nil {
+		return "", false, err
+	}
+	mp, ok = n.staged[id]
+	return mp, ok, nil
+}
+
+// sameVolumeMount reports whether the mount at is of the same volume as the staged mount
+// staged: the same loop device for a block volume, else the same directory of the same
+// file system (a bind of the staged mount, as a publish makes, or the staged mount itself).
+func sameVolumeMount(staged, at *mount.MountPoint) bool {
+	if staged.Device != "" {
+		return at.Device == staged.Device
+	}
+	return at.Device == "" && at.Root == staged.Root && at.Source == staged.Source && at.FSType == staged.FSType
+}
+
+func (n *NodeServer) publishRecordPath(id, target string) string {
+	sum := sha256.Sum256([]byte(target))
+	return filepath.Join(n.volumeDir(id), publishedDir, hex.EncodeToString(sum[:]))
+}
+
+// loadPublishRecord returns the record of volume id at target; ok is false when there is
+// none (nor any state dir). A record that cannot be parsed is logged and ignored: it was
+// written atomically, so only a foreign hand makes one.
+func (n *NodeServer) loadPublishRecord(ctx context.Context, id, target string) (publishRecord, bool, error) {
+	if n.cfg.StateDir == "" {
+		return publishRecord{}, false, nil
+	}
+	path := n.publishRecordPath(id, target)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return publishRecord{}, false, nil
+	}
+	if err != nil {
+		return publishRecord{}, false, internalf("read publish record of %s: %v", id, err)
+	}
+	var r publishRecord
+	if err := json.Unmarshal(b, &r); err != nil || r.Target != target {
+		klog.FromContext(ctx).Error(err, "Ignoring a publish record that is not this target's", "volumeID", id, "targetPath", target, "path", path)
+		return publishRecord{}, false, nil
+	}
+	return r, true, nil
+}
+
+// savePublishRecord writes the record of volume id at r.Target (nothing without a state
+// dir). Errors are INTERNAL: without the record an unpublish could not tell what to remove.
+func (n *NodeServer) savePublishRecord(id string, r publishRecord) error {
+	if n.cfg.StateDir == "" {
+		return nil
+	}
+	path := n.publishRecordPath(id, r.Target)
+	b, err := json.Marshal(r)
+	if err == nil {
+		if err = os.MkdirAll(filepath.Dir(path), 0o750); err == nil {
+			err = atomicfile.WriteFile(path, append(b, '\n'), 0o640)
+		}
+	}
+	if err != nil {
+		return internalf("write publish record of %s: %v", id, err)
+	}
+	return nil
+}
+
+func (n *NodeServer) removePublishRecord(id, target string) error {
+	if n.cfg.StateDir == "" {
+		return nil
+	}
+	err := os.Remove(n.publishRecordPath(id, target))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return internalf("remove publish record of %s: %v", id, err)
+	}
+	_ = os.Remove(filepath.Dir(n.publishRecordPath(id, target))) // only when empty
+	return nil
+}
+
+// targetProblem says why an existing target_path that is not a mount point cannot be
+// published at, or "": for mount a directory, for block a regular file, and empty, since a
+// mount over anything else hides it (and its removal later could not be told apart).
+func targetProblem(target string, fi os.FileInfo, isBlock bool) (string, error) {
+	if isBlock {
+		switch {
+		case !fi.Mode().IsRegular():
+			return "is not a regular file (" + fi.Mode().Type().String() + ")", nil
+		case fi.Size() != 0:
+			return fmt.Sprintf("is a file of %d bytes, which the block device would hide", fi.Size()), nil
+		}
+		return "", nil
+	}
+	if !fi.IsDir() {
+		return "is not a directory (" + fi.Mode().Type().String() + ")", nil
+	}
+	d, err := os.Open(target)
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(1)
+	if len(names) > 0 {
+		return "is a directory that is not empty: the mount would hide its contents", nil
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	return "", nil
+}
+
+// removeTarget removes target when it is an empty directory or an empty regular file (what
+// a publish creates) and reports what it kept otherwise, "" when nothing is left.
+func removeTarget(target string) (kept string, err error) {
+	fi, err := os.Lstat(target)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", nil
+	case err != nil:
+		return "", err
+	case fi.IsDir():
+		if err := os.Remove(target); err != nil {
+			if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
+				return "a directory that is not empty", nil
+			}
+			return "", err
+		}
+		return "", nil
+	case fi.Mode().IsRegular() && fi.Size() == 0:
+		return "", os.Remove(target)
+	default:
+		return fmt.Sprintf("a %s of %d bytes", fi.Mode().Type(), fi.Size()), nil
+	}
+}
+
 // StagedVolumes returns how many volumes are staged on this node now, the node's own count
 // of this driver's volumes in use here (capacity.AttachedHereFunc: the live floor of the
 // capacity policy). The first call reads the markers NodeStageVolume leaves under the state
@@ -495,7 +663,7 @@ func (n *NodeServer) lock(key string) (func(), error) {
 // success, also after a plugin restart (the loop is found again, not attached twice). A
 // failed stage may leave the loop attached: the retry reuses it, NodeUnstageVolume detaches.
 func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
-	if err := validateNodeStageVolumeRequest(req); err != nil {
+	if err := validateNodeStageVolumeRequest(req, n.cfg.KubeletRoot); err != nil {
 		return nil, err
 	}
 	id, staging := req.GetVolumeId(), req.GetStagingTargetPath()
@@ -550,7 +718,7 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 // kernel finishes the detach when the last user closes the device). Nothing staged is
 // success. The backing data stays.
 func (n *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
-	if err := validateNodeUnstageVolumeRequest(req); err != nil {
+	if err := validateNodeUnstageVolumeRequest(req, n.cfg.KubeletRoot); err != nil {
 		return nil, err
 	}
 	id, staging := req.GetVolumeId(), req.GetStagingTargetPath()
@@ -586,7 +754,7 @@ func (n *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstage
 // already published at another target, is FAILED_PRECONDITION; publishing again with the same
 // settings is success, with other read-only settings ALREADY_EXISTS.
 func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
-	if err := validateNodePublishVolumeRequest(req); err != nil {
+	if err := validateNodePublishVolumeRequest(req, n.cfg.KubeletRoot); err != nil {
 		return nil, err
 	}
 	id, staging, target := req.GetVolumeId(), req.GetStagingTargetPath(), req.GetTargetPath()
@@ -616,13 +784,8 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	if isBlock && mp.Device == "" {
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is staged at %s as a plain file, not a block device: unstage and stage it again", id, staging)
 	}
-	if isBlock {
-		err = ensureFile(target)
-	} else {
-		err = os.MkdirAll(target, 0o750)
-	}
-	if err != nil {
-		return nil, internalf("create target %s: %v", target, err)
+	if err := n.prepareTarget(ctx, id, target, isBlock, mp); err != nil {
+		return nil, err
 	}
 	// For block the target becomes a bind mount of the staged loop device node.
 	if err := n.bindOnce(ctx, source, target, ro, mp.Device); err != nil {
@@ -633,9 +796,71 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	return &csi.NodePublishVolumeResponse{}, nil
 }
 
-// NodeUnpublishVolume unmounts target_path and removes it; nothing mounted is success.
+// prepareTarget makes target_path ready for the bind mount of the staged mount staged, and
+// records (publishRecord) whether it created it. A missing target is created (a directory
+// for mount, an empty file for block; missing parents too, though the CO makes the parent,
+// CSI spec). An existing target must be what the publish would create, empty, or already a
+// mount of this volume (a retry); anything else is FAILED_PRECONDITION: the request is
+// well-formed (not INVALID_ARGUMENT), the node's state at that path is what stops it, and
+// the CO may retry once it is cleared. A block target with another mount is left to bindOnce,
+// which replaces a stale one.
+func (n *NodeServer) prepareTarget(ctx context.Context, id, target string, isBlock bool, staged *mount.MountPoint) error {
+	rec, hasRec, err := n.loadPublishRecord(ctx, id, target)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Lstat(target)
+	if errors.Is(err, os.ErrNotExist) {
+		if !hasRec || !rec.Created {
+			if err := n.savePublishRecord(id, publishRecord{Target: target, Created: true}); err != nil {
+				return err
+			}
+		}
+		if isBlock {
+			err = ensureFile(target)
+		} else {
+			err = os.MkdirAll(target, 0o750)
+		}
+		if err != nil {
+			return internalf("create target %s: %v", target, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return internalf("inspect target %s: %v", target, err)
+	}
+	mp, err := n.cfg.Mounter.MountPoint(target)
+	if err != nil {
+		return internalf("inspect %s: %v", target, err)
+	}
+	if mp != nil {
+		if !isBlock && !sameVolumeMount(staged, mp) {
+			return status.Errorf(codes.FailedPrecondition, "target_path %s holds another mount (root %s of %s), not volume %s", target, mp.Root, mp.Source, id)
+		}
+		return nil
+	}
+	why, err := targetProblem(target, fi, isBlock)
+	if err != nil {
+		return internalf("inspect target %s: %v", target, err)
+	}
+	if why != "" {
+		return status.Errorf(codes.FailedPrecondition, "target_path %s %s", target, why)
+	}
+	if !hasRec {
+		// Someone else made it: unpublish leaves it.
+		return n.savePublishRecord(id, publishRecord{Target: target, Created: false})
+	}
+	return nil
+}
+
+// NodeUnpublishVolume unmounts whatever is mounted at target_path and removes the target
+// when this plugin created it (its publishRecord says so) and it is an empty directory or
+// empty file, as the publish left it. A target without a record (published by a driver
+// before publish records) is removed, under the same emptiness rule, only when this call
+// unmounted something there. What is not removed stays untouched and the call succeeds, so it
+// is idempotent: nothing mounted and nothing recorded is success.
 func (n *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
-	if err := validateNodeUnpublishVolumeRequest(req); err != nil {
+	if err := validateNodeUnpublishVolumeRequest(req, n.cfg.KubeletRoot); err != nil {
 		return nil, err
 	}
 	id, target := req.GetVolumeId(), req.GetTargetPath()
@@ -644,11 +869,25 @@ func (n *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpub
 		return nil, err
 	}
 	defer unlock()
-	if _, err := n.unmountAll(target); err != nil {
+	rec, hasRec, err := n.loadPublishRecord(ctx, id, target)
+	if err != nil {
 		return nil, err
 	}
-	if err := os.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, internalf("remove %s: %v", target, err)
+	unmounted, err := n.unmountAll(target)
+	if err != nil {
+		return nil, err
+	}
+	if (hasRec && rec.Created) || (!hasRec && unmounted) {
+		kept, err := removeTarget(target)
+		if err != nil {
+			return nil, internalf("remove %s: %v", target, err)
+		}
+		if kept != "" {
+			klog.FromContext(ctx).Info("Leaving the target in place: it is not what the publish created", "volumeID", id, "targetPath", target, "found", kept)
+		}
+	}
+	if err := n.removePublishRecord(id, target); err != nil {
+		return nil, err
 	}
 	n.setPublished(id, target, false)
 	klog.FromContext(ctx).V(2).Info("Volume unpublished", "volumeID", id, "targetPath", target)
@@ -657,22 +896,35 @@ func (n *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpub
 
 // NodeGetVolumeStats reports usage of a mounted volume path: bytes and inodes of the backing
 // file system (statfs) for a directory; for a block volume only the total bytes, the size of
-// the device (CSI spec: used and available are unknown for block). A path that does not exist
-// or is not a mount point is NOT_FOUND.
+// the device (CSI spec: used and available are unknown for block). It answers only for a
+// volume_id staged on this node and a volume_path inside the kubelet root where that volume
+// is mounted (its staging mount, a publish, or the kubelet's own bind of a published block
+// device: sameVolumeMount); anything else is NOT_FOUND (CSI spec, NodeGetVolumeStats errors).
 func (n *NodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
 	if err := validateNodeGetVolumeStatsRequest(req); err != nil {
 		return nil, err
 	}
-	p := req.GetVolumePath()
-	if !filepath.IsAbs(p) {
-		return nil, status.Errorf(codes.NotFound, "%s is not a mounted volume", p)
+	id, p := req.GetVolumeId(), req.GetVolumePath()
+	if why := pathInside(p, n.cfg.KubeletRoot); why != "" {
+		return nil, status.Errorf(codes.NotFound, "volume_path %s %s: no volume of this node is there", cloud.Quote(p), why)
+	}
+	staged, ok, err := n.stagedAt(id)
+	if err != nil {
+		return nil, internalf("volume %s: %v", id, err)
+	}
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "volume %s is not staged on this node", cloud.Quote(id))
+	}
+	smp, err := n.cfg.Mounter.MountPoint(staged)
+	if err != nil {
+		return nil, internalf("inspect %s: %v", staged, err)
 	}
 	mp, err := n.cfg.Mounter.MountPoint(p)
 	if err != nil {
 		return nil, internalf("inspect %s: %v", p, err)
 	}
-	if mp == nil {
-		return nil, status.Errorf(codes.NotFound, "%s is not a mounted volume", p)
+	if smp == nil || mp == nil || !sameVolumeMount(smp, mp) {
+		return nil, status.Errorf(codes.NotFound, "volume %s is not mounted at %s", id, p)
 	}
 	fi, err := os.Stat(p)
 	if err != nil {

@@ -53,7 +53,7 @@ func newNode(t *testing.T, m mount.Mounter, c CapacityReporter) *nodeEnv {
 	}
 	_, real := m.(*mount.Linux)
 	return &nodeEnv{
-		srv:  NewNodeServer(NodeConfig{NodeID: "i-1", StateDir: filepath.Join(dir, "state"), Cloud: f, Mounter: m, Capacity: c}),
+		srv:  NewNodeServer(NodeConfig{NodeID: "i-1", StateDir: filepath.Join(dir, "state"), KubeletRoot: dir, Cloud: f, Mounter: m, Capacity: c}),
 		fake: f, mounter: m, dir: dir, real: real,
 	}
 }
@@ -374,7 +374,7 @@ func TestNodeBlockAcrossRestarts(t *testing.T) {
 			if e.real {
 				mm = mount.NewLinux()
 			}
-			return NewNodeServer(NodeConfig{NodeID: "i-1", StateDir: e.srv.cfg.StateDir, Cloud: e.fake, Mounter: mm, Capacity: e.srv.cfg.Capacity})
+			return NewNodeServer(NodeConfig{NodeID: "i-1", StateDir: e.srv.cfg.StateDir, KubeletRoot: e.dir, Cloud: e.fake, Mounter: mm, Capacity: e.srv.cfg.Capacity})
 		}
 		bcap := blockCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)
 		stage := &csi.NodeStageVolumeRequest{VolumeId: "vol-4", StagingTargetPath: staging, VolumeCapability: bcap,
@@ -708,7 +708,7 @@ func TestNodeStagedVolumesSurviveARestart(t *testing.T) {
 		count(e.srv, 2)
 
 		restarted := func() *NodeServer {
-			return NewNodeServer(NodeConfig{NodeID: "i-1", StateDir: e.srv.cfg.StateDir, Cloud: e.fake, Mounter: m, Capacity: e.srv.cfg.Capacity})
+			return NewNodeServer(NodeConfig{NodeID: "i-1", StateDir: e.srv.cfg.StateDir, KubeletRoot: e.dir, Cloud: e.fake, Mounter: m, Capacity: e.srv.cfg.Capacity})
 		}
 		count(restarted(), 2)
 
@@ -761,7 +761,7 @@ func TestNodeDataFollowsTheVolumeThroughASharedDataDir(t *testing.T) {
 		node := func(id string) *NodeServer {
 			f := cloudfake.New()
 			f.AddInstance(id, "zone-a", 8, 1)
-			return NewNodeServer(NodeConfig{NodeID: id, StateDir: filepath.Join(dir, id), DataDir: shared,
+			return NewNodeServer(NodeConfig{NodeID: id, StateDir: filepath.Join(dir, id), DataDir: shared, KubeletRoot: dir,
 				Cloud: f, Mounter: m, Capacity: &fixedCapacity{slots: 7}})
 		}
 		a, b := node("i-a"), node("i-b")

@@ -45,6 +45,11 @@ type Options struct {
 	// storage: a folder every node of the cluster shares makes a volume's data follow it to
 	// the node it is attached to next (--volume-data-dir). Empty: <StateDir>/volumes.
 	VolumeDataDir string
+	// KubeletRoot is the kubelet's root directory (its --root-dir) as the node plugin sees
+	// it: every staging_target_path and target_path must be a clean absolute path strictly
+	// inside it, else INVALID_ARGUMENT (--kubelet-root, default DefaultKubeletRoot). A clean
+	// absolute path, not "/".
+	KubeletRoot string
 	// HTTPAddr is host:port of the /healthz, /metrics, /debug/capacity server; empty: off
 	// (--http-addr).
 	HTTPAddr string
@@ -100,6 +105,7 @@ func DefaultOptions() Options {
 		Endpoint:            "unix:///csi/csi.sock",
 		CloudURL:            "http://127.0.0.1:8080",
 		StateDir:            "/var/lib/fakecloud-csi",
+		KubeletRoot:         DefaultKubeletRoot,
 		CapacityStaleAfter:  c.StaleAfter,
 		CapacityMaxStep:     c.MaxStep,
 		CapacityMinInterval: c.MinInterval,
@@ -124,6 +130,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CloudTokenFile, "cloud-token-file", d.CloudTokenFile, "file holding the cloud bearer token (empty: no token)")
 	fs.StringVar(&o.StateDir, "state-dir", d.StateDir, "directory for the node's state (staged volumes, capacity state, node identity) and, without --volume-data-dir, the volumes' data; one node plugin per directory (locked)")
 	fs.StringVar(&o.VolumeDataDir, "volume-data-dir", d.VolumeDataDir, "directory for the volumes' data (the fake cloud's disks), shared by every node of the cluster so that data follows a volume to its next node; empty: <state-dir>/volumes")
+	fs.StringVar(&o.KubeletRoot, "kubelet-root", d.KubeletRoot, "the kubelet's root directory (its --root-dir): staging and target paths outside it, or not clean (\"..\"), or over 4095 bytes are refused with INVALID_ARGUMENT")
 	fs.StringVar(&o.HTTPAddr, "http-addr", d.HTTPAddr, "host:port for /healthz, /readyz, /metrics and /debug/capacity (empty: off)")
 	fs.DurationVar(&o.CapacityStaleAfter, "capacity-stale-after", d.CapacityStaleAfter, "how long the last known good capacity is reported while the cloud does not answer")
 	fs.Int64Var(&o.CapacityMaxStep, "capacity-max-step", d.CapacityMaxStep, "largest capacity increase per refresh, in slots (0: no limit)")
@@ -179,6 +186,9 @@ func (o *Options) Validate() error {
 	}
 	if o.VolumeDataDir != "" && (!filepath.IsAbs(o.VolumeDataDir) || filepath.Clean(o.VolumeDataDir) != o.VolumeDataDir) {
 		errs = append(errs, fmt.Errorf("--volume-data-dir must be a clean absolute path, got %q", o.VolumeDataDir))
+	}
+	if node && (!filepath.IsAbs(o.KubeletRoot) || filepath.Clean(o.KubeletRoot) != o.KubeletRoot || o.KubeletRoot == "/" || len(o.KubeletRoot) > maxPathBytes) {
+		errs = append(errs, fmt.Errorf("--kubelet-root must be a clean absolute path other than / in mode %s, got %q", o.Mode, o.KubeletRoot))
 	}
 	if o.HTTPAddr != "" {
 		if _, _, err := net.SplitHostPort(o.HTTPAddr); err != nil {

@@ -62,6 +62,12 @@ func TestOptionsFlagsAndValidate(t *testing.T) {
 		{name: "bad cluster check flags", args: []string{"--mode=node", "--node-id=i-1", "--kubeconfig=" + missingToken, "--cluster-check-timeout=0s"},
 			wantErr: []string{"--kubeconfig: stat " + missingToken, "--cluster-check-timeout must be > 0"}},
 		{name: "controller mode ignores the cluster check flags", args: []string{"--mode=controller", "--cluster-check-timeout=0s"}},
+		{name: "kubelet root", args: []string{"--mode=node", "--node-id=i-1", "--kubelet-root=/run/k/kubelet"}},
+		{name: "bad kubelet roots", args: []string{"--mode=node", "--node-id=i-1", "--kubelet-root=var/lib/kubelet"}, wantErr: []string{"--kubelet-root must be a clean absolute path other than /"}},
+		{name: "kubelet root not clean", args: []string{"--mode=node", "--node-id=i-1", "--kubelet-root=/var/lib/kubelet/"}, wantErr: []string{"--kubelet-root"}},
+		{name: "kubelet root with dot-dot", args: []string{"--mode=all", "--node-id=i-1", "--kubelet-root=/var/lib/../kubelet"}, wantErr: []string{"--kubelet-root"}},
+		{name: "kubelet root /", args: []string{"--mode=node", "--node-id=i-1", "--kubelet-root=/"}, wantErr: []string{"--kubelet-root"}},
+		{name: "controller mode ignores the kubelet root", args: []string{"--mode=controller", "--kubelet-root="}},
 		{name: "relative unix socket", args: []string{"--mode=controller", "--endpoint=unix://csi.sock"}, wantErr: []string{"--endpoint"}},
 	}
 	for _, tc := range tests {
@@ -135,5 +141,8 @@ func TestDefaultOptionsMatchThePackageDefaults(t *testing.T) {
 	}
 	if got, want := o.PublishBackoffConfig(), backoff.DefaultConfig(); got != want {
 		t.Errorf("default PublishBackoffConfig = %+v, want %+v", got, want)
+	}
+	if o.KubeletRoot != "/var/lib/kubelet" || NewNodeServer(NodeConfig{}).cfg.KubeletRoot != o.KubeletRoot {
+		t.Errorf("default kubelet root = %q (node server: %q), want the kubelet's default /var/lib/kubelet", o.KubeletRoot, NewNodeServer(NodeConfig{}).cfg.KubeletRoot)
 	}
 }

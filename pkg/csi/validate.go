@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"unicode"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -350,94 +351,139 @@ func validateControllerExpandVolumeRequest(req *csi.ControllerExpandVolumeReques
 }
 
 // validateNodeVolumeID checks a volume ID the node turns into a directory name under the
-// state directory: it must not be able to escape it.
+// state directory: cloud.CheckID (1-128 bytes, UTF-8, no control character, not "." or
+// "..", the controller's rule), and no "/" or "\\", so that it cannot escape that directory.
 func validateNodeVolumeID(id string) error {
-	switch {
-	case id == "":
-		return invalid("volume_id is required")
-	case len(id) > 128, id == ".", id == "..", strings.ContainsAny(id, "/\\\x00"):
-		return invalid("volume_id %q cannot name a volume", id)
+	if err := checkID("volume_id", id); err != nil {
+		return err
+	}
+	if strings.ContainsAny(id, "/\\") {
+		return invalid("volume_id %s cannot name a volume: it holds a path separator", cloud.Quote(id))
 	}
 	return nil
 }
 
-func validatePath(field, p string) error {
+// Bounds of the node's paths. The spec lets staging_target_path, target_path and volume_path
+// pass its 128-byte string limit, asking for the OS's maximum.
+const (
+	// maxPathBytes is Linux's PATH_MAX (4096) less its terminating NUL.
+	maxPathBytes = 4095
+	// maxStagingPathBytes leaves room for "/block", the file a block volume is staged on,
+	// so that every path the node makes stays within maxPathBytes.
+	maxStagingPathBytes = maxPathBytes - len("/"+stagedBlockFile)
+	// maxPathElemBytes is NAME_MAX, the longest element of a path.
+	maxPathElemBytes = 255
+)
+
+// checkPathBounds bounds a path field: at most max bytes, elements at most NAME_MAX, no
+// control character (NUL included). It does not judge where the path points.
+func checkPathBounds(field, p string, max int) error {
+	if len(p) > max {
+		return invalid("%s is %d bytes long, at most %d allowed", field, len(p), max)
+	}
+	for i, r := range p {
+		if unicode.IsControl(r) {
+			return invalid("%s has the control character %U at byte %d", field, r, i)
+		}
+	}
+	for _, e := range strings.Split(p, "/") {
+		if len(e) > maxPathElemBytes {
+			return invalid("%s has a %d-byte element, at most %d allowed", field, len(e), maxPathElemBytes)
+		}
+	}
+	return nil
+}
+
+// pathInside reports why p is not a clean absolute path strictly inside root (itself clean,
+// absolute and not "/"), or "" when it is. Clean means filepath.Clean(p) == p, so "..", "."
+// and "//" never pass; the test is on the text: a symbolic link under root is the CO's.
+func pathInside(p, root string) string {
+	switch {
+	case !filepath.IsAbs(p):
+		return "is not an absolute path"
+	case filepath.Clean(p) != p:
+		return "is not a clean path (no \"..\", \".\", \"//\" or trailing \"/\")"
+	case !strings.HasPrefix(p, root+"/"):
+		return fmt.Sprintf("is not inside the kubelet root %s (--kubelet-root)", root)
+	}
+	return ""
+}
+
+// checkNodePath is the check of a path the node creates or mounts (staging_target_path,
+// target_path): required, bounded (checkPathBounds) and inside the kubelet root
+// (pathInside); INVALID_ARGUMENT otherwise, before anything is touched.
+func checkNodePath(field, p, root string, max int) error {
 	if p == "" {
 		return invalid("%s is required", field)
 	}
-	if !filepath.IsAbs(p) || strings.ContainsRune(p, 0) {
-		return invalid("%s must be an absolute path", field)
+	if err := checkPathBounds(field, p, max); err != nil {
+		return err
+	}
+	if why := pathInside(p, root); why != "" {
+		return invalid("%s %s %s", field, cloud.Quote(p), why)
 	}
 	return nil
 }
 
-// requireField checks only presence: a volume_path that does not name a mounted volume is
-// NOT_FOUND, not INVALID_ARGUMENT (CSI spec, NodeGetVolumeStats and NodeExpandVolume).
-func requireField(field, v string) error {
-	if v == "" {
-		return invalid("%s is required", field)
+// checkVolumePath bounds the volume_path of NodeGetVolumeStats and NodeExpandVolume: required
+// and bounded, else INVALID_ARGUMENT. Where it points is judged by the call: a path that
+// holds no volume of this node is NOT_FOUND (CSI spec, both RPCs' error tables).
+func checkVolumePath(p string) error {
+	if p == "" {
+		return invalid("volume_path is required")
 	}
-	return nil
+	return checkPathBounds("volume_path", p, maxPathBytes)
 }
 
-func validateNodeStageVolumeRequest(req *csi.NodeStageVolumeRequest) error {
-	if err := validateNodeVolumeID(req.GetVolumeId()); err != nil {
-		return err
-	}
-	if err := validatePath("staging_target_path", req.GetStagingTargetPath()); err != nil {
-		return err
-	}
-	return validateRequiredCapability(req.GetVolumeCapability())
+// checkOptionalStagingPath bounds an optional staging_target_path (NodeGetVolumeStats,
+// NodeExpandVolume), which the node only reads.
+func checkOptionalStagingPath(p string) error {
+	return checkPathBounds("staging_target_path", p, maxStagingPathBytes)
 }
 
-func validateNodeUnstageVolumeRequest(req *csi.NodeUnstageVolumeRequest) error {
-	if err := validateNodeVolumeID(req.GetVolumeId()); err != nil {
-		return err
-	}
-	return validatePath("staging_target_path", req.GetStagingTargetPath())
+func validateNodeStageVolumeRequest(req *csi.NodeStageVolumeRequest, root string) error {
+	return firstError(validateNodeVolumeID(req.GetVolumeId()),
+		checkNodePath("staging_target_path", req.GetStagingTargetPath(), root, maxStagingPathBytes),
+		checkMap("publish_context", req.GetPublishContext()), checkMap("secrets", req.GetSecrets()),
+		checkMap("volume_context", req.GetVolumeContext()),
+		validateRequiredCapability(req.GetVolumeCapability()))
 }
 
-func validateNodePublishVolumeRequest(req *csi.NodePublishVolumeRequest) error {
-	if err := validateNodeVolumeID(req.GetVolumeId()); err != nil {
-		return err
-	}
-	if err := validatePath("staging_target_path", req.GetStagingTargetPath()); err != nil {
-		return err
-	}
-	if err := validatePath("target_path", req.GetTargetPath()); err != nil {
-		return err
-	}
-	return validateRequiredCapability(req.GetVolumeCapability())
+func validateNodeUnstageVolumeRequest(req *csi.NodeUnstageVolumeRequest, root string) error {
+	return firstError(validateNodeVolumeID(req.GetVolumeId()),
+		checkNodePath("staging_target_path", req.GetStagingTargetPath(), root, maxStagingPathBytes))
 }
 
-func validateNodeUnpublishVolumeRequest(req *csi.NodeUnpublishVolumeRequest) error {
-	if err := validateNodeVolumeID(req.GetVolumeId()); err != nil {
-		return err
-	}
-	return validatePath("target_path", req.GetTargetPath())
+func validateNodePublishVolumeRequest(req *csi.NodePublishVolumeRequest, root string) error {
+	return firstError(validateNodeVolumeID(req.GetVolumeId()),
+		checkNodePath("staging_target_path", req.GetStagingTargetPath(), root, maxStagingPathBytes),
+		checkNodePath("target_path", req.GetTargetPath(), root, maxPathBytes),
+		checkMap("publish_context", req.GetPublishContext()), checkMap("secrets", req.GetSecrets()),
+		checkMap("volume_context", req.GetVolumeContext()),
+		validateRequiredCapability(req.GetVolumeCapability()))
+}
+
+func validateNodeUnpublishVolumeRequest(req *csi.NodeUnpublishVolumeRequest, root string) error {
+	return firstError(validateNodeVolumeID(req.GetVolumeId()),
+		checkNodePath("target_path", req.GetTargetPath(), root, maxPathBytes))
 }
 
 func validateNodeGetVolumeStatsRequest(req *csi.NodeGetVolumeStatsRequest) error {
-	if err := validateNodeVolumeID(req.GetVolumeId()); err != nil {
-		return err
-	}
-	return requireField("volume_path", req.GetVolumePath())
+	return firstError(validateNodeVolumeID(req.GetVolumeId()), checkVolumePath(req.GetVolumePath()),
+		checkOptionalStagingPath(req.GetStagingTargetPath()))
 }
 
 func validateNodeExpandVolumeRequest(req *csi.NodeExpandVolumeRequest) error {
-	if err := validateNodeVolumeID(req.GetVolumeId()); err != nil {
-		return err
-	}
-	if err := requireField("volume_path", req.GetVolumePath()); err != nil {
-		return err
-	}
-	if err := validateCapabilityRange(req.GetCapacityRange()); err != nil {
+	if err := firstError(validateNodeVolumeID(req.GetVolumeId()), checkVolumePath(req.GetVolumePath()),
+		checkOptionalStagingPath(req.GetStagingTargetPath()), checkMap("secrets", req.GetSecrets()),
+		validateCapabilityRange(req.GetCapacityRange())); err != nil {
 		return err
 	}
 	if c := req.GetVolumeCapability(); c != nil {
 		if p := capabilityProblem(c); p != "" {
 			return invalid("%s", p)
 		}
+		return capabilityBounds(c)
 	}
 	return nil
 }

@@ -644,6 +644,7 @@ func TestS04StaleCountRejection(t *testing.T) {
 	statefulSet(t, ns, "stale", spec, 1)
 
 	var firstUID types.UID
+	created := time.Now()
 	eventually(t, runDeadline, fmt.Sprintf("pod stale-0 scheduled to %s with errorCode 8 on its VolumeAttachment", target), func() error {
 		p, err := env.cs.CoreV1().Pods(ns).Get(ctx, "stale-0", metav1.GetOptions{})
 		if err != nil {
@@ -664,6 +665,7 @@ func TestS04StaleCountRejection(t *testing.T) {
 		}
 		return fmt.Errorf("no failing VolumeAttachment on %s yet", target)
 	})
+	attachFailed := time.Now()
 	// The kubelet waits ~2 min for the attach, then re-reads NodeGetInfo and
 	// fails the pod.
 	eventually(t, 3*time.Minute+slack, fmt.Sprintf("kubelet lowers CSINode %s and fails pod stale-0 (VolumeAttachmentLimitExceeded)", target), func() error {
@@ -690,6 +692,13 @@ func TestS04StaleCountRejection(t *testing.T) {
 		}
 		return nil
 	})
+	rejectedAt := time.Now()
+	defer func() {
+		// Real component timings, for the README: how long the kubelet waits for the attach
+		// before it fails the pod, and how long the StatefulSet takes to run it elsewhere.
+		t.Logf("S4 timings: errorCode 8 seen %s after the StatefulSet was created; pod failed (VolumeAttachmentLimitExceeded) and CSINode lowered %s later; recreated pod Running %s after that",
+			attachFailed.Sub(created).Round(100*time.Millisecond), rejectedAt.Sub(attachFailed).Round(100*time.Millisecond), time.Since(rejectedAt).Round(100*time.Millisecond))
+	}()
 	eventually(t, runDeadline, "the recreated stale-0 runs on a node with room", func() error {
 		p, err := env.cs.CoreV1().Pods(ns).Get(ctx, "stale-0", metav1.GetOptions{})
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -22,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -770,11 +772,14 @@ func pluginGet(ctx context.Context, node, path string, decode func(io.Reader) er
 	if err != nil {
 		return err
 	}
-	var code int
 	body, err := env.cs.CoreV1().RESTClient().Get().Namespace(pluginNamespace).Resource("pods").
-		Name(pod.Name + ":" + pluginHTTPPort).SubResource("proxy").Suffix(path).Do(ctx).StatusCode(&code).Raw()
+		Name(pod.Name + ":" + pluginHTTPPort).SubResource("proxy").Suffix(path).DoRaw(ctx)
 	where := fmt.Sprintf("GET %s via the API server proxy to pod %s/%s", path, pluginNamespace, pod.Name)
-	if code != 0 && code != http.StatusOK {
+	// The proxy passes the plugin's status on; client-go turns a non-2xx one into an
+	// APIStatus error that carries it.
+	var st apierrors.APIStatus
+	if errors.As(err, &st) && st.Status().Code != 0 {
+		code := int(st.Status().Code)
 		return fmt.Errorf("%s: %d %s", where, code, http.StatusText(code))
 	}
 	if err != nil {

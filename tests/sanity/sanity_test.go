@@ -27,12 +27,13 @@ func TestSanity(t *testing.T) {
 	if testing.Short() {
 		t.Skip("csi-sanity against the real pair takes a few seconds")
 	}
-	s := teststack.Start(t, teststack.Config{AttachLimit: 8, Instances: []string{"sanity-node"}})
 	dir, err := os.MkdirTemp("", "sanity-paths")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	// csi-sanity's staging and target paths lie in dir: the node plugin's kubelet root.
+	s := teststack.Start(t, teststack.Config{AttachLimit: 8, Instances: []string{"sanity-node"}, KubeletRoot: dir})
 
 	cfg := sanity.NewTestConfig()
 	cfg.Address = s.Endpoint

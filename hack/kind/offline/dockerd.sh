@@ -86,17 +86,23 @@ stop() {
 ipt_save() { if [[ $1 == 4 ]]; then echo iptables-save; else echo ip6tables-save; fi; }
 ipt() { if [[ $1 == 4 ]]; then echo iptables; else echo ip6tables; fi; }
 
-# restore_tables V FILE: empty every table that exists now, then load what FILE saved.
+# restore_tables V FILE: empty every table that exists now, then load what FILE saved. A table
+# that FILE does not have did not exist before Docker: with iptables' nf_tables backend it is
+# deleted too (nft delete table), so that not even an empty table is left behind.
 restore_tables() {
-  local v=$1 saved=$2 t cmd
+  local v=$1 saved=$2 t cmd family
   cmd=$(ipt "$v")
   command -v "$cmd" >/dev/null || return 0
+  family=ip; [[ $v == 6 ]] && family=ip6
   for t in $("$(ipt_save "$v")" 2>/dev/null | sed -n 's/^\*//p'); do
     "$cmd" -t "$t" -F 2>/dev/null || true
     "$cmd" -t "$t" -X 2>/dev/null || true
     for chain in INPUT FORWARD OUTPUT PREROUTING POSTROUTING; do
       "$cmd" -t "$t" -P "$chain" ACCEPT 2>/dev/null || true
     done
+    if ! grep -qx "\*$t" "$saved" && command -v nft >/dev/null && "$cmd" --version | grep -q nf_tables; then
+      nft delete table "$family" "$t" 2>/dev/null || true
+    fi
   done
   [[ -s $saved ]] && "$cmd-restore" <"$saved"
   return 0

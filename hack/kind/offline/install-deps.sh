@@ -11,7 +11,7 @@ source "$here/lib.sh"
 
 declare -A pkg_of=(
   [dockerd]=docker.io [containerd]=containerd [runc]=runc [debootstrap]=debootstrap
-  [iptables]=iptables [ip]=iproute2 [gcc]=gcc [setsid]=util-linux
+  [iptables]=iptables [nft]=nftables [ip]=iproute2 [gcc]=gcc [setsid]=util-linux
 )
 missing=()
 for cmd in "${!pkg_of[@]}"; do

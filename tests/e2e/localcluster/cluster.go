@@ -443,6 +443,8 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		if _, err := sup.start(runCtx, procSpec{Name: nps[i].component, Path: c.driverBinary, Args: append([]string{
 			"--mode=node", "--node-id=" + n.Name, "--endpoint=unix://" + nps[i].socket,
 			"--state-dir=" + filepath.Join(nodeDir, "state"),
+			// The hollow kubelet's --root-dir: its staging and target paths lie there.
+			"--kubelet-root=" + filepath.Join(nodeDir, "kubelet"),
 			// One folder of volume data for every node, as a cloud's disks are:
 			// a volume's data follows it to the next node it is attached to.
 			"--volume-data-dir=" + filepath.Join(o.RunDir, "volumes"),

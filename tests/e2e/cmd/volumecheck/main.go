@@ -63,21 +63,22 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 // write puts token into file and makes it durable: the file and its folder are fsynced, so
 // that what the suite later reads on another node is what reached the volume.
+// Errors of the os package name the file already.
 func write(file, token string) error {
 	f, err := os.OpenFile(file, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
-		return fmt.Errorf("create %s: %w", file, err)
+		return err
 	}
 	if _, err := f.WriteString(token); err != nil {
 		f.Close()
-		return fmt.Errorf("write %s: %w", file, err)
+		return err
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		return fmt.Errorf("fsync %s: %w", file, err)
+		return fmt.Errorf("fsync: %w", err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", file, err)
+		return err
 	}
 	d, err := os.Open(filepath.Dir(file))
 	if err != nil {
@@ -93,12 +94,12 @@ func write(file, token string) error {
 func read(file string) (string, error) {
 	f, err := os.Open(file)
 	if err != nil {
-		return "", fmt.Errorf("open %s: %w", file, err)
+		return "", err
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxToken+1))
 	if err != nil {
-		return "", fmt.Errorf("read %s: %w", file, err)
+		return "", err
 	}
 	if len(data) > maxToken {
 		return "", fmt.Errorf("%s holds more than %d bytes", file, maxToken)
