@@ -171,7 +171,9 @@ func TestFloodStaysBounded(t *testing.T) {
 	url := "http://" + raw.Addr().String()
 	// One transport for the flood, with no more connections than the server serves, so the
 	// clients queue instead of piling up sockets the cap would hold back.
-	tr := &http.Transport{MaxConnsPerHost: maxConns / 2, MaxIdleConnsPerHost: maxConns / 2}
+	// ExpectContinueTimeout: a request with "Expect: 100-continue" waits for the server's go
+	// before it sends its body, as a client that sends bodies over the limit must.
+	tr := &http.Transport{MaxConnsPerHost: maxConns / 2, MaxIdleConnsPerHost: maxConns / 2, ExpectContinueTimeout: 10 * time.Second}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr, Timeout: time.Minute}
 	admin := newClientHTTP(t, url, adminToken, hc)
@@ -183,6 +185,9 @@ func TestFloodStaysBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header.Set("Authorization", "Bearer "+token)
+		if len(body) > 1<<20 {
+			req.Header.Set("Expect", "100-continue")
+		}
 		resp, err := hc.Do(req)
 		if err != nil {
 			return -1, 0 // no answer: counted as an undocumented status

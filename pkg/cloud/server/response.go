@@ -56,6 +56,12 @@ func (s *Server) route(name string, need Role, body bool, h handlerFunc) http.Ha
 		}
 		var rep *reply
 		c, err := s.authenticate(r, need)
+		// A declared length over the limit is refused before a byte of the body is read, so
+		// that a client sending "Expect: 100-continue" never sends it and always reads the
+		// 413 (one that sends anyway may see the connection reset after the answer).
+		if err == nil && r.ContentLength > s.cfg.MaxBodyBytes {
+			err = cloud.NewError(cloud.CodePayloadTooLarge, "request body over %d bytes", s.cfg.MaxBodyBytes)
+		}
 		if err == nil && !body {
 			err = noBody(r)
 		}
