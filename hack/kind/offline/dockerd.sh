@@ -65,6 +65,14 @@ JSON
 stop() {
   [[ -f $run/started.pid ]] || { echo "docker: no dockerd started by this script"; return 0; }
   local pid; pid=$(cat "$run/started.pid")
+  # The engine is shared: the pid file stays from whichever run started it, and other users'
+  # containers may run on it by now. Stop it only when nothing runs on it any more.
+  local others
+  others=$(docker ps -q 2>/dev/null | wc -l)
+  if ((others > 0)) && [[ ${DOCKERD_STOP_FORCE:-0} != 1 ]]; then
+    echo "docker: $others containers still run on the dockerd started here (pid $pid); leaving it running (DOCKERD_STOP_FORCE=1 stops it anyway)"
+    return 0
+  fi
   if kill -0 "$pid" 2>/dev/null && [[ "$(cat /proc/"$pid"/comm 2>/dev/null)" == dockerd ]]; then
     echo "docker: stopping dockerd (pid $pid)"
     kill "$pid"

@@ -12,11 +12,17 @@ source "$here/lib.sh"
 declare -A pkg_of=(
   [dockerd]=docker.io [containerd]=containerd [runc]=runc [debootstrap]=debootstrap
   [iptables]=iptables [nft]=nftables [ip]=iproute2 [gcc]=gcc [setsid]=util-linux
+  # node-image.sh edits the containerd spec with jq and enables units with systemctl --root;
+  # dockerd.sh records and restores ip_forward with sysctl.
+  [jq]=jq [systemctl]=systemd [sysctl]=procps
 )
 missing=()
 for cmd in "${!pkg_of[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || missing+=("${pkg_of[$cmd]}")
 done
+# gcc -static (the pause binary) needs libc's headers and static archive, which gcc only
+# recommends (and --no-install-recommends below skips).
+dpkg-query -W -f='${Status}' libc6-dev 2>/dev/null | grep -q 'ok installed' || missing+=(libc6-dev)
 if ((${#missing[@]} == 0)); then
   echo "install-deps: everything present"
   exit 0
@@ -31,6 +37,7 @@ if [[ ! -e $policy ]]; then
 fi
 trap '[[ $created_policy == 1 ]] && rm -f "$policy"' EXIT
 start=$SECONDS
-apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Not silent: downloading docker.io and debootstrap takes minutes on a slow mirror.
+apt-get update -q
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 echo "install-deps: done in $((SECONDS - start))s"

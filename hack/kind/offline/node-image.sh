@@ -424,12 +424,14 @@ node_key() {
 # the images from step 4 instead of pulls: a container of the base, the Kubernetes binaries in
 # /usr/bin, /kind/version, the manifests, the images imported into its containerd (pinned, not
 # unpacked, as kind does), then a commit.
-build_node() {
+# A subshell, so that its EXIT trap removes the build container however it ends: a RETURN
+# trap does not run when die or set -e exits, and left the container running.
+build_node() (
   local ref=$1 id b a want have missing=()
   id=fakecloud-node-build-$$
-  docker run -d --entrypoint=sleep --name="$id" --security-opt seccomp=unconfined "$base_ref" infinity >/dev/null
   # shellcheck disable=SC2064 # the id is fixed now
-  trap "docker rm -f -v $id >/dev/null 2>&1 || true" RETURN
+  trap "docker rm -f -v $id >/dev/null 2>&1 || true" EXIT
+  docker run -d --entrypoint=sleep --name="$id" --security-opt seccomp=unconfined "$base_ref" infinity >/dev/null
   for b in kubeadm kubelet kubectl; do
     docker cp "$k8s_bin/$b" "$id:/usr/bin/$b"
     docker exec "$id" chown root:root "/usr/bin/$b"
@@ -458,7 +460,7 @@ build_node() {
     rm -f /run/containerd-build.pid /var/log/containerd-build.log'
   docker commit --change 'ENTRYPOINT [ "/usr/local/bin/entrypoint", "/sbin/init" ]' \
     --change 'ENV HTTP_PROXY="" HTTPS_PROXY="" NO_PROXY=""' "$id" "$ref" >/dev/null
-}
+)
 
 step_node() {
   [[ -n ${base_ref:-} ]] || base_ref=localhost/fakecloud-csi/kind-base:$K8S_VERSION-$(base_key)

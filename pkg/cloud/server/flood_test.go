@@ -140,7 +140,11 @@ func TestFloodStaysBounded(t *testing.T) {
 	)
 	var maxSleep atomic.Int64
 	cfg := server.Config{Tokens: testTokens(), Seed: testSeed(), MaxConnections: maxConns,
-		ReadHeaderTimeout: 300 * time.Millisecond, ReadTimeout: time.Second, IdleTimeout: time.Second,
+		// Room for a loaded machine under -race: a 1 s ReadTimeout cut 1 MB bodies off ("use of
+		// closed network connection"), and a 1 s IdleTimeout closed keep-alive connections the
+		// client was just sending a POST on (EOF; Go does not retry a POST), both status -1.
+		// The idle-connection phase relies on ReadHeaderTimeout, not IdleTimeout.
+		ReadHeaderTimeout: 300 * time.Millisecond, ReadTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second,
 		// Injected latency is recorded, not waited: the flood measures bounds, not time.
 		Sleep: func(_ context.Context, d time.Duration) error {
 			for m := maxSleep.Load(); int64(d) > m && !maxSleep.CompareAndSwap(m, int64(d)); m = maxSleep.Load() {

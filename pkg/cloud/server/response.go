@@ -144,7 +144,17 @@ func decode(r *http.Request, v any) error {
 		return cloud.NewError(cloud.CodeInvalidArgument, "invalid JSON body: %v", err)
 	}
 	if len(strict) > 0 {
-		return cloud.NewError(cloud.CodeInvalidArgument, "invalid JSON body: %v", errors.Join(strict...))
+		// Each strict error names a field of the input ("unknown field \"...\""): quote a
+		// bounded prefix of each, and only the first few, so the message never echoes the body.
+		const shown = 3
+		parts := make([]string, 0, shown+1)
+		for _, e := range strict[:min(len(strict), shown)] {
+			parts = append(parts, bounded(e.Error()))
+		}
+		if more := len(strict) - shown; more > 0 {
+			parts = append(parts, fmt.Sprintf("and %d more", more))
+		}
+		return cloud.NewError(cloud.CodeInvalidArgument, "invalid JSON body: %s", strings.Join(parts, "; "))
 	}
 	return nil
 }

@@ -137,6 +137,16 @@ func (l *Linux) DetachLoop(file string) error {
 	if err != nil {
 		return fmt.Errorf("detach loop of %s: %w", file, err)
 	}
+	if stp != nil {
+		// Loops over an earlier file at this path (the data folder was wiped, or the file
+		// replaced, while the volume was staged) show "path (deleted)": AttachLoop never
+		// takes them back, so only this detaches them.
+		gone, err := l.deletedLoopsOf(path)
+		if err != nil {
+			return fmt.Errorf("detach loop of %s: %w", file, err)
+		}
+		loops = append(loops, gone...)
+	}
 	for _, lp := range loops {
 		if err := clearLoop(lp); err != nil {
 			return fmt.Errorf("detach loop of %s: %w", file, err)
@@ -252,6 +262,26 @@ func (l *Linux) loopsOf(path string, st *unix.Stat_t) ([]Loop, error) {
 			return nil, err
 		}
 		if ok {
+			out = append(out, lp)
+		}
+	}
+	return out, nil
+}
+
+// deletedLoopsOf lists the bound loop devices whose sysfs backing_file is "path (deleted)".
+func (l *Linux) deletedLoopsOf(path string) ([]Loop, error) {
+	all, err := l.loopsOf(path, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []Loop
+	for _, lp := range all {
+		n, err := loopIndex(lp.Path)
+		if err != nil {
+			return nil, err
+		}
+		b, err := os.ReadFile(filepath.Join(sysBlock, fmt.Sprintf("loop%d", n), "loop", "backing_file"))
+		if err == nil && strings.TrimSuffix(string(b), "\n") == path+" (deleted)" {
 			out = append(out, lp)
 		}
 	}

@@ -52,8 +52,13 @@ func DefaultConfig() Config {
 // Validate reports every field Run cannot work with, joined.
 func (c Config) Validate() error {
 	var errs []error
-	if csiSocketPath(c.CSIAddress) == "" {
+	switch p := csiSocketPath(c.CSIAddress); {
+	case p == "":
 		errs = append(errs, errors.New("--csi-address is required"))
+	case !filepath.IsAbs(p):
+		// grpc cannot dial "unix://csi.sock" or "tcp://...": refuse it here instead of
+		// retrying GetPluginInfo forever.
+		errs = append(errs, fmt.Errorf("--csi-address must be an absolute socket path or unix:// URL of one, got %q", c.CSIAddress))
 	}
 	if !filepath.IsAbs(c.KubeletRegistrationPath) {
 		errs = append(errs, fmt.Errorf("--kubelet-registration-path must be an absolute path, got %q", c.KubeletRegistrationPath))
