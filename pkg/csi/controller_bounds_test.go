@@ -15,8 +15,9 @@ import (
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
 )
 
-// realCloudController is a controller on a real fake cloud (loopback httptest server).
-func realCloudController(t *testing.T) (*ControllerServer, *cloud.Client) {
+// realCloudClient serves a real fake cloud (default seed, no auth) on a loopback httptest
+// server for the test's lifetime and returns a client of it and the server's base URL.
+func realCloudClient(t *testing.T) (*cloud.Client, string) {
 	t.Helper()
 	srv, err := server.New(server.Config{Auth: server.AuthNone, Seed: server.DefaultSeed()})
 	if err != nil {
@@ -29,6 +30,13 @@ func realCloudController(t *testing.T) (*ControllerServer, *cloud.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, hs.URL
+}
+
+// realCloudController is a controller on a real fake cloud (loopback httptest server).
+func realCloudController(t *testing.T) (*ControllerServer, *cloud.Client) {
+	t.Helper()
+	c, _ := realCloudClient(t)
 	if _, err := c.CreateInstance(context.Background(), cloud.CreateInstanceRequest{ID: "node-a", Zone: "zone-a", InstanceType: "small"}); err != nil {
 		t.Fatal(err)
 	}

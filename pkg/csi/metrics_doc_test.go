@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,7 +20,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
-	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
@@ -168,17 +166,7 @@ func driverFamilies(t *testing.T) []*dto.MetricFamily {
 // fakeCloudFamilies scrapes a real fake cloud after a request and a fired fault.
 func fakeCloudFamilies(t *testing.T) []*dto.MetricFamily {
 	t.Helper()
-	srv, err := server.New(server.Config{Auth: server.AuthNone, Seed: server.DefaultSeed()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	c, err := cloud.NewClient(hs.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, base := realCloudClient(t)
 	ctx := context.Background()
 	if _, err := c.CreateInstance(ctx, cloud.CreateInstanceRequest{ID: "node-a", Zone: "zone-a", InstanceType: "small", OutOfBandSlots: 1}); err != nil {
 		t.Fatal(err)
@@ -189,7 +177,7 @@ func fakeCloudFamilies(t *testing.T) []*dto.MetricFamily {
 	if _, err := c.GetCapacity(ctx, "node-a"); err == nil {
 		t.Fatal("the fault did not fire")
 	}
-	resp, err := http.Get(hs.URL + "/metrics")
+	resp, err := http.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
