@@ -236,26 +236,7 @@ func WriteArchive(img v1.Image, ref, out string) error {
 	})); err != nil {
 		return fmt.Errorf("write image to layout: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(out), ".ociimage-*.tar")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tarDir(tmp, dir); err != nil {
-		tmp.Close()
-		return fmt.Errorf("archive %s: %w", out, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), out)
+	return writeAtomically(out, func(w io.Writer) error { return tarDir(w, dir) })
 }
 
 // WriteDockerArchive writes img as a `docker save` archive (manifest.json, repositories) at
@@ -266,6 +247,12 @@ func WriteDockerArchive(img v1.Image, ref, out string) error {
 	if err != nil {
 		return fmt.Errorf("image reference %q: %w", ref, err)
 	}
+	return writeAtomically(out, func(w io.Writer) error { return tarball.Write(tag, img, w) })
+}
+
+// writeAtomically writes an archive with write into a temporary file beside out, mode 0644,
+// and renames it to out, so that a reader never sees half an archive.
+func writeAtomically(out string, write func(io.Writer) error) error {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
 	}
@@ -274,7 +261,7 @@ func WriteDockerArchive(img v1.Image, ref, out string) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if err := tarball.Write(tag, img, tmp); err != nil {
+	if err := write(tmp); err != nil {
 		tmp.Close()
 		return fmt.Errorf("archive %s: %w", out, err)
 	}
