@@ -136,11 +136,7 @@ func (s *Server) createVolume(r *http.Request, _ caller) (*reply, error) {
 }
 
 func (s *Server) listVolumes(r *http.Request, _ caller) (*reply, error) {
-	maxResults, err := queryInt(r, "maxResults")
-	if err != nil {
-		return nil, err
-	}
-	token, err := queryID(r, "pageToken")
+	maxResults, token, err := pageQuery(r)
 	if err != nil {
 		return nil, err
 	}
@@ -344,11 +340,7 @@ func (s *Server) createFault(r *http.Request, _ caller) (*reply, error) {
 
 // listFaults pages the live rules: maxResults (0: 100, at most 1000) after pageToken.
 func (s *Server) listFaults(r *http.Request, _ caller) (*reply, error) {
-	maxResults, err := queryInt(r, "maxResults")
-	if err != nil {
-		return nil, err
-	}
-	token, err := queryID(r, "pageToken")
+	maxResults, token, err := pageQuery(r)
 	if err != nil {
 		return nil, err
 	}

@@ -217,6 +217,19 @@ func queryUint(r *http.Request, name string) (uint64, error) {
 
 // queryID reads an optional query parameter holding an identifier or a page token:
 // InvalidArgument when it is not one (cloud.CheckID), before anything uses it.
+// pageQuery reads a list route's page parameters: maxResults (0 when absent; the list clamps
+// it) and pageToken (an ID-shaped token, empty for the first page), each 400 InvalidArgument
+// when malformed.
+func pageQuery(r *http.Request) (maxResults int, token string, err error) {
+	if maxResults, err = queryInt(r, "maxResults"); err != nil {
+		return 0, "", err
+	}
+	if token, err = queryID(r, "pageToken"); err != nil {
+		return 0, "", err
+	}
+	return maxResults, token, nil
+}
+
 func queryID(r *http.Request, name string) (string, error) {
 	v := r.URL.Query().Get(name)
 	if err := cloud.CheckOptionalID(name, v); err != nil {
