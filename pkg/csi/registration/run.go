@@ -193,6 +193,8 @@ func (h *healthHandler) set(srv *Server, socket string) {
 	h.mu.Unlock()
 }
 
+// ServeHTTP answers /healthz as node-driver-registrar does: 200 while the registration socket
+// is served and the kubelet has not refused the plugin, 500 with the reason otherwise.
 func (h *healthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/healthz" {
 		http.NotFound(w, r)
