@@ -4,14 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 )
 
 // Code is a cloud error code, the "code" field of every error body.
 type Code string
 
-// The cloud's error codes. The HTTP status of each is given by HTTPStatus; the gRPC code the
-// driver maps it to is in domain.md, "Error classes".
+// The cloud's error codes. Each has one row in the table of errorTable (HTTP status,
+// retryability, class); the gRPC code the driver maps a class to is in docs/errors.md.
 const (
 	CodeAttachmentLimitExceeded Code = "AttachmentLimitExceeded" // 409: instance slots full
 	CodeAttachmentQuotaExceeded Code = "AttachmentQuotaExceeded" // 409: account attachment quota
@@ -37,59 +38,77 @@ const (
 	CodeUnavailable             Code = "Unavailable"             // 503
 )
 
+// codeRow is one row of the error table.
+type codeRow struct {
+	status    int
+	retryable bool
+	class     Class
+}
+
+// errorTable is the one table of cloud error codes: the server answers with status and the
+// body's retryable flag from it, and every reader of an error (the driver's gRPC mapping, its
+// metrics labels, the capacity policy, the publish backoff) works from the class. Read only;
+// TestEveryCodeHasARow fails when a Code constant has no row.
+var errorTable = map[Code]codeRow{
+	CodeAttachmentLimitExceeded: {http.StatusConflict, false, ClassAttachCapacity},
+	CodeAttachmentQuotaExceeded: {http.StatusConflict, false, ClassAttachCapacity},
+	CodeVolumeQuotaExceeded:     {http.StatusConflict, false, ClassStorageQuota},
+	CodeCapacityQuotaExceeded:   {http.StatusConflict, false, ClassStorageQuota},
+	CodeAccessDenied:            {http.StatusForbidden, false, ClassPermission},
+	CodeUnauthenticated:         {http.StatusUnauthorized, false, ClassAuth},
+	CodeZoneMismatch:            {http.StatusBadRequest, false, ClassTopology},
+	CodeVolumeInUse:             {http.StatusConflict, false, ClassConflict},
+	CodePreconditionFailed:      {http.StatusPreconditionFailed, false, ClassConflict},
+	CodeVolumeNotFound:          {http.StatusNotFound, false, ClassObjectNotFound},
+	CodeSnapshotNotFound:        {http.StatusNotFound, false, ClassObjectNotFound},
+	CodeInstanceNotFound:        {http.StatusNotFound, false, ClassInstanceNotFound},
+	CodeNotFound:                {http.StatusNotFound, false, ClassNoRoute},
+	CodeAlreadyExists:           {http.StatusConflict, false, ClassAlreadyExists},
+	CodeInvalidArgument:         {http.StatusBadRequest, false, ClassInvalid},
+	CodePayloadTooLarge:         {http.StatusRequestEntityTooLarge, false, ClassInvalid},
+	CodeFaultNotFound:           {http.StatusNotFound, false, ClassOther},
+	CodeServerLimitExceeded:     {http.StatusConflict, false, ClassOther},
+	CodeMethodNotAllowed:        {http.StatusMethodNotAllowed, false, ClassOther},
+	CodeThrottled:               {http.StatusTooManyRequests, true, ClassThrottled},
+	CodeInternalError:           {http.StatusInternalServerError, true, ClassInternal},
+	CodeUnavailable:             {http.StatusServiceUnavailable, true, ClassUnavailable},
+}
+
+// Codes returns every known code, sorted.
+func Codes() []Code {
+	out := make([]Code, 0, len(errorTable))
+	for c := range errorTable {
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // HTTPStatus is the HTTP status the cloud answers with for a code; unknown codes are 500.
 func (c Code) HTTPStatus() int {
-	switch c {
-	case CodeAttachmentLimitExceeded, CodeAttachmentQuotaExceeded, CodeVolumeQuotaExceeded,
-		CodeCapacityQuotaExceeded, CodeVolumeInUse, CodeAlreadyExists, CodeServerLimitExceeded:
-		return http.StatusConflict
-	case CodeAccessDenied:
-		return http.StatusForbidden
-	case CodeUnauthenticated:
-		return http.StatusUnauthorized
-	case CodeZoneMismatch, CodeInvalidArgument:
-		return http.StatusBadRequest
-	case CodeVolumeNotFound, CodeInstanceNotFound, CodeSnapshotNotFound, CodeFaultNotFound, CodeNotFound:
-		return http.StatusNotFound
-	case CodeMethodNotAllowed:
-		return http.StatusMethodNotAllowed
-	case CodePreconditionFailed:
-		return http.StatusPreconditionFailed
-	case CodePayloadTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case CodeThrottled:
-		return http.StatusTooManyRequests
-	case CodeUnavailable:
-		return http.StatusServiceUnavailable
-	default:
-		return http.StatusInternalServerError
+	if r, ok := errorTable[c]; ok {
+		return r.status
 	}
+	return http.StatusInternalServerError
 }
 
 // Retryable reports whether a client may retry the same request unchanged and expect a
-// different answer without anyone changing the cloud's state.
-func (c Code) Retryable() bool {
-	switch c {
-	case CodeThrottled, CodeInternalError, CodeUnavailable:
-		return true
-	default:
-		return false
+// different answer without anyone changing the cloud's state. Unknown codes are not.
+func (c Code) Retryable() bool { return errorTable[c].retryable }
+
+// Class is the class of the code's row; ClassUnknownCode for a code with no row (a newer
+// cloud, a wrong route) and for "".
+func (c Code) Class() Class {
+	if r, ok := errorTable[c]; ok {
+		return r.class
 	}
+	return ClassUnknownCode
 }
 
 // Known reports whether c is one of the codes above.
 func (c Code) Known() bool {
-	switch c {
-	case CodeAttachmentLimitExceeded, CodeAttachmentQuotaExceeded, CodeVolumeQuotaExceeded,
-		CodeCapacityQuotaExceeded, CodeAccessDenied, CodeUnauthenticated, CodeZoneMismatch,
-		CodeVolumeInUse, CodeVolumeNotFound, CodeInstanceNotFound, CodeSnapshotNotFound,
-		CodeFaultNotFound, CodeServerLimitExceeded, CodeNotFound, CodeAlreadyExists, CodeInvalidArgument,
-		CodeMethodNotAllowed, CodePreconditionFailed, CodePayloadTooLarge, CodeThrottled,
-		CodeInternalError, CodeUnavailable:
-		return true
-	default:
-		return false
-	}
+	_, ok := errorTable[c]
+	return ok
 }
 
 // Error is a cloud error: the JSON error body of every non-2xx answer,

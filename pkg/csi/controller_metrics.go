@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
@@ -18,7 +17,7 @@ const (
 )
 
 // Cloud classes of a publish or unpublish outcome, the "class" label: what the cloud said
-// (domain.md, "Error classes"), or why it was not asked. A bounded set.
+// (docs/errors.md), or why it was not asked. A bounded set.
 const (
 	classNone       = "none"       // the cloud answered OK
 	classCapacity   = "capacity"   // AttachmentLimitExceeded, AttachmentQuotaExceeded (and the other quotas)
@@ -38,40 +37,38 @@ const (
 )
 
 // cloudClass is the class label for err, an error straight from a cloud call (before it is
-// turned into a status error, which keeps only the message).
+// turned into a status error, which keeps only the message), read from cloud.ClassOf.
 func cloudClass(err error) string {
-	if err == nil {
+	switch cloud.ClassOf(err) {
+	case cloud.ClassNone:
 		return classNone
-	}
-	switch cloud.CodeOf(err) {
-	case cloud.CodeAttachmentLimitExceeded, cloud.CodeAttachmentQuotaExceeded,
-		cloud.CodeVolumeQuotaExceeded, cloud.CodeCapacityQuotaExceeded:
+	case cloud.ClassAttachCapacity, cloud.ClassStorageQuota:
 		return classCapacity
-	case cloud.CodeAccessDenied:
+	case cloud.ClassPermission:
 		return classPermission
-	case cloud.CodeUnauthenticated:
+	case cloud.ClassAuth:
 		return classAuth
-	case cloud.CodeZoneMismatch:
+	case cloud.ClassTopology:
 		return classTopology
-	case cloud.CodeVolumeInUse, cloud.CodePreconditionFailed:
+	case cloud.ClassConflict:
 		return classConflict
-	case cloud.CodeVolumeNotFound, cloud.CodeInstanceNotFound, cloud.CodeSnapshotNotFound, cloud.CodeNotFound:
+	case cloud.ClassObjectNotFound, cloud.ClassInstanceNotFound, cloud.ClassNoRoute:
 		return classNotFound
-	case cloud.CodeThrottled:
+	case cloud.ClassThrottled:
 		return classThrottled
-	case cloud.CodeInternalError, cloud.CodeUnavailable:
+	case cloud.ClassInternal, cloud.ClassUnavailable:
 		return classServer
-	case "":
+	case cloud.ClassTimeout:
+		return classTimeout
+	case cloud.ClassCanceled:
+		return classCanceled
+	case cloud.ClassNetwork, cloud.ClassLocal:
+		// Not a cloud answer: the cloud was not reached, or its answer was lost.
+		return classNetwork
 	default:
+		// ClassAlreadyExists, ClassInvalid, ClassOther, ClassUnknownCode.
 		return classOther
 	}
-	switch cloudCode(opDefault, err) {
-	case codes.DeadlineExceeded:
-		return classTimeout
-	case codes.Canceled:
-		return classCanceled
-	}
-	return classNetwork
 }
 
 // controllerMetrics are the controller's attach series (docs/metrics.md).

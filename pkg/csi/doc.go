@@ -5,5 +5,5 @@
 // The node service reports the node's attach capacity as NodeGetInfo.max_volumes_per_node
 // (KEP-4876, Mutable CSINode Allocatable) through a CapacityReporter; the controller service's
 // ControllerPublishVolume is the authority that maps the cloud's answer to a gRPC code
-// (domain.md, "Error classes"). Driver.Run owns the gRPC server and the optional HTTP server.
+// (docs/errors.md). Driver.Run owns the gRPC server and the optional HTTP server.
 package csi

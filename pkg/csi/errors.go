@@ -1,13 +1,7 @@
 package csi
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/url"
-	"syscall"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -30,71 +24,56 @@ const (
 	opPage
 )
 
-// cloudCode is the error matrix of domain.md, "Error classes": the gRPC code for an error
-// returned by the cloud (or by the transport, or the context) during an RPC of kind op.
-// codes.OK means the error is success for that call (a missing object on delete/unpublish).
+// cloudCode is the gRPC column of the error matrix (docs/errors.md): the code for an error
+// returned by the cloud (or by the transport, or the context) during an RPC of kind op,
+// read from the error's class (cloud.ClassOf). codes.OK means the error is success for that
+// call (a missing object on delete/unpublish).
 //
-// Only real capacity shortages are RESOURCE_EXHAUSTED: AttachmentLimitExceeded and
-// AttachmentQuotaExceeded (publish), VolumeQuotaExceeded and CapacityQuotaExceeded (create,
-// expand). Throttling is UNAVAILABLE, never RESOURCE_EXHAUSTED, so that the kubelet does not
-// reject pods for a fault that is not a shortage.
+// Only real capacity shortages are RESOURCE_EXHAUSTED: attach slots (publish) and the
+// storage quotas (create, expand). Throttling is UNAVAILABLE, never RESOURCE_EXHAUSTED, so
+// that the kubelet does not reject pods for a fault that is not a shortage.
 func cloudCode(op cloudOp, err error) codes.Code {
-	if err == nil {
-		return codes.OK
+	class := cloud.ClassOf(err)
+	if !class.FromCloud() && class != cloud.ClassNone {
+		// A status error passed along keeps its code.
+		if s, ok := status.FromError(err); ok && s.Code() != codes.Unknown {
+			return s.Code()
+		}
 	}
-	switch cloud.CodeOf(err) {
-	case cloud.CodeAttachmentLimitExceeded, cloud.CodeAttachmentQuotaExceeded,
-		cloud.CodeVolumeQuotaExceeded, cloud.CodeCapacityQuotaExceeded:
+	switch class {
+	case cloud.ClassNone:
+		return codes.OK
+	case cloud.ClassAttachCapacity, cloud.ClassStorageQuota:
 		return codes.ResourceExhausted
-	case cloud.CodeAccessDenied:
+	case cloud.ClassPermission:
 		return codes.PermissionDenied
-	case cloud.CodeUnauthenticated:
+	case cloud.ClassAuth:
 		return codes.Unauthenticated
-	case cloud.CodeZoneMismatch, cloud.CodeVolumeInUse, cloud.CodePreconditionFailed:
+	case cloud.ClassTopology, cloud.ClassConflict:
 		return codes.FailedPrecondition
-	case cloud.CodeVolumeNotFound, cloud.CodeInstanceNotFound, cloud.CodeSnapshotNotFound:
+	case cloud.ClassObjectNotFound, cloud.ClassInstanceNotFound:
 		if op == opGone {
 			return codes.OK
 		}
 		return codes.NotFound
-	case cloud.CodeAlreadyExists:
+	case cloud.ClassAlreadyExists:
 		return codes.AlreadyExists
-	case cloud.CodeInvalidArgument, cloud.CodePayloadTooLarge:
+	case cloud.ClassInvalid:
 		if op == opPage {
 			return codes.Aborted
 		}
 		return codes.InvalidArgument
-	case cloud.CodeThrottled, cloud.CodeUnavailable:
+	case cloud.ClassThrottled, cloud.ClassUnavailable, cloud.ClassNetwork:
 		return codes.Unavailable
-	case cloud.CodeInternalError:
-		return codes.Internal
-	case "":
-		// Not a cloud answer: a context, transport or programming error.
-	default:
-		// A cloud code this driver does not know (a newer cloud, a wrong route).
-		return codes.Internal
-	}
-	if s, ok := status.FromError(err); ok && s.Code() != codes.Unknown {
-		return s.Code()
-	}
-	var netErr net.Error
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
+	case cloud.ClassTimeout:
 		return codes.DeadlineExceeded
-	case errors.Is(err, context.Canceled):
+	case cloud.ClassCanceled:
 		return codes.Canceled
-	case errors.As(err, &netErr) && netErr.Timeout():
-		return codes.DeadlineExceeded
-	case errors.As(err, &netErr), isURLError(err), errors.Is(err, syscall.ECONNREFUSED),
-		errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return codes.Unavailable
+	default:
+		// ClassInternal, ClassNoRoute (a wrong route), ClassOther, ClassUnknownCode (a newer
+		// cloud), ClassLocal (a bug).
+		return codes.Internal
 	}
-	return codes.Internal
-}
-
-func isURLError(err error) bool {
-	var u *url.Error
-	return errors.As(err, &u)
 }
 
 // cloudStatus wraps err as a status error with the code cloudCode gives it and a message of

@@ -101,7 +101,7 @@ func TestPublishOverLimit(t *testing.T) {
 }
 
 // TestPublishFaultCodes injects each kind of AttachVolume fault into the real cloud and checks
-// the gRPC code the attacher sees (domain.md, "Error classes"): only a capacity shortage is
+// the gRPC code the attacher sees (docs/errors.md): only a capacity shortage is
 // RESOURCE_EXHAUSTED; permission, topology, throttling and outages are not, and once such a
 // fault is gone the publish goes through. After a capacity refusal the node is in its backoff
 // window: the next publish is refused without reaching the cloud.

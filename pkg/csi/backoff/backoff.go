@@ -47,14 +47,17 @@ func Classify(err error) Class {
 	if err == nil {
 		return ClassNone
 	}
-	switch c := cloud.CodeOf(err); {
-	case c == cloud.CodeAttachmentLimitExceeded || c == cloud.CodeAttachmentQuotaExceeded:
-		return ClassCapacity
-	case c != "" && c.Retryable():
-		return ClassRetryable
-	case c != "":
+	if class := cloud.ClassOf(err); class.FromCloud() {
+		switch {
+		case class == cloud.ClassAttachCapacity:
+			return ClassCapacity
+		case cloud.CodeOf(err).Retryable():
+			return ClassRetryable
+		}
 		return ClassNone
 	}
+	// A status error, as ControllerPublishVolume returns it after the cloud error's class
+	// became a gRPC code (pkg/csi errors.go).
 	s, ok := status.FromError(err)
 	if !ok {
 		return ClassNone

@@ -1,14 +1,12 @@
 package capacity
 
 import (
-	"context"
 	"errors"
-	"net"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
 
-// ErrorClass is the class of a failed capacity lookup (domain.md, "Error classes"). Only
+// ErrorClass is the class of a failed capacity lookup (docs/errors.md). Only
 // ClassCapacity says anything about slots; every other class means "truth unknown".
 type ErrorClass string
 
@@ -29,44 +27,42 @@ const (
 	ClassOther         ErrorClass = "other"         // any other cloud code
 )
 
-// Classify returns the class of a lookup error; ClassNone for nil.
+// Classify returns the class of a lookup error, read from cloud.ClassOf; ClassNone for nil.
 func Classify(err error) ErrorClass {
-	if err == nil {
+	switch cloud.ClassOf(err) {
+	case cloud.ClassNone:
 		return ClassNone
-	}
-	switch cloud.CodeOf(err) {
-	case cloud.CodeAttachmentLimitExceeded, cloud.CodeAttachmentQuotaExceeded:
+	case cloud.ClassAttachCapacity:
 		return ClassCapacity
-	case cloud.CodeAccessDenied:
+	case cloud.ClassPermission:
 		return ClassPermission
-	case cloud.CodeUnauthenticated:
+	case cloud.ClassAuth:
 		return ClassAuth
-	case cloud.CodeInstanceNotFound, cloud.CodeNotFound:
+	case cloud.ClassInstanceNotFound, cloud.ClassNoRoute:
 		return ClassNotFound
-	case cloud.CodeThrottled:
+	case cloud.ClassThrottled:
 		return ClassThrottled
-	case cloud.CodeInternalError, cloud.CodeUnavailable:
+	case cloud.ClassInternal, cloud.ClassUnavailable:
 		return ClassServer
-	case "":
-		// Not a cloud answer: the cloud was not reached, or the answer was lost.
-	default:
+	case cloud.ClassUnknownCode:
+		// A code this driver does not know: a 5xx still says the cloud failed.
 		var ce *cloud.Error
 		if errors.As(err, &ce) && ce.HTTPStatus >= 500 {
 			return ClassServer
 		}
 		return ClassOther
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
+	case cloud.ClassTimeout:
 		return ClassTimeout
-	}
-	if errors.Is(err, context.Canceled) {
+	case cloud.ClassCanceled:
 		return ClassCanceled
+	case cloud.ClassNetwork, cloud.ClassLocal:
+		// Not a cloud answer: the cloud was not reached, or the answer was lost.
+		return ClassNetwork
+	default:
+		// The storage quotas, topology, conflicts, volume and snapshot lookups, invalid
+		// requests: nothing a capacity lookup of an instance should see.
+		return ClassOther
 	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return ClassTimeout
-	}
-	return ClassNetwork
 }
 
 // lowersCapacity reports whether an error of class c is a reachable cloud saying there are
