@@ -292,14 +292,15 @@ func newPolicyReporter(p params, w *world) (*policyReporter, error) {
 	pr := &policyReporter{clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), refresh: p.Refresh,
 		ctx: klog.NewContext(context.Background(), klog.Logger{})}
 	for n := range p.Nodes {
-		r, err := capacity.NewReporter(p.Capacity, simSource{w, n}, fmt.Sprintf("node-%d", n), pr.clk, prometheus.NewRegistry())
-		if err != nil {
-			return nil, err
-		}
+		var here capacity.AttachedHereFunc
 		if p.LiveFloor {
 			// The node's own count of staged volumes: in this model a volume is staged
 			// exactly while its pod runs, which is while the cloud has it attached.
-			r.SetAttachedHere(func() (int, error) { return w.attached[n], nil })
+			here = func() (int, error) { return w.attached[n], nil }
+		}
+		r, err := capacity.NewReporter(p.Capacity, simSource{w, n}, fmt.Sprintf("node-%d", n), here, pr.clk, prometheus.NewRegistry())
+		if err != nil {
+			return nil, err
 		}
 		pr.reps = append(pr.reps, r)
 	}

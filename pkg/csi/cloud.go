@@ -39,11 +39,15 @@ type Cloud interface {
 	capacity.Source
 }
 
-// CapacityReporter computes the node's attach capacity (domain.md, "Capacity model").
+// CapacityReporter computes the node's attach capacity (docs/design.md, "Capacity model").
 // MaxVolumesPerNode returns the total number of slots this driver may use on the node, to be
-// reported as NodeGetInfo.max_volumes_per_node; it must honour ctx. DebugState returns a
+// reported as NodeGetInfo.max_volumes_per_node; it must honour ctx. Run does the reporter's
+// background work (refreshing the value between kubelet calls) until ctx ends and returns
+// nil then; a reporter with nothing to do returns at once. DebugState returns a
 // JSON-encodable snapshot of the reporter's state for /debug/capacity.
+// *capacity.Reporter and *capacity.Static implement it.
 type CapacityReporter interface {
 	MaxVolumesPerNode(ctx context.Context) (int64, error)
+	Run(ctx context.Context) error
 	DebugStater
 }

@@ -19,8 +19,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/backoff"
-	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/nodestate"
 	"github.com/fakecloud/fakecloud-csi/pkg/version"
 )
 
@@ -31,13 +31,15 @@ const gracePeriod = 10 * time.Second
 type Deps struct {
 	// ControllerCloud is required in controller and all modes.
 	ControllerCloud ControllerCloud
-	// NodeCloud, Mounter and Capacity are required in node and all modes. When Capacity also
-	// has a Run(ctx) error method (a background refresher), Run runs it; when it has a
-	// SetAttachedHere(capacity.AttachedHereFunc) method (*capacity.Reporter does), New gives
-	// it the node service's count of staged volumes, the live floor of the capacity policy.
+	// NodeCloud, Mounter and Capacity are required in node and all modes; Driver.Run runs
+	// Capacity.Run beside the servers.
 	NodeCloud NodeCloud
 	Mounter   mount.Mounter
 	Capacity  CapacityReporter
+	// Staged is the node's staged-volume tracker: the node service writes it, and the
+	// capacity reporter, built with the same tracker, reads its count as the live floor.
+	// nil: the node service keeps one of its own, which no reporter reads.
+	Staged *nodestate.Staged
 	// Registry receives the driver's metrics and is served on /metrics. Required.
 	Registry *prometheus.Registry
 	// Clock times the controller's publish backoff windows; nil means the real clock.
@@ -107,15 +109,12 @@ func New(opts Options, deps Deps) (*Driver, error) {
 		}
 	}
 	if runNode {
+		dir := nodestate.NewDir(opts.StateDir)
 		d.node = NewNodeServer(NodeConfig{
-			NodeID: opts.NodeID, StateDir: opts.StateDir, DataDir: opts.VolumeDataDir, KubeletRoot: opts.KubeletRoot, Cloud: deps.NodeCloud,
-			Mounter: deps.Mounter, Capacity: deps.Capacity, TopologyReady: d.ready.NodeReady,
+			NodeID: opts.NodeID, State: dir, DataDir: opts.VolumeDataDir, KubeletRoot: opts.KubeletRoot,
+			Mounter: deps.Mounter, Capacity: deps.Capacity, Staged: deps.Staged,
+			Topology: NewTopology(opts.NodeID, dir, deps.NodeCloud, d.ready.NodeReady),
 		})
-		if c, ok := deps.Capacity.(interface {
-			SetAttachedHere(capacity.AttachedHereFunc)
-		}); ok {
-			c.SetAttachedHere(d.node.StagedVolumes)
-		}
 	}
 	return d, nil
 }
@@ -178,13 +177,13 @@ func listen(endpoint string) (net.Listener, error) {
 // plugin on the same state dir fails here, naming the dir and the holder's pid. It refuses a
 // unix endpoint a running process answers on (listen). Besides the servers
 // it runs the readiness checks (the cloud for the controller, the zone for the node) and the
-// capacity reporter's background loop if it has one.
+// capacity reporter's background loop (CapacityReporter.Run).
 func (d *Driver) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	if d.node != nil {
 		// Before the endpoint: a second plugin on this state dir must not touch the first one's
 		// socket either. Released when Run returns, i.e. with the process.
-		lock, err := lockStateDir(d.opts.StateDir)
+		lock, err := nodestate.NewDir(d.opts.StateDir).Lock()
 		if err != nil {
 			return err
 		}
@@ -252,15 +251,13 @@ func (d *Driver) Run(ctx context.Context) error {
 		})
 	}
 	if d.node != nil {
-		g.Go(func() error { d.node.FetchTopology(ctx); return nil })
-		if r, ok := d.deps.Capacity.(interface{ Run(context.Context) error }); ok {
-			g.Go(func() error {
-				if err := r.Run(ctx); err != nil && ctx.Err() == nil {
-					logger.Error(err, "Capacity refresher stopped")
-				}
-				return nil
-			})
-		}
+		g.Go(func() error { d.node.topo.Fetch(ctx); return nil })
+		g.Go(func() error {
+			if err := d.deps.Capacity.Run(ctx); err != nil && ctx.Err() == nil {
+				logger.Error(err, "Capacity refresher stopped")
+			}
+			return nil
+		})
 	}
 	if d.controller != nil {
 		g.Go(func() error { d.checkCloud(ctx); return nil })

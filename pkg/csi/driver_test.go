@@ -23,6 +23,7 @@ import (
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/nodestate"
 )
 
 // shortDir is a temp dir with a path short enough for a unix socket (108 bytes).
@@ -236,21 +237,18 @@ func TestNewRequiresDeps(t *testing.T) {
 	}
 }
 
-// The optional methods Driver looks for are the ones *capacity.Reporter has.
+// Both reporters are CapacityReporters, Run included.
 var (
-	_ interface{ Run(context.Context) error } = (*capacity.Reporter)(nil)
-	_ interface {
-		SetAttachedHere(capacity.AttachedHereFunc)
-	} = (*capacity.Reporter)(nil)
+	_ CapacityReporter = (*capacity.Reporter)(nil)
+	_ CapacityReporter = (*capacity.Static)(nil)
 )
 
-// refreshingCapacity is a fixedCapacity with the optional methods of *capacity.Reporter: a
-// background Run and SetAttachedHere.
+// refreshingCapacity is a fixedCapacity whose Run is a background refresher that runs until
+// its ctx ends.
 type refreshingCapacity struct {
 	fixedCapacity
 	running chan struct{}
 	stopped chan struct{}
-	here    chan capacity.AttachedHereFunc
 }
 
 func (c *refreshingCapacity) Run(ctx context.Context) error {
@@ -260,27 +258,22 @@ func (c *refreshingCapacity) Run(ctx context.Context) error {
 	return nil
 }
 
-func (c *refreshingCapacity) SetAttachedHere(f capacity.AttachedHereFunc) { c.here <- f }
-
 func TestDriverRunsTheRefresherAndFeedsTheLiveCount(t *testing.T) {
 	dir := shortDir(t)
 	f := cloudfake.New()
 	f.AddInstance("i-1", "zone-a", 8, 1)
-	c := &refreshingCapacity{fixedCapacity: fixedCapacity{slots: 7}, running: make(chan struct{}), stopped: make(chan struct{}),
-		here: make(chan capacity.AttachedHereFunc, 1)}
+	c := &refreshingCapacity{fixedCapacity: fixedCapacity{slots: 7}, running: make(chan struct{}), stopped: make(chan struct{})}
 	opts := DefaultOptions()
 	opts.Mode, opts.NodeID, opts.StateDir, opts.KubeletRoot = ModeNode, "i-1", filepath.Join(dir, "state"), dir
 	opts.Endpoint = "unix://" + filepath.Join(dir, "csi.sock")
 	m := mount.NewFake()
-	d, err := New(opts, Deps{NodeCloud: f, Mounter: m, Capacity: c, Registry: prometheus.NewRegistry()})
+	// The composition root builds the tracker first and gives the same one to the reporter
+	// (its AttachedHereFunc) and to the node service.
+	staged := nodestate.NewStaged(nodestate.NewDir(opts.StateDir), m)
+	var count capacity.AttachedHereFunc = staged.Count
+	d, err := New(opts, Deps{NodeCloud: f, Mounter: m, Capacity: c, Staged: staged, Registry: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
-	}
-	var count capacity.AttachedHereFunc
-	select {
-	case count = <-c.here:
-	default:
-		t.Fatal("New did not give the reporter the node's staged-volume count")
 	}
 	staging := filepath.Join(dir, "staging")
 	if _, err := d.node.NodeStageVolume(context.Background(), &csi.NodeStageVolumeRequest{VolumeId: "vol-1", StagingTargetPath: staging, VolumeCapability: rwo}); err != nil {

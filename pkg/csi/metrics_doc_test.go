@@ -130,7 +130,7 @@ func driverFamilies(t *testing.T) []*dto.MetricFamily {
 	if r, _ := staticReason(context.Background(), opts, kubeCluster("v1.37.2", ptr.To[int64](10), nil), reg); r != "" {
 		t.Fatalf("the cluster check refused a supported cluster: %s", r)
 	}
-	rep, err := capacity.NewReporter(opts.CapacityConfig(), f, "i-1", nil, reg)
+	rep, err := capacity.NewReporter(opts.CapacityConfig(), f, "i-1", nil, nil, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

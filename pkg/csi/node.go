@@ -2,16 +2,10 @@ package csi
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -21,8 +15,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
-	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/atomicfile"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/nodestate"
 )
 
 // DefaultNodeInfoTimeout bounds NodeGetInfo when the caller's context has no deadline, so the
@@ -33,38 +27,16 @@ const DefaultNodeInfoTimeout = 30 * time.Second
 // and --kubelet-root.
 const DefaultKubeletRoot = "/var/lib/kubelet"
 
-// stagedBlockFile is the file inside staging_target_path a block volume's loop device node is
-// bind-mounted on at stage.
-const stagedBlockFile = "block"
-
-// stagedMarker is the file in a volume's state folder (<StateDir>/volumes/<id>/) naming the
-// mount point that makes the volume staged on this node: with the mounts, which outlive the
-// plugin, it lets StagedVolumes count correctly after a restart.
-const stagedMarker = "staged"
-
-// publishedDir is the folder in a volume's state folder that holds its publish records, one
-// file per target_path (see publishRecord).
-const publishedDir = "published"
-
-// publishRecord is what the node keeps of one target_path it published a volume at, in
-// <StateDir>/volumes/<id>/published/<hex SHA-256 of the path>: the path and whether this
-// plugin created the file or directory there. NodeUnpublishVolume removes only what it
-// created (CSI spec, NodeUnpublishVolumeRequest.target_path: "The SP MUST delete the file or
-// directory it created at this path"), never a directory the CO or anyone else made. The
-// record is written before the target is created, so a crash in between still knows.
-type publishRecord struct {
-	Target  string `json:"target"`
-	Created bool   `json:"created"`
-}
-
 // NodeConfig is what NewNodeServer needs.
 type NodeConfig struct {
 	// NodeID is the cloud instance ID of this node (--node-id), reported as node_id.
 	NodeID string
-	// StateDir holds this node's state: each volume's staged marker in
-	// <StateDir>/volumes/<volumeID>/ and the node identity, <StateDir>/node.json (see Zone).
-	// Empty: nothing persists.
+	// StateDir holds this node's state (package nodestate has the layout). Empty: nothing
+	// persists. Ignored when State is set.
 	StateDir string
+	// State is the owner of the state directory's paths and writes; the zero value means
+	// nodestate.NewDir(StateDir).
+	State nodestate.Dir
 	// DataDir holds each volume's data, the fake cloud's disk storage:
 	// <DataDir>/<volumeID>/data (a folder, for mount volumes) or .../block.img (a sparse file
 	// of the volume's size, for block volumes). Where every node of a cluster sees the same
@@ -75,13 +47,20 @@ type NodeConfig struct {
 	// clean paths strictly inside it (checkNodePath). Empty: DefaultKubeletRoot.
 	KubeletRoot string
 	// Cloud is used once (until it succeeds) to learn the instance's zone, or to check the
-	// zone persisted under StateDir (node.json, see NodeServer.Zone).
+	// zone persisted in the state dir (see Topology). Ignored when Topology is set.
 	Cloud NodeCloud
 	// Mounter makes the bind mounts.
 	Mounter mount.Mounter
 	// Capacity answers max_volumes_per_node.
 	Capacity CapacityReporter
-	// TopologyReady, if not nil, is called once the zone is known (readiness).
+	// Staged is the staged-volume tracker the node service writes; the capacity reporter
+	// reads the same one. nil: a tracker of its own on State and Mounter (tests).
+	Staged *nodestate.Staged
+	// Topology is the node's identity. nil: one of its own on NodeID, State and Cloud,
+	// calling TopologyReady.
+	Topology *Topology
+	// TopologyReady, if not nil, is called once the zone is known (readiness). Ignored when
+	// Topology is set.
 	TopologyReady func()
 }
 
@@ -90,567 +69,40 @@ type NodeConfig struct {
 // folder to staging_target_path, or attaches a loop device to the file and bind-mounts the
 // device node into staging_target_path, and NodePublishVolume bind-mounts the staged volume to
 // target_path. Every call is idempotent; unstaging or unpublishing what is not mounted is
-// success.
+// success. The state it shares lives in its own types: the staged volumes
+// (nodestate.Staged), the node's identity (Topology), the targets published by this process
+// (publishedTargets), the state directory's files (nodestate.Dir).
 type NodeServer struct {
 	csi.UnimplementedNodeServer
-	cfg      NodeConfig
-	inflight *inflight
-
-	// published maps a volume ID to the target paths this process published it at, to refuse
-	// a second target for SINGLE_NODE_SINGLE_WRITER. It is not persisted: after a restart
-	// only the CO's own ReadWriteOncePod enforcement remains for volumes published before.
-	pubMu     sync.Mutex
-	published map[string]map[string]bool
-
-	// staged maps the ID of each volume staged here to its staged mount point; nil until
-	// loaded from the markers under the state directory (StagedVolumes).
-	stagedMu sync.Mutex
-	staged   map[string]string
-
-	// topoSem serialises the zone lookup while letting waiters give up with their ctx;
-	// identityRead (guarded by it) is set once the persisted identity was looked at.
-	topoSem      chan struct{}
-	identityRead bool
-	// topoMu guards the zone, whether it is known, where it came from (zoneSource*) and
-	// whether the cloud has been compared with it (zoneChecked).
-	topoMu      sync.Mutex
-	zone        string
-	zoneOK      bool
-	zoneSource  string
-	zoneChecked bool
+	cfg       NodeConfig
+	dir       nodestate.Dir
+	staged    *nodestate.Staged
+	topo      *Topology
+	published *publishedTargets
+	inflight  *inflight
 }
 
 var _ csi.NodeServer = (*NodeServer)(nil)
 
 // NewNodeServer returns a node service; it does no I/O.
 func NewNodeServer(cfg NodeConfig) *NodeServer {
-	if cfg.TopologyReady == nil {
-		cfg.TopologyReady = func() {}
-	}
 	if cfg.KubeletRoot == "" {
 		cfg.KubeletRoot = DefaultKubeletRoot
 	}
-	return &NodeServer{cfg: cfg, inflight: newInflight(), topoSem: make(chan struct{}, 1), published: map[string]map[string]bool{}}
-}
-
-// Zone returns the node's zone, the accessible topology NodeGetInfo reports. It waits at most
-// until ctx ends; errors are status errors.
-//
-// The first call takes the identity persisted in <StateDir>/node.json when it belongs to this
-// node ID, without asking the cloud, so a restarted plugin answers NodeGetInfo (and turns
-// ready) while the cloud is down; FetchTopology then checks it against the cloud in the
-// background. Otherwise the zone comes from the cloud's instance (asked again after a failure,
-// never after a success) and is persisted, atomically, for the next start; a failed write is
-// logged, not returned. Once known the zone never changes for the life of the process, and a
-// persisted zone is never replaced: the topology of a CSINode must not change (domain.md rule
-// 4; the API server rejects the update). If the cloud later names a DIFFERENT zone than the
-// persisted one, Zone keeps reporting the persisted zone and the mismatch is logged as an
-// error; removing node.json (and re-registering the node) is the way to take the new zone.
-func (n *NodeServer) Zone(ctx context.Context) (string, error) {
-	if z, ok := n.knownZone(); ok {
-		return z, nil
+	dir := cfg.State
+	if !dir.Enabled() {
+		dir = nodestate.NewDir(cfg.StateDir)
 	}
-	select {
-	case n.topoSem <- struct{}{}:
-	case <-ctx.Done():
-		return "", status.FromContextError(ctx.Err()).Err()
+	cfg.StateDir = dir.Root()
+	staged := cfg.Staged
+	if staged == nil {
+		staged = nodestate.NewStaged(dir, cfg.Mounter)
 	}
-	defer func() { <-n.topoSem }()
-	if z, ok := n.knownZone(); ok {
-		return z, nil
+	topo := cfg.Topology
+	if topo == nil {
+		topo = NewTopology(cfg.NodeID, dir, cfg.Cloud, cfg.TopologyReady)
 	}
-	logger := klog.FromContext(ctx)
-	path := n.identityPath()
-	if !n.identityRead && path != "" {
-		n.identityRead = true
-		id, ok, err := loadNodeIdentity(path)
-		switch {
-		case err != nil:
-			logger.Error(err, "Ignoring the persisted node identity", "nodeID", n.cfg.NodeID, "path", path)
-		case ok && id.NodeID != n.cfg.NodeID:
-			logger.Info("Ignoring the persisted identity of another node", "nodeID", n.cfg.NodeID, "stateNodeID", id.NodeID, "path", path)
-		case ok:
-			n.setZone(id.Zone, zoneSourceStateDir, false)
-			logger.Info("Node topology known", "nodeID", n.cfg.NodeID, "zone", id.Zone, "source", zoneSourceStateDir, "path", path)
-			n.cfg.TopologyReady()
-			return id.Zone, nil
-		}
-	}
-	inst, err := n.cfg.Cloud.GetInstance(ctx, n.cfg.NodeID)
-	if err != nil {
-		return "", cloudStatus(opDefault, err, "get instance %s", n.cfg.NodeID)
-	}
-	n.setZone(inst.Zone, zoneSourceCloud, true)
-	logger.Info("Node topology known", "nodeID", n.cfg.NodeID, "zone", inst.Zone, "source", zoneSourceCloud)
-	if path != "" {
-		if err := saveNodeIdentity(path, nodeIdentity{Version: 1, NodeID: n.cfg.NodeID, Zone: inst.Zone, SavedAt: time.Now().UTC()}); err != nil {
-			logger.Error(err, "Cannot persist the node identity; a restart will need the cloud to answer NodeGetInfo", "nodeID", n.cfg.NodeID, "path", path)
-		}
-	}
-	n.cfg.TopologyReady()
-	return inst.Zone, nil
-}
-
-func (n *NodeServer) setZone(zone, source string, checked bool) {
-	n.topoMu.Lock()
-	defer n.topoMu.Unlock()
-	n.zone, n.zoneOK, n.zoneSource, n.zoneChecked = zone, true, source, checked
-}
-
-func (n *NodeServer) knownZone() (string, bool) {
-	n.topoMu.Lock()
-	defer n.topoMu.Unlock()
-	return n.zone, n.zoneOK
-}
-
-// checkZone compares a zone taken from the state dir with the cloud's, once the cloud
-// answers; a zone from the cloud needs no check. A different zone is logged as an error and
-// NOT adopted (see Zone). Errors: the cloud's, as status errors, when it could not be asked.
-func (n *NodeServer) checkZone(ctx context.Context) error {
-	n.topoMu.Lock()
-	zone, checked := n.zone, n.zoneChecked
-	n.topoMu.Unlock()
-	if checked {
-		return nil
-	}
-	inst, err := n.cfg.Cloud.GetInstance(ctx, n.cfg.NodeID)
-	if err != nil {
-		return cloudStatus(opDefault, err, "check zone of instance %s", n.cfg.NodeID)
-	}
-	n.topoMu.Lock()
-	n.zoneChecked = true
-	n.topoMu.Unlock()
-	logger := klog.FromContext(ctx)
-	if inst.Zone != zone {
-		logger.Error(fmt.Errorf("the cloud says instance %s is in zone %q, the state dir says %q", n.cfg.NodeID, inst.Zone, zone),
-			"Keeping the persisted zone: the CSINode topology cannot change; remove the node identity file and re-register the node to take the cloud's",
-			"nodeID", n.cfg.NodeID, "zone", zone, "cloudZone", inst.Zone, "path", n.identityPath())
-		return nil
-	}
-	logger.V(1).Info("Persisted node topology confirmed by the cloud", "nodeID", n.cfg.NodeID, "zone", zone)
-	return nil
-}
-
-// FetchTopology calls Zone until it succeeds and, when the zone came from the state dir,
-// checkZone until the cloud has answered, or until ctx ends; it backs off from 1s to 30s
-// between tries. Driver.Run starts it so Probe turns ready without waiting for the first
-// NodeGetInfo.
-func (n *NodeServer) FetchTopology(ctx context.Context) {
-	wait := time.Second
-	for {
-		_, err := n.Zone(ctx)
-		if err == nil {
-			err = n.checkZone(ctx)
-		}
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		klog.FromContext(ctx).Error(err, "Cannot learn the node's zone from the cloud yet", "nodeID", n.cfg.NodeID, "retryIn", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		wait = min(2*wait, 30*time.Second)
-	}
-}
-
-func (n *NodeServer) volumeDir(id string) string { return filepath.Join(n.cfg.StateDir, "volumes", id) }
-
-// backingDir is the folder of a volume's data: under DataDir when set, else its state folder.
-func (n *NodeServer) backingDir(id string) string {
-	if n.cfg.DataDir != "" {
-		return filepath.Join(n.cfg.DataDir, id)
-	}
-	return n.volumeDir(id)
-}
-func (n *NodeServer) dataDir(id string) string   { return filepath.Join(n.backingDir(id), "data") }
-func (n *NodeServer) blockFile(id string) string { return filepath.Join(n.backingDir(id), "block.img") }
-
-func internalf(format string, args ...any) error {
-	return status.Errorf(codes.Internal, format, args...)
-}
-
-func isReadOnly(c *csi.VolumeCapability, readonlyFlag bool) bool {
-	return readonlyFlag || c.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY
-}
-
-// ensureBackingFile makes the sparse backing file of a block volume at least size bytes and
-// returns its size. A file it created is removed again when it cannot be sized, so a failed
-// call leaves no 0-byte volume behind. Errors are status errors: OUT_OF_RANGE when the file
-// system cannot hold a file that big (EFBIG: ext4 stops just short of 16 TiB),
-// RESOURCE_EXHAUSTED when it is full, INTERNAL otherwise.
-func ensureBackingFile(path string, size int64) (int64, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return 0, internalf("backing file %s: %v", path, err)
-	}
-	created := false
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o640)
-	switch {
-	case err == nil:
-		created = true
-	case errors.Is(err, os.ErrExist):
-		f, err = os.OpenFile(path, os.O_RDWR, 0)
-	}
-	if err != nil {
-		return 0, internalf("backing file %s: %v", path, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, internalf("backing file %s: %v", path, err)
-	}
-	if fi.Size() >= size {
-		return fi.Size(), nil
-	}
-	if err := f.Truncate(size); err != nil {
-		if created {
-			_ = os.Remove(path)
-		}
-		switch {
-		case errors.Is(err, unix.EFBIG):
-			return 0, status.Errorf(codes.OutOfRange, "the node's file system cannot hold a %d-byte volume: %v", size, err)
-		case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
-			return 0, status.Errorf(codes.ResourceExhausted, "no space for a %d-byte volume: %v", size, err)
-		}
-		return 0, internalf("size backing file %s to %d bytes: %v", path, size, err)
-	}
-	return size, nil
-}
-
-// stageSize is the size in bytes of a block volume's backing file: volume_context
-// ["sizeBytes"] (which CreateVolume sets), DefaultVolumeSize when absent (a volume made
-// outside this driver). Anything but a whole number in 1..MaxVolumeSize is INVALID_ARGUMENT,
-// checked before any file is touched.
-func stageSize(vc map[string]string) (int64, error) {
-	v, ok := vc[VolumeContextSizeBytes]
-	if !ok {
-		return DefaultVolumeSize, nil
-	}
-	s, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || s < 1 || s > MaxVolumeSize {
-		return 0, status.Errorf(codes.InvalidArgument, "volume_context %s=%q: want a whole number of bytes from 1 to %d", VolumeContextSizeBytes, v, MaxVolumeSize)
-	}
-	return s, nil
-}
-
-// ensureFile creates an empty regular file (a bind-mount target for a file) if missing.
-func ensureFile(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o640)
-	if err != nil {
-		return err
-	}
-	return f.Close()
-}
-
-// bindOnce bind-mounts source on target unless target is already a mount point; a mount with
-// the other read-only setting is ALREADY_EXISTS (CSI spec, NodePublishVolume). With device
-// set ("major:minor") the mount must be of that block device: any other mount at target (a
-// plain file bind mount left by an older driver, or a loop device since detached) is stale
-// and replaced.
-func (n *NodeServer) bindOnce(ctx context.Context, source, target string, readOnly bool, device string) error {
-	mp, err := n.cfg.Mounter.MountPoint(target)
-	if err != nil {
-		return internalf("inspect %s: %v", target, err)
-	}
-	if mp != nil && device != "" && mp.Device != device {
-		klog.FromContext(ctx).Info("Replacing a stale mount", "path", target, "mountedDevice", mp.Device, "root", mp.Root, "device", device)
-		if _, err := n.unmountAll(target); err != nil {
-			return err
-		}
-		mp = nil
-	}
-	if mp != nil {
-		if mp.ReadOnly != readOnly {
-			return status.Errorf(codes.AlreadyExists, "%s is already mounted with readOnly=%v", target, mp.ReadOnly)
-		}
-		return nil
-	}
-	if err := n.cfg.Mounter.BindMount(source, target, readOnly); err != nil {
-		return internalf("%v", err)
-	}
-	return nil
-}
-
-// unmountAll removes every mount stacked at target; it reports whether anything was mounted.
-func (n *NodeServer) unmountAll(target string) (bool, error) {
-	found := false
-	for i := 0; i < 16; i++ {
-		mp, err := n.cfg.Mounter.MountPoint(target)
-		if err != nil {
-			return found, internalf("inspect %s: %v", target, err)
-		}
-		if mp == nil {
-			return found, nil
-		}
-		found = true
-		if err := n.cfg.Mounter.Unmount(target); err != nil {
-			return found, internalf("%v", err)
-		}
-	}
-	return found, internalf("%s is still mounted after 16 unmounts", target)
-}
-
-// otherTarget returns a target other than target the volume is published at, or "".
-func (n *NodeServer) otherTarget(id, target string) string {
-	n.pubMu.Lock()
-	defer n.pubMu.Unlock()
-	for t := range n.published[id] {
-		if t != target {
-			return t
-		}
-	}
-	return ""
-}
-
-func (n *NodeServer) setPublished(id, target string, on bool) {
-	n.pubMu.Lock()
-	defer n.pubMu.Unlock()
-	if on {
-		if n.published[id] == nil {
-			n.published[id] = map[string]bool{}
-		}
-		n.published[id][target] = true
-		return
-	}
-	delete(n.published[id], target)
-	if len(n.published[id]) == 0 {
-		delete(n.published, id)
-	}
-}
-
-func (n *NodeServer) stagedMarkerPath(id string) string {
-	return filepath.Join(n.volumeDir(id), stagedMarker)
-}
-
-// stagedAt returns the mount point volume id is staged at on this node (the staging path,
-// or <staging>/block for a block volume), from the staged markers; ok is false when it is
-// not staged here.
-func (n *NodeServer) stagedAt(id string) (mp string, ok bool, err error) {
-	n.stagedMu.Lock()
-	defer n.stagedMu.Unlock()
-	if err := n.loadStagedLocked(); err != nil {
-		return "", false, err
-	}
-	mp, ok = n.staged[id]
-	return mp, ok, nil
-}
-
-// sameVolumeMount reports whether the mount at is of the same volume as the staged mount
-// staged: the same loop device for a block volume, else the same directory of the same
-// file system (a bind of the staged mount, as a publish makes, or the staged mount itself).
-func sameVolumeMount(staged, at *mount.MountPoint) bool {
-	if staged.Device != "" {
-		return at.Device == staged.Device
-	}
-	return at.Device == "" && at.Root == staged.Root && at.Source == staged.Source && at.FSType == staged.FSType
-}
-
-func (n *NodeServer) publishRecordPath(id, target string) string {
-	sum := sha256.Sum256([]byte(target))
-	return filepath.Join(n.volumeDir(id), publishedDir, hex.EncodeToString(sum[:]))
-}
-
-// loadPublishRecord returns the record of volume id at target; ok is false when there is
-// none (nor any state dir). A record that cannot be parsed is logged and ignored: it was
-// written atomically, so only a foreign hand makes one.
-func (n *NodeServer) loadPublishRecord(ctx context.Context, id, target string) (publishRecord, bool, error) {
-	if n.cfg.StateDir == "" {
-		return publishRecord{}, false, nil
-	}
-	path := n.publishRecordPath(id, target)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return publishRecord{}, false, nil
-	}
-	if err != nil {
-		return publishRecord{}, false, internalf("read publish record of %s: %v", id, err)
-	}
-	var r publishRecord
-	if err := json.Unmarshal(b, &r); err != nil || r.Target != target {
-		klog.FromContext(ctx).Error(err, "Ignoring a publish record that is not this target's", "volumeID", id, "targetPath", target, "path", path)
-		return publishRecord{}, false, nil
-	}
-	return r, true, nil
-}
-
-// savePublishRecord writes the record of volume id at r.Target (nothing without a state
-// dir). Errors are INTERNAL: without the record an unpublish could not tell what to remove.
-func (n *NodeServer) savePublishRecord(id string, r publishRecord) error {
-	if n.cfg.StateDir == "" {
-		return nil
-	}
-	path := n.publishRecordPath(id, r.Target)
-	b, err := json.Marshal(r)
-	if err == nil {
-		if err = os.MkdirAll(filepath.Dir(path), 0o750); err == nil {
-			err = atomicfile.WriteFile(path, append(b, '\n'), 0o640)
-		}
-	}
-	if err != nil {
-		return internalf("write publish record of %s: %v", id, err)
-	}
-	return nil
-}
-
-func (n *NodeServer) removePublishRecord(id, target string) error {
-	if n.cfg.StateDir == "" {
-		return nil
-	}
-	err := os.Remove(n.publishRecordPath(id, target))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return internalf("remove publish record of %s: %v", id, err)
-	}
-	_ = os.Remove(filepath.Dir(n.publishRecordPath(id, target))) // only when empty
-	return nil
-}
-
-// targetProblem says why an existing target_path that is not a mount point cannot be
-// published at, or "": for mount a directory, for block a regular file, and empty, since a
-// mount over anything else hides it (and its removal later could not be told apart).
-func targetProblem(target string, fi os.FileInfo, isBlock bool) (string, error) {
-	if isBlock {
-		switch {
-		case !fi.Mode().IsRegular():
-			return "is not a regular file (" + fi.Mode().Type().String() + ")", nil
-		case fi.Size() != 0:
-			return fmt.Sprintf("is a file of %d bytes, which the block device would hide", fi.Size()), nil
-		}
-		return "", nil
-	}
-	if !fi.IsDir() {
-		return "is not a directory (" + fi.Mode().Type().String() + ")", nil
-	}
-	d, err := os.Open(target)
-	if err != nil {
-		return "", err
-	}
-	defer d.Close()
-	names, err := d.Readdirnames(1)
-	if len(names) > 0 {
-		return "is a directory that is not empty: the mount would hide its contents", nil
-	}
-	if err != nil && !errors.Is(err, io.EOF) {
-		return "", err
-	}
-	return "", nil
-}
-
-// removeTarget removes target when it is an empty directory or an empty regular file (what
-// a publish creates) and reports what it kept otherwise, "" when nothing is left.
-func removeTarget(target string) (kept string, err error) {
-	fi, err := os.Lstat(target)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return "", nil
-	case err != nil:
-		return "", err
-	case fi.IsDir():
-		if err := os.Remove(target); err != nil {
-			if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
-				return "a directory that is not empty", nil
-			}
-			return "", err
-		}
-		return "", nil
-	case fi.Mode().IsRegular() && fi.Size() == 0:
-		return "", os.Remove(target)
-	default:
-		return fmt.Sprintf("a %s of %d bytes", fi.Mode().Type(), fi.Size()), nil
-	}
-}
-
-// StagedVolumes returns how many volumes are staged on this node now, the node's own count
-// of this driver's volumes in use here (capacity.AttachedHereFunc: the live floor of the
-// capacity policy). The first call reads the markers NodeStageVolume leaves under the state
-// directory and keeps those whose mount still exists, so volumes staged before a restart
-// count and ones whose mount went away (a reboot) do not; later calls are in memory.
-// Errors: the state directory or a marker cannot be read (the count is then unknown).
-func (n *NodeServer) StagedVolumes() (int, error) {
-	n.stagedMu.Lock()
-	defer n.stagedMu.Unlock()
-	if err := n.loadStagedLocked(); err != nil {
-		return 0, err
-	}
-	return len(n.staged), nil
-}
-
-func (n *NodeServer) loadStagedLocked() error {
-	if n.staged != nil {
-		return nil
-	}
-	dir := filepath.Join(n.cfg.StateDir, "volumes")
-	entries, err := os.ReadDir(dir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("count staged volumes in %s: %w", dir, err)
-	}
-	staged := map[string]string{}
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		id := e.Name()
-		b, err := os.ReadFile(n.stagedMarkerPath(id))
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("count staged volumes: %w", err)
-		}
-		mp, err := n.cfg.Mounter.MountPoint(string(b))
-		if err != nil {
-			return fmt.Errorf("count staged volumes: inspect %s: %w", b, err)
-		}
-		if mp == nil {
-			// Unstaged by a crash or a reboot after the marker was written: not staged.
-			_ = os.Remove(n.stagedMarkerPath(id))
-			continue
-		}
-		staged[id] = string(b)
-	}
-	n.staged = staged
-	return nil
-}
-
-// setStaged records that volume id is staged at mount point mp (or no longer, mp == "").
-// A marker that cannot be written or removed is logged, not returned: the mount is what
-// counts, and a count that errs low only holds new pods back while the cloud is unreadable.
-func (n *NodeServer) setStaged(ctx context.Context, id, mp string) {
-	n.stagedMu.Lock()
-	defer n.stagedMu.Unlock()
-	path := n.stagedMarkerPath(id)
-	var err error
-	if mp != "" {
-		// The state folder is this node's even when the data lives in a shared DataDir.
-		if err = os.MkdirAll(filepath.Dir(path), 0o750); err == nil {
-			err = os.WriteFile(path, []byte(mp), 0o640)
-		}
-	} else if err = os.Remove(path); errors.Is(err, os.ErrNotExist) {
-		err = nil
-	}
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Cannot update the staged marker", "volumeID", id)
-	}
-	if n.staged == nil {
-		return // the markers are read on the first StagedVolumes
-	}
-	if mp != "" {
-		n.staged[id] = mp
-	} else {
-		delete(n.staged, id)
-	}
-}
-
-func (n *NodeServer) lock(key string) (func(), error) {
-	if !n.inflight.tryAcquire(key) {
-		return nil, aborted(key)
-	}
-	return func() { n.inflight.release(key) }, nil
+	return &NodeServer{cfg: cfg, dir: dir, staged: staged, topo: topo, published: newPublishedTargets(), inflight: newInflight()}
 }
 
 // NodeStageVolume makes the volume's backing data visible at staging_target_path: a
@@ -698,7 +150,7 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 		if err := n.bindOnce(ctx, lp.Path, target, false, lp.Device); err != nil {
 			return nil, err
 		}
-		n.setStaged(ctx, id, target)
+		n.staged.Set(ctx, id, target)
 		klog.FromContext(ctx).V(2).Info("Volume staged", "volumeID", id, "stagingTargetPath", staging, "device", lp.Path)
 		return &csi.NodeStageVolumeResponse{}, nil
 	}
@@ -708,7 +160,7 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	if err := n.bindOnce(ctx, n.dataDir(id), staging, false, ""); err != nil {
 		return nil, err
 	}
-	n.setStaged(ctx, id, staging)
+	n.staged.Set(ctx, id, staging)
 	klog.FromContext(ctx).V(2).Info("Volume staged", "volumeID", id, "stagingTargetPath", staging)
 	return &csi.NodeStageVolumeResponse{}, nil
 }
@@ -740,7 +192,7 @@ func (n *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstage
 	if err := n.cfg.Mounter.DetachLoop(n.blockFile(id)); err != nil {
 		return nil, internalf("volume %s: %v", id, err)
 	}
-	n.setStaged(ctx, id, "")
+	n.staged.Set(ctx, id, "")
 	klog.FromContext(ctx).V(2).Info("Volume unstaged", "volumeID", id, "stagingTargetPath", staging)
 	return &csi.NodeUnstageVolumeResponse{}, nil
 }
@@ -764,7 +216,7 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	}
 	defer unlock()
 	if req.GetVolumeCapability().GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER {
-		if other := n.otherTarget(id, target); other != "" {
+		if other := n.published.other(id, target); other != "" {
 			return nil, status.Errorf(codes.FailedPrecondition, "single-writer volume %s is already published at %s", id, other)
 		}
 	}
@@ -791,66 +243,9 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	if err := n.bindOnce(ctx, source, target, ro, mp.Device); err != nil {
 		return nil, err
 	}
-	n.setPublished(id, target, true)
+	n.published.set(id, target, true)
 	klog.FromContext(ctx).V(2).Info("Volume published", "volumeID", id, "targetPath", target, "readOnly", ro)
 	return &csi.NodePublishVolumeResponse{}, nil
-}
-
-// prepareTarget makes target_path ready for the bind mount of the staged mount staged, and
-// records (publishRecord) whether it created it. A missing target is created (a directory
-// for mount, an empty file for block; missing parents too, though the CO makes the parent,
-// CSI spec). An existing target must be what the publish would create, empty, or already a
-// mount of this volume (a retry); anything else is FAILED_PRECONDITION: the request is
-// well-formed (not INVALID_ARGUMENT), the node's state at that path is what stops it, and
-// the CO may retry once it is cleared. A block target with another mount is left to bindOnce,
-// which replaces a stale one.
-func (n *NodeServer) prepareTarget(ctx context.Context, id, target string, isBlock bool, staged *mount.MountPoint) error {
-	rec, hasRec, err := n.loadPublishRecord(ctx, id, target)
-	if err != nil {
-		return err
-	}
-	fi, err := os.Lstat(target)
-	if errors.Is(err, os.ErrNotExist) {
-		if !hasRec || !rec.Created {
-			if err := n.savePublishRecord(id, publishRecord{Target: target, Created: true}); err != nil {
-				return err
-			}
-		}
-		if isBlock {
-			err = ensureFile(target)
-		} else {
-			err = os.MkdirAll(target, 0o750)
-		}
-		if err != nil {
-			return internalf("create target %s: %v", target, err)
-		}
-		return nil
-	}
-	if err != nil {
-		return internalf("inspect target %s: %v", target, err)
-	}
-	mp, err := n.cfg.Mounter.MountPoint(target)
-	if err != nil {
-		return internalf("inspect %s: %v", target, err)
-	}
-	if mp != nil {
-		if !isBlock && !sameVolumeMount(staged, mp) {
-			return status.Errorf(codes.FailedPrecondition, "target_path %s holds another mount (root %s of %s), not volume %s", target, mp.Root, mp.Source, id)
-		}
-		return nil
-	}
-	why, err := targetProblem(target, fi, isBlock)
-	if err != nil {
-		return internalf("inspect target %s: %v", target, err)
-	}
-	if why != "" {
-		return status.Errorf(codes.FailedPrecondition, "target_path %s %s", target, why)
-	}
-	if !hasRec {
-		// Someone else made it: unpublish leaves it.
-		return n.savePublishRecord(id, publishRecord{Target: target, Created: false})
-	}
-	return nil
 }
 
 // NodeUnpublishVolume unmounts whatever is mounted at target_path and removes the target
@@ -889,7 +284,7 @@ func (n *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpub
 	if err := n.removePublishRecord(id, target); err != nil {
 		return nil, err
 	}
-	n.setPublished(id, target, false)
+	n.published.set(id, target, false)
 	klog.FromContext(ctx).V(2).Info("Volume unpublished", "volumeID", id, "targetPath", target)
 	return &csi.NodeUnpublishVolumeResponse{}, nil
 }
@@ -908,7 +303,7 @@ func (n *NodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVol
 	if why := pathInside(p, n.cfg.KubeletRoot); why != "" {
 		return nil, status.Errorf(codes.NotFound, "volume_path %s %s: no volume of this node is there", cloud.Quote(p), why)
 	}
-	staged, ok, err := n.stagedAt(id)
+	staged, ok, err := n.staged.At(id)
 	if err != nil {
 		return nil, internalf("volume %s: %v", id, err)
 	}
@@ -1032,7 +427,7 @@ func (n *NodeServer) NodeGetInfo(ctx context.Context, _ *csi.NodeGetInfoRequest)
 		ctx, cancel = context.WithTimeout(ctx, DefaultNodeInfoTimeout)
 		defer cancel()
 	}
-	zone, err := n.Zone(ctx)
+	zone, err := n.topo.Zone(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -1050,4 +445,11 @@ func (n *NodeServer) NodeGetInfo(ctx context.Context, _ *csi.NodeGetInfoRequest)
 		MaxVolumesPerNode:  slots,
 		AccessibleTopology: &csi.Topology{Segments: map[string]string{TopologyZoneKey: zone}},
 	}, nil
+}
+
+func (n *NodeServer) lock(key string) (func(), error) {
+	if !n.inflight.tryAcquire(key) {
+		return nil, aborted(key)
+	}
+	return func() { n.inflight.release(key) }, nil
 }

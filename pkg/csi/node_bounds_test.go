@@ -210,7 +210,7 @@ func TestNodeUnpublishRemovesOnlyWhatItCreated(t *testing.T) {
 		publish(ours)
 		unpublish(restarted, ours)
 		exists(ours, false)
-		if entries, _ := os.ReadDir(filepath.Join(e.srv.volumeDir("vol-1"), publishedDir)); len(entries) != 0 {
+		if entries, _ := os.ReadDir(filepath.Dir(e.srv.dir.PublishRecord("vol-1", ours))); len(entries) != 0 {
 			t.Errorf("publish records left behind: %v", entries)
 		}
 	})

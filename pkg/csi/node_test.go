@@ -35,6 +35,9 @@ func (c *fixedCapacity) MaxVolumesPerNode(ctx context.Context) (int64, error) {
 }
 func (c *fixedCapacity) DebugState() any { return map[string]int64{"slots": c.slots} }
 
+// Run has no background work: it returns at once.
+func (c *fixedCapacity) Run(context.Context) error { return nil }
+
 type nodeEnv struct {
 	srv     *NodeServer
 	fake    *cloudfake.Fake
@@ -394,7 +397,7 @@ func TestNodeBlockAcrossRestarts(t *testing.T) {
 		}
 		_, err = s2.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: "vol-4", StagingTargetPath: staging, TargetPath: target, VolumeCapability: bcap})
 		wantCode(t, err, codes.OK)
-		if n, err := s2.StagedVolumes(); err != nil || n != 1 {
+		if n, err := s2.staged.Count(); err != nil || n != 1 {
 			t.Fatalf("StagedVolumes after a restart = %d, %v; want 1", n, err)
 		}
 
@@ -674,7 +677,7 @@ func TestNodeGetInfoWaitsBoundedForTopology(t *testing.T) {
 		defer close(holderDone)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_, _ = e.srv.Zone(ctx)
+		_, _ = e.srv.topo.Zone(ctx)
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -691,7 +694,7 @@ func TestNodeStagedVolumesSurviveARestart(t *testing.T) {
 		cleanupMounts(t, m, mountStaging, filepath.Join(blockStaging, stagedBlockFile))
 		count := func(s *NodeServer, want int) {
 			t.Helper()
-			if n, err := s.StagedVolumes(); err != nil || n != want {
+			if n, err := s.staged.Count(); err != nil || n != want {
 				t.Fatalf("StagedVolumes = %d, %v; want %d", n, err, want)
 			}
 		}
@@ -722,7 +725,7 @@ func TestNodeStagedVolumesSurviveARestart(t *testing.T) {
 		}
 		s := restarted()
 		count(s, 1)
-		if _, err := os.Stat(s.stagedMarkerPath("vol-2")); !errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(s.dir.StagedMarker("vol-2")); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("stale marker of vol-2 kept: %v", err)
 		}
 		_, err := s.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: "vol-1", StagingTargetPath: mountStaging})
@@ -745,7 +748,7 @@ func TestNodeStagedVolumesUnreadableState(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.srv.cfg.StateDir, "volumes"), []byte("not a folder"), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := e.srv.StagedVolumes(); err == nil {
+	if n, err := e.srv.staged.Count(); err == nil {
 		t.Fatalf("StagedVolumes = %d, nil; want an error for an unreadable state dir", n)
 	}
 }
@@ -789,13 +792,13 @@ func TestNodeDataFollowsTheVolumeThroughASharedDataDir(t *testing.T) {
 		if got, err := os.ReadFile(filepath.Join(readAt, "token")); err != nil || string(got) != "written on a" {
 			t.Fatalf("node b reads %q (%v), want what node a wrote", got, err)
 		}
-		if _, err := os.Stat(filepath.Join(b.cfg.StateDir, "volumes", "vol-1", stagedMarker)); err != nil {
+		if _, err := os.Stat(b.dir.StagedMarker("vol-1")); err != nil {
 			t.Errorf("node b keeps no staged marker of its own: %v", err)
 		}
-		if c, err := a.StagedVolumes(); err != nil || c != 0 {
+		if c, err := a.staged.Count(); err != nil || c != 0 {
 			t.Errorf("node a after unstage: %d staged (%v), want 0", c, err)
 		}
-		if c, err := b.StagedVolumes(); err != nil || c != 1 {
+		if c, err := b.staged.Count(); err != nil || c != 1 {
 			t.Errorf("node b: %d staged (%v), want 1", c, err)
 		}
 		_, err = b.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: "vol-1", StagingTargetPath: stagingB})

@@ -20,6 +20,7 @@ import (
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/nodestate"
 )
 
 // cloudDown makes every GetInstance and GetCapacity of f fail as an unreachable cloud would.
@@ -63,14 +64,14 @@ func TestNodeGetInfoFromPersistedIdentityWhileTheCloudIsDown(t *testing.T) {
 		wantZone  string
 		wantSlots int64
 	}{
-		{name: "identity and capacity persisted", identity: nodeIdentity{Version: 1, NodeID: "i-1", Zone: "zone-p", SavedAt: time.Now()},
+		{name: "identity and capacity persisted", identity: nodestate.Identity{Version: 1, NodeID: "i-1", Zone: "zone-p", SavedAt: time.Now()},
 			capacity: true, wantZone: "zone-p", wantSlots: 5},
 		{name: "identity persisted, capacity not: the conservative floor, never 0",
-			identity: nodeIdentity{Version: 1, NodeID: "i-1", Zone: "zone-p", SavedAt: time.Now()}, wantZone: "zone-p", wantSlots: 1},
+			identity: nodestate.Identity{Version: 1, NodeID: "i-1", Zone: "zone-p", SavedAt: time.Now()}, wantZone: "zone-p", wantSlots: 1},
 		{name: "nothing persisted", capacity: true, wantCode: codes.Unavailable},
-		{name: "identity of another node", identity: nodeIdentity{Version: 1, NodeID: "i-2", Zone: "zone-p", SavedAt: time.Now()},
+		{name: "identity of another node", identity: nodestate.Identity{Version: 1, NodeID: "i-2", Zone: "zone-p", SavedAt: time.Now()},
 			capacity: true, wantCode: codes.Unavailable},
-		{name: "identity without a zone", identity: nodeIdentity{Version: 1, NodeID: "i-1"}, capacity: true, wantCode: codes.Unavailable},
+		{name: "identity without a zone", identity: nodestate.Identity{Version: 1, NodeID: "i-1"}, capacity: true, wantCode: codes.Unavailable},
 		{name: "corrupt identity", raw: `{"version":1,"nodeId":`, capacity: true, wantCode: codes.Unavailable},
 	}
 	for _, tc := range tests {
@@ -81,11 +82,11 @@ func TestNodeGetInfoFromPersistedIdentityWhileTheCloudIsDown(t *testing.T) {
 				if err := os.MkdirAll(stateDir, 0o750); err != nil {
 					t.Fatal(err)
 				}
-				if err := os.WriteFile(filepath.Join(stateDir, nodeIdentityFile), []byte(tc.raw), 0o640); err != nil {
+				if err := os.WriteFile(nodestate.NewDir(stateDir).IdentityFile(), []byte(tc.raw), 0o640); err != nil {
 					t.Fatal(err)
 				}
 			case tc.identity != nil:
-				writeJSON(t, filepath.Join(stateDir, nodeIdentityFile), tc.identity)
+				writeJSON(t, nodestate.NewDir(stateDir).IdentityFile(), tc.identity)
 			}
 			cfg := capacity.DefaultConfig()
 			cfg.StatePath = filepath.Join(stateDir, "capacity.json")
@@ -96,7 +97,7 @@ func TestNodeGetInfoFromPersistedIdentityWhileTheCloudIsDown(t *testing.T) {
 			f := cloudfake.New()
 			f.AddInstance("i-1", "zone-cloud", 8, 1)
 			cloudDown(f)
-			rep, err := capacity.NewReporter(cfg, f, "i-1", nil, nil)
+			rep, err := capacity.NewReporter(cfg, f, "i-1", nil, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,15 +130,15 @@ func TestNodeIdentityIsPersistedAfterTheFirstLookup(t *testing.T) {
 	f := cloudfake.New()
 	f.AddInstance("i-1", "zone-a", 8, 1)
 	// A stale file of another node ID on this state dir is replaced.
-	writeJSON(t, filepath.Join(stateDir, nodeIdentityFile), nodeIdentity{Version: 1, NodeID: "i-old", Zone: "zone-old", SavedAt: time.Now()})
+	writeJSON(t, nodestate.NewDir(stateDir).IdentityFile(), nodestate.Identity{Version: 1, NodeID: "i-old", Zone: "zone-old", SavedAt: time.Now()})
 	newServer := func() *NodeServer {
 		return NewNodeServer(NodeConfig{NodeID: "i-1", StateDir: stateDir, Cloud: f, Mounter: mount.NewFake(), Capacity: &fixedCapacity{slots: 7}})
 	}
 	ctx := context.Background()
-	if z, err := newServer().Zone(ctx); err != nil || z != "zone-a" {
+	if z, err := newServer().topo.Zone(ctx); err != nil || z != "zone-a" {
 		t.Fatalf("Zone = %q, %v; want zone-a", z, err)
 	}
-	id, ok, err := loadNodeIdentity(filepath.Join(stateDir, nodeIdentityFile))
+	id, ok, err := nodestate.NewDir(stateDir).LoadIdentity()
 	if err != nil || !ok || id.NodeID != "i-1" || id.Zone != "zone-a" || id.Version != 1 || id.SavedAt.IsZero() {
 		t.Fatalf("persisted identity = %+v, %v, %v", id, ok, err)
 	}
@@ -161,8 +162,8 @@ func TestNodePersistedZoneIsKeptWhenTheCloudDisagrees(t *testing.T) {
 	for _, cloudZone := range []string{"zone-p", "zone-moved"} {
 		t.Run(cloudZone, func(t *testing.T) {
 			stateDir := filepath.Join(t.TempDir(), "state")
-			path := filepath.Join(stateDir, nodeIdentityFile)
-			writeJSON(t, path, nodeIdentity{Version: 1, NodeID: "i-1", Zone: "zone-p", SavedAt: time.Now()})
+			path := nodestate.NewDir(stateDir).IdentityFile()
+			writeJSON(t, path, nodestate.Identity{Version: 1, NodeID: "i-1", Zone: "zone-p", SavedAt: time.Now()})
 			before, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
@@ -174,9 +175,9 @@ func TestNodePersistedZoneIsKeptWhenTheCloudDisagrees(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			// Returns once the cloud has answered the check: one failure, one success.
-			n.FetchTopology(ctx)
+			n.topo.Fetch(ctx)
 			if ctx.Err() != nil {
-				t.Fatal("FetchTopology did not finish")
+				t.Fatal("Fetch did not finish")
 			}
 			if got := f.Calls(cloud.OperationGetInstance); got != 2 {
 				t.Errorf("GetInstance called %d times, want 2", got)
@@ -199,7 +200,7 @@ func TestNodePersistedZoneIsKeptWhenTheCloudDisagrees(t *testing.T) {
 func TestDriverRestartsWithTheCloudDown(t *testing.T) {
 	dir := shortDir(t)
 	stateDir := filepath.Join(dir, "state")
-	writeJSON(t, filepath.Join(stateDir, nodeIdentityFile), nodeIdentity{Version: 1, NodeID: "i-1", Zone: "zone-p", SavedAt: time.Now()})
+	writeJSON(t, nodestate.NewDir(stateDir).IdentityFile(), nodestate.Identity{Version: 1, NodeID: "i-1", Zone: "zone-p", SavedAt: time.Now()})
 	writeJSON(t, filepath.Join(stateDir, "capacity.json"), persistedCapacity())
 	f := cloudfake.New()
 	cloudDown(f)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/backoff"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/nodestate"
 )
 
 // Driver modes (--mode): which CSI services one process serves.
@@ -254,7 +255,7 @@ func (o *Options) CapacityConfig() capacity.Config {
 	c.StabilityWindow = o.CapacityStabilityWindow
 	c.MaxStabilityWindow = o.CapacityMaxStabilityWindow
 	if o.StateDir != "" {
-		c.StatePath = filepath.Join(o.StateDir, "capacity.json")
+		c.StatePath = nodestate.NewDir(o.StateDir).CapacityStateFile()
 	}
 	return c
 }

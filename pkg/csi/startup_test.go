@@ -1,11 +1,9 @@
 package csi
 
 import (
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -94,42 +92,4 @@ func TestListenLiveSocketStillServes(t *testing.T) {
 	if err := <-accepted; err != nil {
 		t.Fatal(err)
 	}
-}
-
-func TestLockStateDir(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "state")
-	first, err := lockStateDir(dir)
-	if err != nil {
-		t.Fatalf("first lock: %v", err)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, stateLockFile))
-	if err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(os.Getpid()) {
-		t.Errorf("lock file holds %q (%v), want this pid %d", b, err, os.Getpid())
-	}
-
-	// flock belongs to the open file description, so a second open conflicts like a second
-	// process would.
-	second, err := lockStateDir(dir)
-	if err == nil {
-		_ = second.Close()
-		t.Fatal("second lock succeeded while the first is held")
-	}
-	for _, want := range []string{dir, fmt.Sprintf("pid %d", os.Getpid()), "in use"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not name %q", err, want)
-		}
-	}
-	// The refused open must not have clobbered the holder's pid.
-	if b2, _ := os.ReadFile(filepath.Join(dir, stateLockFile)); string(b2) != string(b) {
-		t.Errorf("lock file changed to %q by the refused lock", b2)
-	}
-
-	if err := first.Close(); err != nil {
-		t.Fatal(err)
-	}
-	third, err := lockStateDir(dir)
-	if err != nil {
-		t.Fatalf("lock after release: %v", err)
-	}
-	_ = third.Close()
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/clustercheck"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/nodestate"
 )
 
 // clusterCheckInterval is the pause between start-up cluster check attempts.
@@ -25,11 +26,12 @@ const reportTimeout = 10 * time.Second
 
 // newCapacityReporter is the capacity policy (capacity.Reporter) when staticReason is empty,
 // else the static count (capacity.Static).
-func newCapacityReporter(opts Options, staticReason string, c Cloud, reg *prometheus.Registry) (CapacityReporter, error) {
+// The policy's live floor reads staged, the tracker the node service writes.
+func newCapacityReporter(opts Options, staticReason string, c Cloud, staged *nodestate.Staged, reg *prometheus.Registry) (CapacityReporter, error) {
 	if staticReason != "" {
 		return capacity.NewStatic(c, opts.NodeID, staticReason, opts.CapacityConfig().LookupTimeout, reg)
 	}
-	return capacity.NewReporter(opts.CapacityConfig(), c, opts.NodeID, nil, reg)
+	return capacity.NewReporter(opts.CapacityConfig(), c, opts.NodeID, staged.Count, nil, reg)
 }
 
 // DynamicCapacityNodeLabel is the Node label that switches one node between the capacity
@@ -234,11 +236,12 @@ func NewForCloud(ctx context.Context, opts Options, c Cloud, kube kubernetes.Int
 			return nil, fmt.Errorf("create state dir %s: %w", opts.StateDir, err)
 		}
 		reason, watch := staticReason(ctx, opts, kube, reg)
-		reporter, err := newCapacityReporter(opts, reason, c, reg)
+		staged := nodestate.NewStaged(nodestate.NewDir(opts.StateDir), m)
+		reporter, err := newCapacityReporter(opts, reason, c, staged, reg)
 		if err != nil {
 			return nil, fmt.Errorf("capacity reporter for %s: %w", opts.NodeID, err)
 		}
-		deps.NodeCloud, deps.Mounter, deps.Capacity = c, m, reporter
+		deps.NodeCloud, deps.Mounter, deps.Capacity, deps.Staged = c, m, reporter, staged
 		if watch != nil {
 			deps.Background = append(deps.Background, watch.run)
 			deps.ClusterCheck = watch

@@ -14,7 +14,7 @@
 // already used is ignored. When the cloud cannot be read the last known good value is kept
 // for Config.StaleAfter, then the conservative floor max(1, attachedHere) is reported, where
 // attachedHere is the node's own live count of staged volumes when the node service provides
-// it (Reporter.SetAttachedHere), else the last good reading's attached count. Revisions are
+// it (the AttachedHereFunc given to NewReporter), else the last good reading's attached count. Revisions are
 // compared only within one cloud epoch (cloud.Capacity.Epoch): a reading from a new epoch
 // restarts the revision guard.
 //

@@ -52,8 +52,7 @@ func runLogged(t *testing.T, v int, restore *PersistedState, steps []logStep, ke
 			t.Fatal(err)
 		}
 	}
-	r, clk, _ := newTestReporter(t, cfg, src)
-	r.SetAttachedHere(func() (int, error) { return int(here), nil })
+	r, clk, _ := newCountedReporter(t, cfg, src, func() (int, error) { return int(here), nil })
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(v), ktesting.BufferLogs(true)))
 	ctx := klog.NewContext(context.Background(), logger)
 	for i, st := range steps {

@@ -49,9 +49,8 @@ type Reporter struct {
 	stateNote string // the outcome of the restore at start, DebugInfo.RestoredAtStart
 
 	// attachedHere, if set, counts this driver's volumes in use on the node now (the live
-	// floor); it is called without mu held, as it may do I/O.
-	hereMu       sync.Mutex
-	attachedHere func() (int, error)
+	// floor); it is called without mu held, as it may do I/O. Set once by NewReporter.
+	attachedHere AttachedHereFunc
 
 	mu         sync.Mutex
 	policy     *Policy
@@ -72,14 +71,19 @@ type Reporter struct {
 	loggedMode Mode
 }
 
-// NewReporter returns a reporter for instanceID (the CSI node ID) reading from src. clk nil
+// NewReporter returns a reporter for instanceID (the CSI node ID) reading from src. here
+// counts this driver's volumes in use on the node now (the node plugin passes its
+// staged-volume tracker's Count), so that the conservative floor max(1, attached here)
+// follows detaches while the cloud cannot be read (Policy.ObserveAttachedHere); nil, or a
+// count that fails, falls back to the attached count of the last good reading. here must be
+// safe for concurrent use and must not call the reporter. clk nil
 // means the real clock; reg nil means the metrics are not exported. When cfg.StatePath holds
 // a state of this instance the reporter starts from it as last known good; a missing,
 // unreadable or foreign file is not an error (it is shown in DebugState), so that a bad file
 // cannot keep the node plugin from registering. No goroutine is started and the cloud is not
 // called. Errors: an invalid cfg (all problems, errors.Join), a nil src, an empty
 // instanceID, metrics that cannot be registered on reg.
-func NewReporter(cfg Config, src Source, instanceID string, clk clock.Clock, reg prometheus.Registerer) (*Reporter, error) {
+func NewReporter(cfg Config, src Source, instanceID string, here AttachedHereFunc, clk clock.Clock, reg prometheus.Registerer) (*Reporter, error) {
 	var errs []error
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)
@@ -100,11 +104,12 @@ func NewReporter(cfg Config, src Source, instanceID string, clk clock.Clock, reg
 	_, _ = h.Write([]byte(instanceID))
 	seed := h.Sum64()
 	r := &Reporter{
-		cfg:        cfg,
-		src:        src,
-		instanceID: instanceID,
-		clk:        clk,
-		policy:     NewPolicy(cfg),
+		cfg:          cfg,
+		src:          src,
+		instanceID:   instanceID,
+		clk:          clk,
+		attachedHere: here,
+		policy:       NewPolicy(cfg),
 		// Seeded by the node ID: deterministic in tests, yet nodes spread their lookups.
 		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 	}
@@ -120,7 +125,7 @@ func NewReporter(cfg Config, src Source, instanceID string, clk clock.Clock, reg
 	// What MaxVolumesPerNode would answer before any lookup: the restored value as last
 	// known good (or the floor, if it is too old), else 1 at the floor. Peek, not Value: a
 	// floor taken now would use the restored attached count and stick, while the first
-	// lookup sees the node's live count (SetAttachedHere comes after New).
+	// lookup sees the node's live count.
 	s := r.policy.Peek(clk.Now())
 	r.m.setMode(s.Mode)
 	r.m.reported.Set(float64(s.Value))
@@ -161,22 +166,9 @@ func (r *Reporter) restore() {
 // the plugin). An error means the count is unknown.
 type AttachedHereFunc func() (int, error)
 
-// SetAttachedHere gives the reporter the node's own count of this driver's volumes, so that
-// the conservative floor max(1, attached here) follows detaches while the cloud cannot be
-// read (Policy.ObserveAttachedHere). nil, or a count that fails, falls back to the attached
-// count of the last good reading. Call it before Run and the first MaxVolumesPerNode; f must
-// be safe for concurrent use and must not call the reporter.
-func (r *Reporter) SetAttachedHere(f AttachedHereFunc) {
-	r.hereMu.Lock()
-	defer r.hereMu.Unlock()
-	r.attachedHere = f
-}
-
 // observeHere asks the node for its count and feeds it to the policy; r.mu must not be held.
 func (r *Reporter) observeHere(ctx context.Context) {
-	r.hereMu.Lock()
 	f := r.attachedHere
-	r.hereMu.Unlock()
 	if f == nil {
 		return
 	}

@@ -85,9 +85,15 @@ func (f *fakeSource) callCount() int {
 
 func newTestReporter(t *testing.T, cfg Config, src Source) (*Reporter, *clocktesting.FakeClock, *prometheus.Registry) {
 	t.Helper()
+	return newCountedReporter(t, cfg, src, nil)
+}
+
+// newCountedReporter is newTestReporter with the node's live count here.
+func newCountedReporter(t *testing.T, cfg Config, src Source, here AttachedHereFunc) (*Reporter, *clocktesting.FakeClock, *prometheus.Registry) {
+	t.Helper()
 	clk := clocktesting.NewFakeClock(t0)
 	reg := prometheus.NewRegistry()
-	r, err := NewReporter(cfg, src, "i-1", clk, reg)
+	r, err := NewReporter(cfg, src, "i-1", here, clk, reg)
 	if err != nil {
 		t.Fatalf("NewReporter: %v", err)
 	}
@@ -327,7 +333,7 @@ func TestReporterPersistsAndRestores(t *testing.T) {
 				t.Fatal(err)
 			}
 			clk2 := clocktesting.NewFakeClock(clk.Now().Add(tc.after))
-			r2, err := NewReporter(cfg2, src, "i-1", clk2, prometheus.NewRegistry())
+			r2, err := NewReporter(cfg2, src, "i-1", nil, clk2, prometheus.NewRegistry())
 			if err != nil {
 				t.Fatalf("NewReporter: %v", err)
 			}
@@ -485,7 +491,7 @@ func TestNewReporterValidates(t *testing.T) {
 	bad.StaleAfter = 0
 	bad.Jitter = 2
 	bad.QuotaShare = "half"
-	_, err := NewReporter(bad, nil, "", nil, nil)
+	_, err := NewReporter(bad, nil, "", nil, nil, nil)
 	if err == nil {
 		t.Fatal("NewReporter with a bad config = nil error")
 	}
@@ -496,10 +502,10 @@ func TestNewReporterValidates(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	src := newFakeSource(reading(16, 1, 3, 100, 1))
-	if _, err := NewReporter(DefaultConfig(), src, "i-1", nil, reg); err != nil {
+	if _, err := NewReporter(DefaultConfig(), src, "i-1", nil, nil, reg); err != nil {
 		t.Fatalf("first reporter: %v", err)
 	}
-	if _, err := NewReporter(DefaultConfig(), src, "i-1", nil, reg); err == nil {
+	if _, err := NewReporter(DefaultConfig(), src, "i-1", nil, nil, reg); err == nil {
 		t.Error("second reporter on the same registerer = nil error, want a registration error")
 	}
 	if n := src.callCount(); n != 0 {
@@ -540,10 +546,9 @@ func TestReporterAcceptsANewEpochAfterRestart(t *testing.T) {
 
 func TestReporterFloorFollowsTheNodesCount(t *testing.T) {
 	src := newFakeSource(reading(16, 1, 6, 100, 1))
-	r, clk, _ := newTestReporter(t, DefaultConfig(), src)
 	var mu sync.Mutex
 	count, countErr := 6, error(nil)
-	r.SetAttachedHere(func() (int, error) {
+	r, clk, _ := newCountedReporter(t, DefaultConfig(), src, func() (int, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		return count, countErr
@@ -579,8 +584,7 @@ func TestReporterFloorFollowsTheNodesCount(t *testing.T) {
 
 func TestReporterFloorWithoutACount(t *testing.T) {
 	src := newFakeSource(reading(16, 1, 6, 100, 1))
-	r, clk, _ := newTestReporter(t, DefaultConfig(), src)
-	r.SetAttachedHere(func() (int, error) { return 0, errors.New("state dir unreadable") })
+	r, clk, _ := newCountedReporter(t, DefaultConfig(), src, func() (int, error) { return 0, errors.New("state dir unreadable") })
 	mustValue(t, r)
 	src.set(nil, cloud.NewError(cloud.CodeUnavailable, "down"))
 	clk.Step(DefaultStaleAfter + time.Second)
@@ -702,7 +706,7 @@ func TestReporterMetricsBeforeTheFirstReading(t *testing.T) {
 }
 
 // TestReporterStaleRestoreFloorsOnTheLiveCount: a restored state too old to trust puts the
-// node at the floor, and that floor is the node's live staged count (set after New), not the
+// node at the floor, and that floor is the node's live staged count (given to New), not the
 // restored state's attached count: the start-up metrics must not fix the floor early.
 func TestReporterStaleRestoreFloorsOnTheLiveCount(t *testing.T) {
 	cfg := DefaultConfig()
@@ -713,8 +717,7 @@ func TestReporterStaleRestoreFloorsOnTheLiveCount(t *testing.T) {
 	}
 	src := newFakeSource(nil)
 	src.set(nil, cloud.ErrUnavailable) // the cloud cannot be read, attaches went on
-	r, _, _ := newTestReporter(t, cfg, src)
-	r.SetAttachedHere(func() (int, error) { return 8, nil })
+	r, _, _ := newCountedReporter(t, cfg, src, func() (int, error) { return 8, nil })
 	if got := mustValue(t, r); got != 8 {
 		t.Fatalf("floor = %d, want the live count 8 (not the restored state's 5)", got)
 	}

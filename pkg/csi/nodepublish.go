@@ -1,0 +1,178 @@
+package csi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
+)
+
+// publishRecord is what the node keeps of one target_path it published a volume at, in
+// the state dir (nodestate.Dir.PublishRecord): the path and whether this
+// plugin created the file or directory there. NodeUnpublishVolume removes only what it
+// created (CSI spec, NodeUnpublishVolumeRequest.target_path: "The SP MUST delete the file or
+// directory it created at this path"), never a directory the CO or anyone else made. The
+// record is written before the target is created, so a crash in between still knows.
+type publishRecord struct {
+	Target  string `json:"target"`
+	Created bool   `json:"created"`
+}
+
+// publishedTargets maps a volume ID to the target paths this process published it at, to
+// refuse a second target for SINGLE_NODE_SINGLE_WRITER. It is not persisted: after a restart
+// only the CO's own ReadWriteOncePod enforcement remains for volumes published before. Safe
+// for concurrent use.
+type publishedTargets struct {
+	mu sync.Mutex
+	m  map[string]map[string]bool
+}
+
+func newPublishedTargets() *publishedTargets {
+	return &publishedTargets{m: map[string]map[string]bool{}}
+}
+
+// other returns a target other than target the volume is published at, or "".
+func (p *publishedTargets) other(id, target string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for t := range p.m[id] {
+		if t != target {
+			return t
+		}
+	}
+	return ""
+}
+
+// set records that volume id is published at target (on) or no longer (!on).
+func (p *publishedTargets) set(id, target string, on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if on {
+		if p.m[id] == nil {
+			p.m[id] = map[string]bool{}
+		}
+		p.m[id][target] = true
+		return
+	}
+	delete(p.m[id], target)
+	if len(p.m[id]) == 0 {
+		delete(p.m, id)
+	}
+}
+
+// prepareTarget makes target_path ready for the bind mount of the staged mount staged, and
+// records (publishRecord) whether it created it. A missing target is created (a directory
+// for mount, an empty file for block; missing parents too, though the CO makes the parent,
+// CSI spec). An existing target must be what the publish would create, empty, or already a
+// mount of this volume (a retry); anything else is FAILED_PRECONDITION: the request is
+// well-formed (not INVALID_ARGUMENT), the node's state at that path is what stops it, and
+// the CO may retry once it is cleared. A block target with another mount is left to bindOnce,
+// which replaces a stale one.
+func (n *NodeServer) prepareTarget(ctx context.Context, id, target string, isBlock bool, staged *mount.MountPoint) error {
+	rec, hasRec, err := n.loadPublishRecord(ctx, id, target)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Lstat(target)
+	if errors.Is(err, os.ErrNotExist) {
+		if !hasRec || !rec.Created {
+			if err := n.savePublishRecord(id, publishRecord{Target: target, Created: true}); err != nil {
+				return err
+			}
+		}
+		if isBlock {
+			err = ensureFile(target)
+		} else {
+			err = os.MkdirAll(target, 0o750)
+		}
+		if err != nil {
+			return internalf("create target %s: %v", target, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return internalf("inspect target %s: %v", target, err)
+	}
+	mp, err := n.cfg.Mounter.MountPoint(target)
+	if err != nil {
+		return internalf("inspect %s: %v", target, err)
+	}
+	if mp != nil {
+		if !isBlock && !sameVolumeMount(staged, mp) {
+			return status.Errorf(codes.FailedPrecondition, "target_path %s holds another mount (root %s of %s), not volume %s", target, mp.Root, mp.Source, id)
+		}
+		return nil
+	}
+	why, err := targetProblem(target, fi, isBlock)
+	if err != nil {
+		return internalf("inspect target %s: %v", target, err)
+	}
+	if why != "" {
+		return status.Errorf(codes.FailedPrecondition, "target_path %s %s", target, why)
+	}
+	if !hasRec {
+		// Someone else made it: unpublish leaves it.
+		return n.savePublishRecord(id, publishRecord{Target: target, Created: false})
+	}
+	return nil
+}
+
+// loadPublishRecord returns the record of volume id at target; ok is false when there is
+// none (nor any state dir). A record that cannot be parsed is logged and ignored: it was
+// written atomically, so only a foreign hand makes one.
+func (n *NodeServer) loadPublishRecord(ctx context.Context, id, target string) (publishRecord, bool, error) {
+	if !n.dir.Enabled() {
+		return publishRecord{}, false, nil
+	}
+	path := n.dir.PublishRecord(id, target)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return publishRecord{}, false, nil
+	}
+	if err != nil {
+		return publishRecord{}, false, internalf("read publish record of %s: %v", id, err)
+	}
+	var r publishRecord
+	if err := json.Unmarshal(b, &r); err != nil || r.Target != target {
+		klog.FromContext(ctx).Error(err, "Ignoring a publish record that is not this target's", "volumeID", id, "targetPath", target, "path", path)
+		return publishRecord{}, false, nil
+	}
+	return r, true, nil
+}
+
+// savePublishRecord writes the record of volume id at r.Target (nothing without a state
+// dir). Errors are INTERNAL: without the record an unpublish could not tell what to remove.
+func (n *NodeServer) savePublishRecord(id string, r publishRecord) error {
+	if !n.dir.Enabled() {
+		return nil
+	}
+	path := n.dir.PublishRecord(id, r.Target)
+	b, err := json.Marshal(r)
+	if err == nil {
+		err = n.dir.WriteAtomic(path, append(b, '\n'))
+	}
+	if err != nil {
+		return internalf("write publish record of %s: %v", id, err)
+	}
+	return nil
+}
+
+func (n *NodeServer) removePublishRecord(id, target string) error {
+	if !n.dir.Enabled() {
+		return nil
+	}
+	err := os.Remove(n.dir.PublishRecord(id, target))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return internalf("remove publish record of %s: %v", id, err)
+	}
+	_ = os.Remove(filepath.Dir(n.dir.PublishRecord(id, target))) // only when empty
+	return nil
+}
