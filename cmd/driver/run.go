@@ -172,8 +172,10 @@ func checkSocket(path string) error {
 // isNil reports whether m is a typed nil pointer, as a failed gRPC call returns.
 func isNil(m proto.Message) bool { return !m.ProtoReflect().IsValid() }
 
-// serve wires the options into a cloud client, capacity reporter and mounter and runs the
-// driver until ctx ends.
+// serve validates the options (the one place they are), builds the cloud and Kubernetes
+// clients, runs the start-up cluster check (CheckCluster: the capacity mode of a node plugin;
+// the one step that waits on the API server), builds the driver (no I/O) and runs it until
+// ctx ends.
 func serve(ctx context.Context, opts csidriver.Options) error {
 	if err := opts.Validate(); err != nil {
 		return err
@@ -192,7 +194,8 @@ func serve(ctx context.Context, opts csidriver.Options) error {
 	if err != nil {
 		return err
 	}
-	d, err := csidriver.NewForCloud(ctx, opts, client, kube, mount.NewLinux(), reg)
+	mode := csidriver.CheckCluster(ctx, opts, kube, reg)
+	d, err := csidriver.NewForCloud(opts, client, mode, mount.NewLinux(), reg)
 	if err != nil {
 		return err
 	}

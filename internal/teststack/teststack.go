@@ -138,7 +138,10 @@ func Start(tb testing.TB, cfg Config) *Stack {
 	if cfg.KubeletRoot != "" {
 		opts.KubeletRoot = cfg.KubeletRoot
 	}
-	d, err := csidriver.NewForCloud(ctx, opts, driverClient, nil, m, prometheus.NewRegistry())
+	if err := opts.Validate(); err != nil {
+		tb.Fatal(err)
+	}
+	d, err := csidriver.NewForCloud(opts, driverClient, csidriver.CheckCluster(ctx, opts, nil, nil), m, prometheus.NewRegistry())
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -68,13 +68,11 @@ type Driver struct {
 	metrics    *rpcMetrics
 }
 
-// New checks opts and deps and builds the services; it starts nothing and does no I/O.
-// Errors: invalid options or missing dependencies (all at once), metrics registration.
+// New checks deps and builds the services; it starts nothing and does no I/O. opts must
+// have passed Options.Validate: options are validated once, by the binary, before anything
+// is built. Errors: missing dependencies (all at once), metrics registration.
 func New(opts Options, deps Deps) (*Driver, error) {
 	var errs []error
-	if err := opts.Validate(); err != nil {
-		errs = append(errs, err)
-	}
 	runController := opts.Mode == ModeController || opts.Mode == ModeAll
 	runNode := opts.Mode == ModeNode || opts.Mode == ModeAll
 	if runController && deps.ControllerCloud == nil {

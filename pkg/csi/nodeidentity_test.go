@@ -208,7 +208,7 @@ func TestDriverRestartsWithTheCloudDown(t *testing.T) {
 	opts.Mode, opts.NodeID, opts.StateDir = ModeNode, "i-1", stateDir
 	sock := filepath.Join(dir, "csi.sock")
 	opts.Endpoint = "unix://" + sock
-	d, err := NewForCloud(context.Background(), opts, f, nil, mount.NewFake(), prometheus.NewRegistry())
+	d, err := NewForCloud(opts, f, CheckCluster(context.Background(), opts, nil, nil), mount.NewFake(), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestDriverRestartsWithTheCloudDown(t *testing.T) {
 	// A second plugin on the same state dir is refused before it touches anything.
 	opts2 := opts
 	opts2.Endpoint = "unix://" + filepath.Join(dir, "other.sock")
-	d2, err := NewForCloud(context.Background(), opts2, f, nil, mount.NewFake(), prometheus.NewRegistry())
+	d2, err := NewForCloud(opts2, f, CheckCluster(context.Background(), opts2, nil, nil), mount.NewFake(), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

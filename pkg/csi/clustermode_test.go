@@ -30,7 +30,7 @@ import (
 
 var _ Cloud = (*cloudfake.Fake)(nil)
 
-// newNodeDriver is NewForCloud in node mode for instance i-1 (8 slots, 1 out of band) of a
+// newNodeDriver is CheckCluster and NewForCloud in node mode for instance i-1 (8 slots, 1 out of band) of a
 // fake cloud, with the driver's flags plus args.
 func newNodeDriver(t *testing.T, kube kubernetes.Interface, args ...string) (*Driver, *cloudfake.Fake, *prometheus.Registry) {
 	t.Helper()
@@ -43,7 +43,10 @@ func newNodeDriver(t *testing.T, kube kubernetes.Interface, args ...string) (*Dr
 	f := cloudfake.New()
 	f.AddInstance("i-1", "zone-a", 8, 1)
 	reg := prometheus.NewRegistry()
-	d, err := NewForCloud(context.Background(), o, f, kube, mount.NewFake(), reg)
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewForCloud(o, f, CheckCluster(context.Background(), o, kube, reg), mount.NewFake(), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,9 +196,10 @@ func TestClusterWatchFollowsTheCluster(t *testing.T) {
 	o := DefaultOptions()
 	o.Mode, o.NodeID, o.StateDir = ModeNode, "i-1", t.TempDir()
 	reg := prometheus.NewRegistry()
-	reason, watch := staticReason(context.Background(), o, kube, reg)
+	mode := CheckCluster(context.Background(), o, kube, reg)
+	reason, watch := mode.StaticReason, mode.watch
 	if reason != "" || watch == nil {
-		t.Fatalf("staticReason = %q, %v; want dynamic with a watch", reason, watch)
+		t.Fatalf("CheckCluster = %q, %v; want dynamic with a watch", reason, watch)
 	}
 	setPeriod := func(p *int64) {
 		t.Helper()

@@ -2,8 +2,6 @@ package csi
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -12,10 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
-	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/clustercheck"
-	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
-	"github.com/fakecloud/fakecloud-csi/pkg/csi/nodestate"
 )
 
 // clusterCheckInterval is the pause between start-up cluster check attempts.
@@ -24,41 +19,57 @@ const clusterCheckInterval = 2 * time.Second
 // reportTimeout bounds the creation of the Event that explains a fallback.
 const reportTimeout = 10 * time.Second
 
-// newCapacityReporter is the capacity policy (capacity.Reporter) when staticReason is empty,
-// else the static count (capacity.Static).
-// The policy's live floor reads staged, the tracker the node service writes.
-func newCapacityReporter(opts Options, staticReason string, c Cloud, staged *nodestate.Staged, reg *prometheus.Registry) (CapacityReporter, error) {
-	if staticReason != "" {
-		return capacity.NewStatic(c, opts.NodeID, staticReason, opts.CapacityConfig().LookupTimeout, reg)
-	}
-	return capacity.NewReporter(opts.CapacityConfig(), c, opts.NodeID, staged.Count, nil, reg)
-}
-
 // DynamicCapacityNodeLabel is the Node label that switches one node between the capacity
 // policy ("true") and the static count ("false"), overriding --dynamic-capacity; read once at
 // node plugin start, with --node-name and API access. It is the canary switch of
 // docs/upgrade.md: one DaemonSet, some nodes labelled.
 const DynamicCapacityNodeLabel = "fakecloud.dev/dynamic-capacity"
 
-// staticReason decides whether the node plugin reports the capacity policy's value ("") or a
-// static count (why, for /debug/capacity). Wanted is opts.DynamicCapacity, or the Node's
-// DynamicCapacityNodeLabel when kube is set and the Node has it. A node that wants dynamic
-// capacity gets it, unless the cluster check (package clustercheck) answers that the cluster
-// cannot take CSINode allocatable updates (KEP-4876); then it logs the problems, creates a
-// Warning Event on the CSIDriver and reports a static count. A check that gets no answer
-// within opts.ClusterCheckTimeout (API server unreachable, RBAC refuses, Node missing) keeps
-// what was wanted, read from the flag, and logs why: on the clusters this driver targets
-// (v1.36+) that is right, and a missing permission must not silently change what the node
-// reports. reg receives fakecloud_csi_cluster_dynamic_capacity_supported when a node that
-// wants dynamic capacity got an answer.
+// CapacityMode is what the start-up cluster check decided for a node plugin: the capacity
+// policy (capacity.Reporter) or a static count (capacity.Static), and the re-check that
+// follows the cluster while the plugin runs. The zero value is the capacity policy without a
+// re-check. CheckCluster makes one; NewForCloud reads it.
+type CapacityMode struct {
+	// StaticReason is why the node reports a static count (shown in /debug/capacity); ""
+	// for the capacity policy.
+	StaticReason string
+	// watch re-checks the cluster in the background; nil when nothing is re-checked.
+	watch *clusterWatch
+}
+
+// CheckCluster is the node plugin's explicit start-up step that decides its CapacityMode;
+// cmd/driver calls it before NewForCloud, and it is the only part of start-up that waits on
+// the Kubernetes API server. In controller mode it decides nothing.
+//
+// Wanted is opts.DynamicCapacity, or the Node's DynamicCapacityNodeLabel when kube is set and
+// the Node has it. A node that wants dynamic capacity gets it, unless the cluster check
+// (package clustercheck) answers that the cluster cannot take CSINode allocatable updates
+// (KEP-4876); then it logs the problems, creates a Warning Event on the CSIDriver and reports
+// a static count. A check that gets no answer within opts.ClusterCheckTimeout (API server
+// unreachable, RBAC refuses, Node missing) keeps what was wanted, read from the flag, and
+// logs why: on the clusters this driver targets (v1.36+) that is right, and a missing
+// permission must not silently change what the node reports. kube nil skips the check. reg
+// receives fakecloud_csi_cluster_dynamic_capacity_supported when a node that wants dynamic
+// capacity got an answer.
+func CheckCluster(ctx context.Context, opts Options, kube kubernetes.Interface, reg prometheus.Registerer) CapacityMode {
+	if opts.Mode != ModeNode && opts.Mode != ModeAll {
+		return CapacityMode{}
+	}
+	reason, watch := staticReason(ctx, opts, kube, reg)
+	return CapacityMode{StaticReason: reason, watch: watch}
+}
+
+// staticReason is CheckCluster's decision: the static reason ("" for the policy) and the
+// re-check, nil when nothing is re-checked.
 func staticReason(ctx context.Context, opts Options, kube kubernetes.Interface, reg prometheus.Registerer) (string, *clusterWatch) {
+	logger := klog.FromContext(ctx)
 	flagReason := ""
 	if !opts.DynamicCapacity {
 		flagReason = "--dynamic-capacity=false"
 	}
 	// Without a node name there is no label to read, and a static node needs no check.
 	if kube == nil || (!opts.DynamicCapacity && opts.NodeName == "") {
-		klog.InfoS("Cluster not checked (no Kubernetes API access, or --dynamic-capacity=false without --node-name)",
+		logger.Info("Cluster not checked (no Kubernetes API access, or --dynamic-capacity=false without --node-name)",
 			"nodeID", opts.NodeID, "dynamicCapacity", opts.DynamicCapacity)
 		return flagReason, nil
 	}
@@ -66,7 +77,7 @@ func staticReason(ctx context.Context, opts Options, kube kubernetes.Interface, 
 		ModeLabel: DynamicCapacityNodeLabel, NodeID: opts.NodeID}
 	res, err := chk.CheckUntil(ctx, clusterCheckInterval, opts.ClusterCheckTimeout)
 	if err != nil {
-		klog.ErrorS(err, "Cannot tell whether the cluster takes CSINode allocatable updates; reporting as --dynamic-capacity says",
+		logger.Error(err, "Cannot tell whether the cluster takes CSINode allocatable updates; reporting as --dynamic-capacity says",
 			"nodeID", opts.NodeID, "dynamicCapacity", opts.DynamicCapacity)
 		return flagReason, nil
 	}
@@ -79,14 +90,14 @@ func staticReason(ctx context.Context, opts Options, kube kubernetes.Interface, 
 			if !want {
 				wantReason = "node label " + DynamicCapacityNodeLabel + "=false"
 			}
-			klog.InfoS("The node label overrides --dynamic-capacity", "nodeID", opts.NodeID, "label", DynamicCapacityNodeLabel, "value", v)
+			logger.Info("The node label overrides --dynamic-capacity", "nodeID", opts.NodeID, "label", DynamicCapacityNodeLabel, "value", v)
 		default:
-			klog.ErrorS(nil, "Ignoring the node label: its value must be true or false", "nodeID", opts.NodeID,
+			logger.Error(nil, "Ignoring the node label: its value must be true or false", "nodeID", opts.NodeID,
 				"label", DynamicCapacityNodeLabel, "value", v, "dynamicCapacity", opts.DynamicCapacity)
 		}
 	}
 	if !want {
-		klog.InfoS("Dynamic capacity is off, reporting a static count", "nodeID", opts.NodeID, "reason", wantReason)
+		logger.Info("Dynamic capacity is off, reporting a static count", "nodeID", opts.NodeID, "reason", wantReason)
 		return wantReason, nil
 	}
 	supported := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -94,7 +105,7 @@ func staticReason(ctx context.Context, opts Options, kube kubernetes.Interface, 
 		Help: "1 when the start-up check found that the cluster takes CSINode allocatable updates (KEP-4876), 0 when the node plugin fell back to a static count.",
 	})
 	if err := reg.Register(supported); err != nil {
-		klog.ErrorS(err, "Cannot register the cluster check metric")
+		logger.Error(err, "Cannot register the cluster check metric")
 	}
 	kv := []any{"nodeID", opts.NodeID, "serverVersion", res.ServerVersion, "kubeletVersion", res.KubeletVersion}
 	if res.PeriodSeconds != nil {
@@ -103,15 +114,15 @@ func staticReason(ctx context.Context, opts Options, kube kubernetes.Interface, 
 	watch := &clusterWatch{chk: chk, gauge: supported, now: time.Now, atStart: res.Supported}
 	watch.record(res)
 	if res.Supported {
-		klog.InfoS("The cluster takes CSINode allocatable updates, reporting dynamic capacity", kv...)
+		logger.Info("The cluster takes CSINode allocatable updates, reporting dynamic capacity", kv...)
 		return "", watch
 	}
-	klog.ErrorS(nil, "The cluster cannot take CSINode allocatable updates (KEP-4876); reporting a static count instead of dynamic capacity",
+	logger.Error(nil, "The cluster cannot take CSINode allocatable updates (KEP-4876); reporting a static count instead of dynamic capacity",
 		append(kv, "problems", res.Problems)...)
 	rctx, cancel := context.WithTimeout(ctx, reportTimeout)
 	defer cancel()
 	if err := chk.Report(rctx, res); err != nil {
-		klog.ErrorS(err, "Cannot create the Event that explains the static count", "nodeID", opts.NodeID)
+		logger.Error(err, "Cannot create the Event that explains the static count", "nodeID", opts.NodeID)
 	}
 	return "the cluster cannot take CSINode allocatable updates: " + strings.Join(res.Problems, "; "), watch
 }
@@ -196,11 +207,12 @@ func (w *clusterWatch) run(ctx context.Context) {
 // once checks the cluster once (bounded by reportTimeout), sets the gauge and logs when the
 // verdict changed. A failed check changes nothing.
 func (w *clusterWatch) once(ctx context.Context) {
+	logger := klog.FromContext(ctx)
 	cctx, cancel := context.WithTimeout(ctx, reportTimeout)
 	res, err := w.chk.Check(cctx)
 	cancel()
 	if err != nil {
-		klog.V(2).InfoS("Cluster re-check failed", "nodeID", w.chk.NodeID, "err", err)
+		logger.V(2).Info("Cluster re-check failed", "nodeID", w.chk.NodeID, "err", err)
 		return
 	}
 	if !w.record(res) {
@@ -208,44 +220,11 @@ func (w *clusterWatch) once(ctx context.Context) {
 	}
 	switch {
 	case !res.Supported && w.atStart:
-		klog.ErrorS(nil, "The cluster no longer takes CSINode allocatable updates: the kubelet stops refreshing this node's count. Fix it, then restart the node plugin",
+		logger.Error(nil, "The cluster no longer takes CSINode allocatable updates: the kubelet stops refreshing this node's count. Fix it, then restart the node plugin",
 			"nodeID", w.chk.NodeID, "problems", res.Problems)
 	case res.Supported && !w.atStart:
-		klog.InfoS("The cluster now takes CSINode allocatable updates; restart the node plugin to report dynamic capacity", "nodeID", w.chk.NodeID)
+		logger.Info("The cluster now takes CSINode allocatable updates; restart the node plugin to report dynamic capacity", "nodeID", w.chk.NodeID)
 	default:
-		klog.InfoS("The cluster check is back to its verdict at start", "nodeID", w.chk.NodeID, "supported", res.Supported, "problems", res.Problems)
+		logger.Info("The cluster check is back to its verdict at start", "nodeID", w.chk.NodeID, "supported", res.Supported, "problems", res.Problems)
 	}
-}
-
-// NewForCloud builds the Driver of opts.Mode around one cloud client c: the controller and
-// node services call c, and in node and all modes a capacity.Reporter reads the node's capacity
-// through c and persists its last trusted value under opts.StateDir (created 0750 if missing),
-// or a capacity.Static reports a count read once: with opts.DynamicCapacity false, or when
-// kube is not nil and the start-up cluster check finds that the cluster cannot take CSINode
-// allocatable updates (see staticReason; this may wait up to opts.ClusterCheckTimeout for
-// the API server). kube nil skips the check. m does the node's bind mounts; reg receives the
-// driver's and the reporter's metrics.
-// Errors: invalid opts (every problem at once), an unusable state dir.
-func NewForCloud(ctx context.Context, opts Options, c Cloud, kube kubernetes.Interface, m mount.Mounter, reg *prometheus.Registry) (*Driver, error) {
-	if err := opts.Validate(); err != nil {
-		return nil, err
-	}
-	deps := Deps{ControllerCloud: c, Registry: reg}
-	if opts.Mode == ModeNode || opts.Mode == ModeAll {
-		if err := os.MkdirAll(opts.StateDir, 0o750); err != nil {
-			return nil, fmt.Errorf("create state dir %s: %w", opts.StateDir, err)
-		}
-		reason, watch := staticReason(ctx, opts, kube, reg)
-		staged := nodestate.NewStaged(nodestate.NewDir(opts.StateDir), m)
-		reporter, err := newCapacityReporter(opts, reason, c, staged, reg)
-		if err != nil {
-			return nil, fmt.Errorf("capacity reporter for %s: %w", opts.NodeID, err)
-		}
-		deps.NodeCloud, deps.Mounter, deps.Capacity, deps.Staged = c, m, reporter, staged
-		if watch != nil {
-			deps.Background = append(deps.Background, watch.run)
-			deps.ClusterCheck = watch
-		}
-	}
-	return New(opts, deps)
 }
