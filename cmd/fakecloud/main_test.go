@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"net"
 	"net/http"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
@@ -39,7 +40,7 @@ func TestOptionsValidate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var o Options
-			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 			o.AddFlags(fs)
 			if err := fs.Parse(tt.args); err != nil {
 				t.Fatal(err)
@@ -67,7 +68,7 @@ func TestOptionsValidate(t *testing.T) {
 // server's documented default, and the values reach server.Config.
 func TestBoundFlagsHaveDefaultsAndReachTheConfig(t *testing.T) {
 	var o Options
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	o.AddFlags(fs)
 	for name, want := range map[string]string{"max-connections": "1024", "read-header-timeout": "5s", "read-timeout": "10s",
 		"idle-timeout": "2m0s", "max-fault-rules": "1000", "max-instances": "10000", "max-events": "10000", "max-event-bytes": "4194304", "max-body-bytes": "1048576"} {

@@ -2,9 +2,10 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/faults"
@@ -48,7 +49,7 @@ type Options struct {
 }
 
 // AddFlags registers the options on fs with their defaults.
-func (o *Options) AddFlags(fs *flag.FlagSet) {
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:8080", "HTTP listen address host:port")
 	fs.StringVar(&o.DataDir, "data-dir", "", "directory of the durable store; empty: a temporary store, nothing persists")
 	fs.StringVar(&o.SeedFile, "seed", "", "seed YAML (instance types, instances, quotas, faults); empty: built-in defaults")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
@@ -33,11 +34,15 @@ Fixed bounds (README "Limits"; 400 InvalidArgument unless said otherwise):
 
 // run parses args, starts the fake cloud and serves until ctx ends; a clean shutdown is nil.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("fakecloud", flag.ContinueOnError)
+	// pflag, as the driver and Kubernetes use: --flag in --help, one flag style for both
+	// binaries. klog's flags come from its Go flag set.
+	fs := pflag.NewFlagSet("fakecloud", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o Options
 	o.AddFlags(fs)
-	klog.InitFlags(fs)
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	fs.AddGoFlagSet(klogFlags)
 	fs.Usage = func() {
 		out := fs.Output()
 		_, _ = fmt.Fprintln(out, "Usage of fakecloud:")
@@ -45,7 +50,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		_, _ = fmt.Fprint(out, fixedBounds())
 	}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, pflag.ErrHelp) {
 			return nil
 		}
 		return err
