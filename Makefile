@@ -101,8 +101,12 @@ deploy-dry-run: ## Server-side dry run of every deploy/kind manifest against KUB
 	hack/deploy-dry-run.sh
 
 .PHONY: verify
-verify: ## gofmt, go vet, go.mod tidiness of every module.
+verify: ## gofmt, go vet, go.mod tidiness of every module, docs/packages.md current.
 	hack/verify.sh
+
+.PHONY: docs-graph
+docs-graph: ## Regenerate docs/packages.md, the package graph from `go list` (make verify checks it).
+	hack/pkggraph.sh
 
 .PHONY: sanity
 sanity: build ## Run the csi-sanity binary (pinned in tools/go.mod) against the built driver and fake cloud.

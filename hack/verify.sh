@@ -34,4 +34,8 @@ done
 if grep -qE 'k8s.io/kubernetes |sigs.k8s.io/kind |csi-test/v5/cmd' go.mod; then
   echo "go.mod: a tool or k8s.io/kubernetes leaked into the main module"; fail=1
 fi
+# The package graph in docs/ is generated (make docs-graph).
+if ! diff -q <(hack/pkggraph.sh -) docs/packages.md >/dev/null; then
+  echo "docs/packages.md is stale (run: make docs-graph)"; fail=1
+fi
 exit $fail

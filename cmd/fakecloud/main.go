@@ -1,4 +1,4 @@
-// Command fakecloud serves the fake cloud's HTTP API (fakecloud-api.md) over a durable bbolt
+// Command fakecloud serves the fake cloud's HTTP API (docs/fakecloud-api.md) over a durable bbolt
 // store: instances with attach limits, quotas, volumes, snapshots and fault rules.
 //
 //	fakecloud --listen=127.0.0.1:8080 --data-dir=/var/lib/fakecloud --seed=examples/seed.yaml \

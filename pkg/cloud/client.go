@@ -65,7 +65,7 @@ const MaxResponseBytes = 16 << 20
 // flight at once, e.g. the external-attacher's workers each publishing through the driver.
 const maxIdleConnsPerHost = 64
 
-// Client is the Go client of the fake cloud's HTTP API (fakecloud-api.md). It is safe for
+// Client is the Go client of the fake cloud's HTTP API (docs/fakecloud-api.md). It is safe for
 // concurrent use. Every method returns a *Error (match it with errors.Is(err, ErrX) or
 // CodeOf) for a non-2xx answer; transport failures are returned wrapped, with no cloud code,
 // and context errors stay errors.Is(err, context.DeadlineExceeded / context.Canceled).

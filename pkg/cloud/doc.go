@@ -5,5 +5,5 @@
 // The fake cloud owns the truth about attach capacity: instances, their per-instance attach
 // limit and out-of-band slots, attachments and account quotas. An attach is checked against all
 // of them atomically, so the answer of AttachVolume is authoritative; a CSINode count is only a
-// hint derived from Capacity (see ../shared/design/domain.md, "Who does what").
+// hint derived from Capacity (see docs/design.md, "Who does what").
 package cloud

@@ -55,7 +55,7 @@ type InstancePatch struct {
 
 // Capacity is the raw attach-capacity facts of one instance at one revision, the answer of
 // GET /v1/instances/{id}/capacity. The cloud applies no policy; the driver does
-// (domain.md, "Capacity model").
+// (docs/design.md, "Capacity model").
 type Capacity struct {
 	InstanceID string `json:"instanceId"`
 	// AttachLimit is the effective per-instance attach limit, in slots.
@@ -199,7 +199,7 @@ const (
 	OperationListSnapshots  Operation = "ListSnapshots"
 )
 
-// FaultRule makes matching operations fail or slow down (fakecloud-api.md, "Fault rules").
+// FaultRule makes matching operations fail or slow down (docs/fakecloud-api.md, "Fault rules").
 // A rule with Error == "" and LatencyMS > 0 only delays. For the counters, 0 (which the JSON
 // encoding omits) means no bound: AfterCount 0 lets no call pass, Count 0 fires without
 // limit, TTLSeconds 0 never expires. Rules live in the server's memory: a restart or

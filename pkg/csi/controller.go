@@ -211,7 +211,7 @@ func (s *ControllerServer) DeleteVolume(ctx context.Context, req *csi.DeleteVolu
 
 // ControllerPublishVolume attaches the volume to the node's instance (node ID = instance ID).
 // The cloud checks slots, quota, zone and single attachment atomically, so this call — not the
-// CSINode count — is the authority (domain.md rule 1). Codes: RESOURCE_EXHAUSTED only for a
+// CSINode count — is the authority (docs/design.md, rule 1). Codes: RESOURCE_EXHAUSTED only for a
 // full node or attachment quota; FAILED_PRECONDITION for a zone mismatch or a volume attached
 // elsewhere; NOT_FOUND for a missing volume or node; ABORTED while another operation on the
 // same volume runs in this process. publish_context carries {"devicePath": device}.

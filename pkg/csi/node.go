@@ -418,7 +418,7 @@ func (n *NodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabiliti
 // (fixed once known; from the state dir when a previous process persisted it, so a restart
 // answers while the cloud is down; see Zone) and max_volumes_per_node from the capacity
 // reporter: the total slots this driver may use here, never 0 (0 means unlimited; KEP-4876,
-// domain.md rules 2 and 3). Bounded by ctx, or by DefaultNodeInfoTimeout without a deadline;
+// docs/design.md, rules 2 and 3). Bounded by ctx, or by DefaultNodeInfoTimeout without a deadline;
 // when the zone or the capacity cannot be had in time the call fails (UNAVAILABLE,
 // DEADLINE_EXCEEDED, ...) rather than guess.
 func (n *NodeServer) NodeGetInfo(ctx context.Context, _ *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {

@@ -223,7 +223,7 @@ func waitCount(t *testing.T, node string, want int32, timeout time.Duration) {
 }
 
 // truthCount is what the driver must report for instance from the cloud's
-// facts (domain.md, capacity model with quota share "none"):
+// facts (docs/design.md, capacity model with quota share "none"):
 // max(1, min(limit − out-of-band, attached + quota headroom)).
 func truthCount(t *testing.T, instance string) int32 {
 	t.Helper()

@@ -1,5 +1,5 @@
 // Package e2e is the end-to-end suite of fakecloud-csi: each scenario of
-// shared/design/e2e-scenarios.md changes the fake cloud through its HTTP API,
+// docs/e2e-scenarios.md changes the fake cloud through its HTTP API,
 // acts through the Kubernetes API, and asserts on Kubernetes objects and on
 // the cloud's truth.
 //

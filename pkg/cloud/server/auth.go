@@ -16,7 +16,7 @@ import (
 // everything driver may.
 type Role string
 
-// The roles of fakecloud-api.md, "Auth".
+// The roles of docs/fakecloud-api.md, "Auth".
 const (
 	// RoleReader may call every GET route.
 	RoleReader Role = "reader"

@@ -16,7 +16,7 @@ var openAPIDocument []byte
 // public marks routes that need no token.
 const public Role = ""
 
-// router builds every route of fakecloud-api.md, in one place. Each API route names the
+// router builds every route of docs/fakecloud-api.md, in one place. Each API route names the
 // weakest role that may call it; GETs are open to readers.
 //
 // Routes match the request's escaped path, never a cleaned one: an ID is one path segment

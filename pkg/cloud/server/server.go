@@ -1,4 +1,4 @@
-// Package server is the fake cloud: the HTTP API of fakecloud-api.md over a durable bbolt
+// Package server is the fake cloud: the HTTP API of docs/fakecloud-api.md over a durable bbolt
 // store (package store) and an in-memory fault engine (package faults).
 //
 // Start one in-process, for tests or the driver's integration tests:

@@ -7,7 +7,7 @@ import (
 )
 
 // QuotaShare says how much of the account's attachment-quota headroom one node may count on
-// (domain.md, "Capacity model"; flag --quota-share).
+// (docs/design.md, "Capacity model"; flag --quota-share).
 type QuotaShare string
 
 const (

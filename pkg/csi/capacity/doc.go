@@ -1,6 +1,6 @@
 // Package capacity turns the cloud's raw attach-capacity readings into the value the node
 // plugin reports as NodeGetInfo.max_volumes_per_node (CSI spec v1.13.0, NodeGetInfo; KEP-4876
-// "Mutable CSINode Allocatable"), following domain.md "Capacity model":
+// "Mutable CSINode Allocatable"), following docs/design.md, "Capacity model":
 //
 //	slots      = attachLimit − outOfBandSlots
 //	quotaShare = quotaHeadroom (share "none") or ⌈quotaHeadroom / instances⌉ (share "even")

@@ -29,7 +29,7 @@ const (
 func AllModes() []Mode { return []Mode{ModeFresh, ModeLastKnownGood, ModeFloor, ModeRamping} }
 
 // Raw computes raw = min(attachLimit − outOfBandSlots, attached + quotaShare) for one reading
-// (domain.md, "Capacity model"); it may be ≤ 0. Instances ≤ 0 counts as 1.
+// (docs/design.md, "Capacity model"); it may be ≤ 0. Instances ≤ 0 counts as 1.
 func Raw(c cloud.Capacity, share QuotaShare) int64 {
 	slots := int64(c.AttachLimit) - int64(c.OutOfBandSlots)
 	headroom := max(c.QuotaHeadroom, 0)

@@ -6,7 +6,7 @@
 // SVG, no scripts, no network) and a plain-text summary of CSINode writes and
 // update lag (cloud change -> CSINode change).
 //
-// Truth follows domain.md's capacity model without the driver's smoothing:
+// Truth follows the capacity model of docs/design.md without the driver's smoothing:
 // max(1, min(limit - outOfBand, attached + quota share)). The lag of a CSINode
 // change to value v is measured from the last cloud event at or before it that
 // moved the truth to v. Times on the cloud side are the cloud's clock and on

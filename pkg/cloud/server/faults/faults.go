@@ -1,5 +1,5 @@
 // Package faults is the fake cloud's fault engine: rules that make matching operations fail
-// with a cloud error code or slow down (fakecloud-api.md, "Fault rules").
+// with a cloud error code or slow down (docs/fakecloud-api.md, "Fault rules").
 //
 // Rules are test configuration, so they live in memory: a restart or POST /v1/reset brings
 // back exactly the seeded rules with fresh counters. Evaluation is deterministic for a given

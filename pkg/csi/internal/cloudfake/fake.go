@@ -1,6 +1,6 @@
 // Package cloudfake is the one in-memory fake of the fake cloud's API used by the unit tests of
 // pkg/csi and its subpackages. It implements the method set of *cloud.Client that the driver
-// uses, with the same semantics as the real server (fakecloud-api.md): idempotent create by
+// uses, with the same semantics as the real server (docs/fakecloud-api.md): idempotent create by
 // name, atomic attach checks (zone, single attach, instance slots, account quota), idempotent
 // detach, delete refused while attached. Tests can inject errors per operation, block an
 // operation with a hook, and change instance limits, out-of-band slots and quotas.
