@@ -38,9 +38,9 @@ type Options struct {
 	// CloudTokenFile holds the bearer token for the cloud; empty sends none (--cloud-token-file).
 	CloudTokenFile string
 	// StateDir holds the node's state: staged markers, the capacity state (capacity.json) and
-	// the node identity (node.json: node ID and zone, see NodeServer.Zone), and the volumes'
-	// data unless VolumeDataDir is set (--state-dir). One node plugin at a time: Driver.Run
-	// locks <StateDir>/.lock.
+	// the node identity (node.json: node ID and zone, see Topology.Zone), and the volumes'
+	// data unless VolumeDataDir is set (--state-dir); package nodestate has the layout. One
+	// node plugin at a time: Driver.Run locks <StateDir>/.lock.
 	StateDir string
 	// VolumeDataDir holds the volumes' data (NodeConfig.DataDir), the fake cloud's disk
 	// storage: a folder every node of the cluster shares makes a volume's data follow it to
