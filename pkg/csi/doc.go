@@ -6,4 +6,10 @@
 // (KEP-4876, Mutable CSINode Allocatable) through a CapacityReporter; the controller service's
 // ControllerPublishVolume is the authority that maps the cloud's answer to a gRPC code
 // (docs/errors.md). Driver.Run owns the gRPC server and the optional HTTP server.
+//
+// Start-up is three steps, in this order: Options.Validate (once), CheckCluster (the capacity
+// mode; the only step that waits on the Kubernetes API server) and NewForCloud, the
+// composition root, which builds every part without I/O and hands the node service and the
+// capacity reporter the same staged-volume tracker (package nodestate). docs/architecture.md
+// follows the two data paths file by file.
 package csi
