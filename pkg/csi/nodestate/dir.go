@@ -86,9 +86,6 @@ func (d Dir) PublishRecord(id, target string) string {
 // or the new, never a part (temporary file, fsync, rename); missing parents are created
 // 0750, the file is 0640.
 func (d Dir) WriteAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), dirPerm); err != nil {
-		return err
-	}
 	return atomicfile.WriteFile(path, data, filePerm)
 }
 
