@@ -152,3 +152,32 @@ func TestControllerMetricsShowOpenWindowsAndInflight(t *testing.T) {
 		t.Errorf("inflight after the publish = %v, want 0", got)
 	}
 }
+
+// TestCloudClassCoversEveryCode: every code of the cloud's error table has a class label
+// decided here, so a new code cannot land in a label by accident (docs/errors.md).
+func TestCloudClassCoversEveryCode(t *testing.T) {
+	want := map[cloud.Code]string{
+		cloud.CodeAttachmentLimitExceeded: classCapacity, cloud.CodeAttachmentQuotaExceeded: classCapacity,
+		cloud.CodeVolumeQuotaExceeded: classCapacity, cloud.CodeCapacityQuotaExceeded: classCapacity,
+		cloud.CodeAccessDenied: classPermission, cloud.CodeUnauthenticated: classAuth,
+		cloud.CodeZoneMismatch: classTopology, cloud.CodeVolumeInUse: classConflict, cloud.CodePreconditionFailed: classConflict,
+		cloud.CodeVolumeNotFound: classNotFound, cloud.CodeSnapshotNotFound: classNotFound,
+		cloud.CodeInstanceNotFound: classNotFound, cloud.CodeNotFound: classNotFound,
+		cloud.CodeAlreadyExists: classOther, cloud.CodeInvalidArgument: classOther, cloud.CodePayloadTooLarge: classOther,
+		cloud.CodeFaultNotFound: classOther, cloud.CodeServerLimitExceeded: classOther, cloud.CodeMethodNotAllowed: classOther,
+		cloud.CodeThrottled: classThrottled, cloud.CodeInternalError: classServer, cloud.CodeUnavailable: classServer,
+	}
+	for _, c := range cloud.Codes() {
+		w, ok := want[c]
+		if !ok {
+			t.Errorf("cloud code %s has no expected class label", c)
+			continue
+		}
+		if got := cloudClass(cloud.NewError(c, "x")); got != w {
+			t.Errorf("cloudClass(%s) = %q, want %q", c, got, w)
+		}
+	}
+	if got := cloudClass(&cloud.Error{Code: "SomethingNew", HTTPStatus: 502}); got != classOther {
+		t.Errorf("cloudClass(unknown code) = %q, want %q", got, classOther)
+	}
+}

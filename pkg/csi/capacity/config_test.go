@@ -100,3 +100,30 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
+
+// TestClassifyCoversEveryCode: every code of the cloud's error table has a lookup class
+// decided here; only the attach-capacity codes are ClassCapacity, the one class that lowers
+// the value (docs/errors.md).
+func TestClassifyCoversEveryCode(t *testing.T) {
+	want := map[cloud.Code]ErrorClass{
+		cloud.CodeAttachmentLimitExceeded: ClassCapacity, cloud.CodeAttachmentQuotaExceeded: ClassCapacity,
+		cloud.CodeVolumeQuotaExceeded: ClassOther, cloud.CodeCapacityQuotaExceeded: ClassOther,
+		cloud.CodeAccessDenied: ClassPermission, cloud.CodeUnauthenticated: ClassAuth,
+		cloud.CodeZoneMismatch: ClassOther, cloud.CodeVolumeInUse: ClassOther, cloud.CodePreconditionFailed: ClassOther,
+		cloud.CodeVolumeNotFound: ClassOther, cloud.CodeSnapshotNotFound: ClassOther,
+		cloud.CodeInstanceNotFound: ClassNotFound, cloud.CodeNotFound: ClassNotFound,
+		cloud.CodeAlreadyExists: ClassOther, cloud.CodeInvalidArgument: ClassOther, cloud.CodePayloadTooLarge: ClassOther,
+		cloud.CodeFaultNotFound: ClassOther, cloud.CodeServerLimitExceeded: ClassOther, cloud.CodeMethodNotAllowed: ClassOther,
+		cloud.CodeThrottled: ClassThrottled, cloud.CodeInternalError: ClassServer, cloud.CodeUnavailable: ClassServer,
+	}
+	for _, c := range cloud.Codes() {
+		w, ok := want[c]
+		if !ok {
+			t.Errorf("cloud code %s has no expected lookup class", c)
+			continue
+		}
+		if got := Classify(cloud.NewError(c, "x")); got != w {
+			t.Errorf("Classify(%s) = %q, want %q", c, got, w)
+		}
+	}
+}
