@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/console"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/faults"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
 )
@@ -111,6 +112,9 @@ type Config struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Logger is the base logger; default klog.Background().
 	Logger *klog.Logger
+	// Console configures the web console of GET /ui: the node plugins whose capacity it
+	// shows beside the cloud's (none: the cloud's view only).
+	Console console.Config
 }
 
 // Validate reports every problem of the configuration at once.
@@ -159,6 +163,9 @@ func (c *Config) Validate() error {
 	if c.AutoRegister && (c.DefaultInstanceType == "" || c.DefaultZone == "") {
 		errs = append(errs, errors.New("auto-register needs a default instance type and zone"))
 	}
+	if err := c.Console.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.Seed.withDefaults().state().Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("seed: %w", err))
 	}
@@ -183,6 +190,7 @@ type Server struct {
 	tokens  map[string]Role
 	handler http.Handler
 	logger  klog.Logger
+	console *console.Console
 }
 
 // New validates cfg, opens the store (seeding a new data dir) and loads the seeded fault
@@ -241,6 +249,10 @@ func New(cfg Config) (*Server, error) {
 	s.logger.V(2).Info("Store opened", "path", st.Path(), "seeded", seeded)
 	s.store = st
 	s.metrics = newMetrics(st, s.faults)
+	if s.console, err = console.New(cfg.Console); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
 	s.handler = s.router()
 	return s, nil
 }
