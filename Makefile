@@ -45,6 +45,14 @@ test: verify build ## Everything CI checks: verify, unit + integration tests (ra
 	cd hack/kind && $(GO) test -count=1 $(GOTESTFLAGS) ./...
 	cd tests/e2e && CGO_ENABLED=1 $(GO) test -race -count=1 $(GOTESTFLAGS) ./... # the suite itself skips here: it needs a cluster (make e2e-local)
 
+BROWSER_ARGS ?=
+
+.PHONY: test-browser
+test-browser: ## The web console (GET /ui) in headless Chromium via chromedp (tests/browser, its own module): screenshots in _output/browser; skips, saying so, without chromium. BROWSER_ARGS=-update-screenshot also rewrites docs/console.png.
+	rm -rf _output/browser && mkdir -p _output/browser
+	cd tests/browser && $(GO) test -count=1 -v -artifacts -outputdir=$(CURDIR)/_output/browser $(GOTESTFLAGS) ./... $(BROWSER_ARGS)
+	@find _output/browser -name '*.png' 2>/dev/null | sed 's/^/screenshot: /' || true
+
 .PHONY: fuzz
 fuzz: ## Every Go fuzz target (fake cloud requests, identifier checks, CSI validation) for FUZZTIME each (default 60s); `make test` runs their seed corpora only.
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh

@@ -77,7 +77,7 @@
     try {
       await fn();
       toast(what + ": done");
-      await tick(false);
+      await tick();
       return true;
     } catch (e) {
       let hint = "";
@@ -115,15 +115,19 @@
     return { limit, oob, attached, free: Math.max(0, limit - oob - attached), over: Math.max(0, oob + attached - limit) };
   }
 
-  function dirtyInput(name, attrs) {
-    const i = el("input", Object.assign({ name, type: "number", step: "1" }, attrs));
-    i.addEventListener("input", () => { i.dataset.dirty = "1"; });
-    return i;
+  // An input is dirty when its value differs from the last value the page filled in: the
+  // page then leaves it alone until the change is applied.
+  const dirty = (input) => input.value !== (input.dataset.filled ?? "");
+  function fill(input, v, force) {
+    if (force || (!dirty(input) && document.activeElement !== input)) {
+      input.value = String(v);
+      input.dataset.filled = String(v);
+    }
   }
 
   function newCard(id) {
-    const limit = dirtyInput("attachLimit", { min: "1" });
-    const oob = dirtyInput("outOfBandSlots", { min: "0" });
+    const limit = el("input", { name: "attachLimit", type: "number", step: "1", min: "1" });
+    const oob = el("input", { name: "outOfBandSlots", type: "number", step: "1", min: "0" });
     const clear = el("button", { type: "button", name: "clearAttachLimit" }, "clear override");
     const form = el("form", { class: "admin", "data-instance": id },
       el("label", {}, "attach limit", limit),
@@ -140,12 +144,11 @@
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault();
       const patch = {};
-      if (limit.dataset.dirty && limit.value !== "") patch.attachLimit = Number(limit.value);
-      if (oob.dataset.dirty && oob.value !== "") patch.outOfBandSlots = Number(oob.value);
+      if (dirty(limit) && limit.value !== "") patch.attachLimit = Number(limit.value);
+      if (dirty(oob) && oob.value !== "") patch.outOfBandSlots = Number(oob.value);
       if (Object.keys(patch).length === 0) { toast("change the limit or out-of-band slots first", true); return; }
       if (await admin(`PATCH /v1/instances/${id} ${JSON.stringify(patch)}`,
         () => api("PATCH", "v1/instances/" + encodeURIComponent(id), patch))) {
-        delete limit.dataset.dirty; delete oob.dataset.dirty;
         fillInputs(c, state.instances.find((i) => i.id === id), true);
       }
     });
@@ -156,9 +159,8 @@
 
   function fillInputs(c, inst, force) {
     if (!inst) return;
-    for (const [input, v] of [[c.limit, inst.attachLimit], [c.oob, inst.outOfBandSlots]]) {
-      if (force || (!input.dataset.dirty && document.activeElement !== input)) input.value = String(v);
-    }
+    fill(c.limit, inst.attachLimit, force);
+    fill(c.oob, inst.outOfBandSlots, force);
     c.clear.hidden = inst.attachLimitOverride === undefined || inst.attachLimitOverride === null;
   }
 
@@ -203,8 +205,6 @@
 
   // ---- quotas ----
 
-  let quotaFilled = false;
-
   function renderQuotas() {
     const q = state.quotas;
     if (!q) return;
@@ -226,29 +226,25 @@
     }));
     const form = $("#quota-form");
     for (const [name, v] of [["attachments", q.attachments.limit], ["volumes", q.volumes.limit], ["capacityGiB", q.capacityBytes.limit / GiB]]) {
-      const input = form.elements[name];
-      if (!quotaFilled || (!input.dataset.dirty && document.activeElement !== input)) input.value = String(v);
+      fill(form.elements[name], v, false);
     }
-    quotaFilled = true;
   }
 
   function setupQuotaForm() {
     const form = $("#quota-form");
-    for (const input of form.querySelectorAll("input")) {
-      input.addEventListener("input", () => { input.dataset.dirty = "1"; });
-    }
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault();
       const patch = {};
       const e = form.elements;
-      if (e.attachments.dataset.dirty) patch.attachments = Number(e.attachments.value);
-      if (e.volumes.dataset.dirty) patch.volumes = Number(e.volumes.value);
-      if (e.capacityGiB.dataset.dirty) patch.capacityBytes = Math.round(Number(e.capacityGiB.value) * GiB);
+      if (dirty(e.attachments)) patch.attachments = Number(e.attachments.value);
+      if (dirty(e.volumes)) patch.volumes = Number(e.volumes.value);
+      if (dirty(e.capacityGiB)) patch.capacityBytes = Math.round(Number(e.capacityGiB.value) * GiB);
       if (Object.keys(patch).length === 0) { toast("change a limit first", true); return; }
       if (await admin("PATCH /v1/quotas " + JSON.stringify(patch), () => api("PATCH", "v1/quotas", patch))) {
-        for (const input of form.querySelectorAll("input")) delete input.dataset.dirty;
-        quotaFilled = false;
-        renderQuotas();
+        const q = state.quotas;
+        fill(e.attachments, q.attachments.limit, true);
+        fill(e.volumes, q.volumes.limit, true);
+        fill(e.capacityGiB, q.capacityBytes.limit / GiB, true);
       }
     });
   }
@@ -318,10 +314,10 @@
   // ---- events ----
 
   function eventClass(type) {
-    if (type.startsWith("Fault")) return "fault";
-    if (type.startsWith("Quota")) return "quota";
-    if (type.startsWith("Instance")) return "instance";
-    if (/Attach|Detach/.test(type)) return "attach";
+    if (type.startsWith("Fault")) return "ev-fault";
+    if (type.startsWith("Quota")) return "ev-quota";
+    if (type.startsWith("Instance")) return "ev-instance";
+    if (/Attach|Detach/.test(type)) return "ev-attach";
     return "";
   }
 
@@ -409,11 +405,13 @@
   }
 
   function chart(h, now) {
-    const W = 560, H = 150, left = 28, right = 8, top = 8, band = 10, bottom = 22;
+    const W = 640, H = 190, left = 40, right = 8, top = 8, band = 12, bottom = 22;
     const plotH = H - top - bottom - band - 4;
     const vals = h.flatMap((p) => [p.truth, p.reported]).filter((v) => v !== null && v !== undefined);
     const ymax = Math.max(2, ...vals) + 1;
-    const x = (t) => left + ((t - (now - historyMs)) / historyMs) * (W - left - right);
+    // The window grows with the history, from 30 s to 5 min, so a fresh page is not empty.
+    const span = Math.min(historyMs, Math.max(30000, h.length ? now - h[0].t : 0));
+    const x = (t) => left + ((t - (now - span)) / span) * (W - left - right);
     const y = (v) => top + plotH - (v / ymax) * plotH;
     const svg = el("svg:svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img", "aria-label": "capacity over time" });
     const ticks = ymax <= 10 ? 1 : Math.ceil(ymax / 5);
@@ -421,9 +419,13 @@
       svg.append(el("svg:line", { class: "grid", x1: left, x2: W - right, y1: y(v), y2: y(v) }),
         el("svg:text", { class: "axis", x: left - 4, y: y(v) + 3, "text-anchor": "end" }, v));
     }
-    svg.append(el("svg:text", { class: "axis", x: 2, y: top + 8 }, "slots"));
-    for (const m of [5, 4, 3, 2, 1, 0]) {
-      svg.append(el("svg:text", { class: "axis", x: x(now - m * 60000), y: H - 2, "text-anchor": m === 0 ? "end" : "middle" }, m === 0 ? "now" : `−${m} min`));
+    const mid = top + plotH / 2;
+    svg.append(el("svg:text", { class: "axis", x: 10, y: mid, "text-anchor": "middle", transform: `rotate(-90 10 ${mid})` }, "slots"));
+    svg.append(el("svg:text", { class: "axis", x: left - 4, y: top + plotH + 4 + band - 2, "text-anchor": "end" }, "mode"));
+    for (let i = 4; i >= 0; i--) {
+      const ago = (span * i) / 4;
+      const label = i === 0 ? "now" : ago >= 60000 ? `−${(ago / 60000).toFixed(ago % 60000 ? 1 : 0)} min` : `−${Math.round(ago / 1000)} s`;
+      svg.append(el("svg:text", { class: "axis", x: x(now - ago), y: H - 2, "text-anchor": i === 0 ? "end" : i === 4 ? "start" : "middle" }, label));
     }
     // Step lines: a value holds until the next sample.
     const step = (key) => {
@@ -487,7 +489,9 @@
   let timer = 0;
   let running = false;
 
-  async function tick(schedule) {
+  // tick polls once and schedules the next poll; a call while a poll runs does nothing (the
+  // running one schedules the next).
+  async function tick() {
     if (running) return;
     running = true;
     clearTimeout(timer);
@@ -511,7 +515,7 @@
       setStatus("error", e.status === 401 ? "enter a token (reader or better)" : e.message);
     } finally {
       running = false;
-      if (schedule !== false) timer = setTimeout(() => tick(true), interval);
+      timer = setTimeout(tick, interval);
     }
   }
 
@@ -521,7 +525,7 @@
       ev.preventDefault();
       state.token = $("#token").value.trim();
       state.lastSeq = null;
-      tick(true);
+      tick();
     });
     $("#events-filter").addEventListener("input", () => renderEvents(null));
     $("#reset").addEventListener("click", () => {
@@ -531,7 +535,7 @@
     });
     setupQuotaForm();
     await setupFaultForm();
-    tick(true);
+    tick();
   }
 
   start();
