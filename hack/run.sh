@@ -63,8 +63,13 @@ for ((i = 0; i <= ${#nodes[@]}; i++)); do
   fi
 done
 
+# The console (GET /ui) plots each node plugin's /debug/capacity; their ports are known already.
+console_nodes=()
+for i in "${!nodes[@]}"; do
+  console_nodes+=("--console-node=${nodes[$i]}=http://127.0.0.1:$((HTTP_BASE + i + 1))")
+done
 "$BIN/fakecloud" --listen="127.0.0.1:$PORT" --data-dir="$RUN_DIR/cloud" --seed="$SEED" \
-  --auth=tokens --tokens-file="$TOKENS" >"$RUN_DIR/logs/fakecloud.log" 2>&1 &
+  --auth=tokens --tokens-file="$TOKENS" "${console_nodes[@]}" >"$RUN_DIR/logs/fakecloud.log" 2>&1 &
 pids+=($!)
 wait_for "fake cloud on $CLOUD" curl -fsS "$CLOUD/readyz"
 
@@ -92,6 +97,7 @@ done
 cat <<INFO
 
 fakecloud-csi is running (state and logs: $RUN_DIR)
+  console            $CLOUD/ui#token=$ADMIN   (open in a browser: slots, quotas, faults, events, each plugin's value live)
   fake cloud         $CLOUD   tokens: admin=$ADMIN driver=demo-driver-token reader=demo-reader-token
   controller plugin  unix://$RUN_DIR/controller/csi.sock   http://127.0.0.1:$HTTP_BASE/metrics
 INFO

@@ -439,7 +439,8 @@
       if (prev !== null) d += `H${x(now).toFixed(1)}`;
       return d;
     };
-    svg.append(el("svg:path", { class: "truth", d: step("truth") || "M0,0" }), el("svg:path", { class: "reported", d: step("reported") || "M0,0" }));
+    // The truth goes on top, dashed, so it stays visible where the plugin reports it exactly.
+    svg.append(el("svg:path", { class: "reported", d: step("reported") || "M0,0" }), el("svg:path", { class: "truth", d: step("truth") || "M0,0" }));
     const by = top + plotH + 4;
     h.forEach((p, i) => {
       const x0 = x(p.t), x1 = i + 1 < h.length ? x(h[i + 1].t) : x(now);
