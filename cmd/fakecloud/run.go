@@ -33,6 +33,9 @@ Fixed bounds (README "Limits"; 400 InvalidArgument unless said otherwise):
 
 // run parses args, starts the fake cloud and serves until ctx ends; a clean shutdown is nil.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "scenario" {
+		return runScenario(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("fakecloud", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o Options
@@ -40,7 +43,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	klog.InitFlags(fs)
 	fs.Usage = func() {
 		out := fs.Output()
-		_, _ = fmt.Fprintln(out, "Usage of fakecloud:")
+		_, _ = fmt.Fprintln(out, "Usage of fakecloud (and: fakecloud scenario [flags] FILE, a timeline of examples/scenarios):")
 		fs.PrintDefaults()
 		_, _ = fmt.Fprint(out, fixedBounds())
 	}
