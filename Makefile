@@ -65,6 +65,18 @@ e2e-local-build: ## Build etcd, kube-apiserver, -controller-manager, -scheduler,
 e2e-local: e2e-local-build ## The e2e suite (S1-S14) on a local cluster of upstream binaries, no Docker (E2E_ARGS='-run TestS03').
 	cd tests/e2e && FAKECLOUD_E2E_LOCAL=1 $(GO) test -count=1 -timeout=30m -v . $(E2E_ARGS)
 
+SCENARIO ?= examples/scenarios/quota-squeeze.yaml
+SCENARIO_ARGS ?=
+FAKECLOUD_PORT ?= 8080
+
+.PHONY: scenario
+scenario: build ## Run the timeline SCENARIO (examples/scenarios/*.yaml, default quota-squeeze) against `make run`'s fake cloud on FAKECLOUD_PORT; SCENARIO_ARGS=--dry-run prints it only.
+	$(BIN)/fakecloud scenario --cloud-url=http://127.0.0.1:$(FAKECLOUD_PORT) --token=demo-admin-token $(SCENARIO_ARGS) $(SCENARIO)
+
+.PHONY: scenario-local
+scenario-local: ## Run SCENARIO on `make up-local`'s cluster while recording, then write its capacity plot to _output/scenario (SCENARIO_ARGS='--map-instance=node-a2=node-1 ...' for that cluster's node names).
+	cd tests/e2e && $(GO) run ./cmd/capacityplot --run-dir=current --scenario=$(CURDIR)/$(SCENARIO) --out-dir=$(CURDIR)/_output/scenario $(SCENARIO_ARGS)
+
 .PHONY: up-local
 up-local: e2e-local-build ## Start a local cluster and leave it running; prints KUBECONFIG and curl lines.
 	$(LOCALCLUSTER) up

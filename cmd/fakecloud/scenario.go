@@ -22,6 +22,8 @@ type scenarioOptions struct {
 	Token, TokenFile string
 	// DryRun prints the expanded timeline without calling the cloud.
 	DryRun bool
+	// MapInstance are FROM=TO renames of the file's instances (scenario.MapInstances).
+	MapInstance []string
 }
 
 // runScenario runs `fakecloud scenario [flags] FILE`: the timeline of FILE against a fake
@@ -34,6 +36,10 @@ func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.Token, "token", "", "admin bearer token (make run's: demo-admin-token)")
 	fs.StringVar(&o.TokenFile, "token-file", "", "file holding the admin bearer token (make up-local prints it)")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "print the timeline, quota noise expanded, and call nothing")
+	fs.Func("map-instance", "FROM=TO: run the file's steps for instance FROM on TO (e.g. node-a2=node-1 on make up-local); repeatable", func(v string) error {
+		o.MapInstance = append(o.MapInstance, v)
+		return nil
+	})
 	fs.Usage = func() {
 		_, _ = fmt.Fprintln(fs.Output(), "Usage: fakecloud scenario [flags] FILE  (a timeline of examples/scenarios/*.yaml)")
 		fs.PrintDefaults()
@@ -58,6 +64,11 @@ func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return fmt.Errorf("%s: %w", fs.Arg(0), err)
 	}
+	m, err := scenario.ParseInstanceMap(o.MapInstance)
+	if err != nil {
+		return fmt.Errorf("scenario: --map-instance: %w", err)
+	}
+	sc.MapInstances(m)
 	_, _ = fmt.Fprintf(stdout, "scenario %s: %s (%d steps over %v)\n", sc.Name, sc.Description, len(sc.Steps), sc.Duration())
 	if sc.Expect != "" {
 		_, _ = fmt.Fprintf(stdout, "expect: %s\n", sc.Expect)

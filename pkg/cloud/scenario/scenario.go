@@ -332,3 +332,37 @@ func unknownFieldLine(data []byte, err error) string {
 	}
 	return ""
 }
+
+// MapInstances renames instances in every step (instance patches and fault rules) by m, from
+// the names a file was written for to a cluster's, e.g. make run's node-a2 to a local
+// cluster's node-1. Names not in m stay.
+func (sc *Scenario) MapInstances(m map[string]string) {
+	for i := range sc.Steps {
+		s := &sc.Steps[i]
+		if s.Instance != nil {
+			if to, ok := m[s.Instance.ID]; ok {
+				s.Instance.ID = to
+			}
+		}
+		if s.Fault != nil && s.Fault.InstanceID != "" {
+			if to, ok := m[s.Fault.InstanceID]; ok {
+				s.Fault.InstanceID = to
+			}
+		}
+	}
+}
+
+// ParseInstanceMap parses FROM=TO pairs (flag values) into a map for MapInstances.
+func ParseInstanceMap(pairs []string) (map[string]string, error) {
+	m := map[string]string{}
+	var errs []error
+	for _, p := range pairs {
+		from, to, ok := strings.Cut(p, "=")
+		if !ok || cloud.CheckID("instance", from) != nil || cloud.CheckID("instance", to) != nil {
+			errs = append(errs, fmt.Errorf("instance map %s: want FROM=TO, two instance IDs", cloud.Quote(p)))
+			continue
+		}
+		m[from] = to
+	}
+	return m, errors.Join(errs...)
+}

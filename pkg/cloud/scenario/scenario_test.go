@@ -254,3 +254,29 @@ func startCloud(t *testing.T) *cloud.Client {
 	}
 	return c
 }
+
+func TestMapInstances(t *testing.T) {
+	sc, err := scenario.Parse([]byte(`name: x
+steps:
+  - at: 1s
+    instance: {id: node-a2, outOfBandSlots: 3}
+  - at: 2s
+    fault: {operation: AttachVolume, instanceId: node-a2, error: Throttled}
+  - at: 3s
+    instance: {id: node-b1, outOfBandSlots: 3}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := scenario.ParseInstanceMap([]string{"node-a2=node-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.MapInstances(m)
+	if sc.Steps[0].Instance.ID != "node-1" || sc.Steps[1].Fault.InstanceID != "node-1" || sc.Steps[2].Instance.ID != "node-b1" {
+		t.Fatalf("mapped: %s", sc)
+	}
+	if _, err := scenario.ParseInstanceMap([]string{"node-a2", "=x", "a=b"}); err == nil || strings.Count(err.Error(), "want FROM=TO") != 2 {
+		t.Fatalf("ParseInstanceMap: %v, want two refused pairs", err)
+	}
+}
