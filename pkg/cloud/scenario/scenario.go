@@ -43,6 +43,8 @@ const (
 	MaxSteps = 10000
 	// MaxOffset bounds a step's at: a day is longer than any experiment.
 	MaxOffset = 24 * time.Hour
+	// MaxTextBytes bounds description, expect and each note.
+	MaxTextBytes = 1024
 	// MinNoiseInterval bounds quotaNoise.every from below.
 	MinNoiseInterval = 100 * time.Millisecond
 )
@@ -202,6 +204,14 @@ func (sc *Scenario) validate() error {
 	if strings.TrimSpace(sc.Name) == "" {
 		errs = append(errs, errors.New("name is required"))
 	}
+	if err := cloud.CheckOptionalID("name", sc.Name); err != nil {
+		errs = append(errs, err)
+	}
+	for _, f := range []struct{ name, v string }{{"description", sc.Description}, {"expect", sc.Expect}} {
+		if len(f.v) > MaxTextBytes {
+			errs = append(errs, fmt.Errorf("%s: %d bytes, at most %d", f.name, len(f.v), MaxTextBytes))
+		}
+	}
 	if len(sc.Steps) == 0 {
 		errs = append(errs, errors.New("no steps"))
 	}
@@ -210,6 +220,9 @@ func (sc *Scenario) validate() error {
 		where := fmt.Sprintf("steps[%d] (at %v)", i, time.Duration(s.At))
 		if s.At < 0 || time.Duration(s.At) > MaxOffset {
 			errs = append(errs, fmt.Errorf("%s: at must be within 0 and %v", where, MaxOffset))
+		}
+		if len(s.Note) > MaxTextBytes {
+			errs = append(errs, fmt.Errorf("%s: note: %d bytes, at most %d", where, len(s.Note), MaxTextBytes))
 		}
 		name, n := s.action()
 		switch {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/scenario"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/console"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/faults"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
@@ -191,6 +192,8 @@ type Server struct {
 	handler http.Handler
 	logger  klog.Logger
 	console *console.Console
+	// scenarios runs POST /v1/scenarios timelines; Close stops them.
+	scenarios *scenario.Manager
 }
 
 // New validates cfg, opens the store (seeding a new data dir) and loads the seeded fault
@@ -253,6 +256,7 @@ func New(cfg Config) (*Server, error) {
 		_ = st.Close()
 		return nil, err
 	}
+	s.scenarios = scenario.NewManager(scenario.ManagerOptions{Now: cfg.Now})
 	s.handler = s.router()
 	return s, nil
 }
@@ -260,8 +264,12 @@ func New(cfg Config) (*Server, error) {
 // Handler is the server's HTTP handler, for httptest or a caller's own http.Server.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Close closes the store (removing it when DataDir was empty). Call it after Serve returned.
-func (s *Server) Close() error { return s.store.Close() }
+// Close stops the running scenarios and closes the store (removing it when DataDir was
+// empty). Call it after Serve returned.
+func (s *Server) Close() error {
+	s.scenarios.Close()
+	return s.store.Close()
+}
 
 // Run listens on Config.Listen, logs the address and serves until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
