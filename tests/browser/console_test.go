@@ -139,7 +139,8 @@ func (p *pluginHandler) start(t *testing.T, cloudURL string) {
 // TestConsole loads the console in headless Chromium against a real fake cloud and a node
 // plugin's real capacity policy, changes an instance's out-of-band slots and the attachment
 // quota through the page, and checks that the slot bar, the quota and the plugin's reported
-// value follow; then adds and deletes a fault rule through the page. The page must raise no
+// value follow; adds and deletes fault rules through the page, and runs a scenario pasted
+// into it. The page must raise no
 // JavaScript error (a Content-Security-Policy violation included). The screenshot is kept as
 // an artefact (go test -artifacts).
 func TestConsole(t *testing.T) {
@@ -273,6 +274,12 @@ func TestConsole(t *testing.T) {
 		{"quota back to 40: the plugin ramps 2 → 4 one slot per refresh after its 1 s window",
 			[]chromedp.Action[chromedp.Void]{set(`#quota-form input[name="attachments"]`, "40"), click(`#quota-form button[type="submit"]`)},
 			all(reportedIs(4), `document.querySelector('[data-quota="attachments"] .meter.full') === null`)},
+		{"a scenario pasted into the page runs in the fake cloud: its row says done and its step shows",
+			[]chromedp.Action[chromedp.Void]{set(`#scenario-form textarea[name="yaml"]`, "name: volumes-up\nexpect: volume quota 50\nsteps:\n  - at: 0s\n    quotas: {volumes: 50}\n"),
+				click(`#scenario-form button[type="submit"]`)},
+			all(`document.querySelector('#scenarios tbody tr[data-state="done"]')?.textContent.includes("volumes-up")`,
+				`document.querySelector('[data-quota="volumes"] [data-field="limit"]')?.textContent === "50"`,
+				`[...document.querySelectorAll('#events li')].some(li => li.dataset.type === "ScenarioStep")`)},
 	}
 	for _, s := range steps {
 		if err := chromedp.Do(bctx, s.actions...); err != nil {
@@ -289,7 +296,7 @@ func TestConsole(t *testing.T) {
 
 	// The page changed the cloud through the API, not just its own view.
 	q, err := admin.GetQuotas(ctx)
-	if err != nil || q.Attachments.Limit != 40 {
+	if err != nil || q.Attachments.Limit != 40 || q.Volumes.Limit != 50 {
 		t.Fatalf("quotas after the page's changes: %+v, %v", q, err)
 	}
 	inst, err := admin.GetInstance(ctx, node)
@@ -300,8 +307,8 @@ func TestConsole(t *testing.T) {
 	if err != nil || len(rules) != 1 || rules[0].InstanceID != "node-b1" {
 		t.Fatalf("fault rules after the page's changes: %+v, %v", rules, err)
 	}
-	// Let the plot run on a little for the screenshot.
-	if err := chromedp.Do(bctx, chromedp.Sleep(2*time.Second)); err != nil {
+	// Let the plot run on a little, and the last notice fade, for the screenshot.
+	if err := chromedp.Do(bctx, chromedp.Sleep(3500*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	saveScreenshot(t, bctx, "console.png", *updateScreenshot)

@@ -6,8 +6,8 @@
 // fragment, which browsers never send); the server stores nothing for it.
 //
 // The page reads only routes that fault rules never match (GET /v1/instances, /v1/quotas,
-// /v1/faults, /v1/events), so watching an experiment never changes it: no rule fires, no
-// counter moves, no event is written by the console's polling.
+// /v1/faults, /v1/scenarios, /v1/events), so watching an experiment never changes it: no rule
+// fires, no counter moves, no event is written by the console's polling.
 //
 // Optionally the console also shows, per node, what the node plugin reports: the fake cloud
 // proxies each configured plugin's GET /debug/capacity (the browser could not read another

@@ -13,7 +13,7 @@
 
   const state = {
     token: new URLSearchParams(location.hash.slice(1)).get("token") || "",
-    instances: [], quotas: null, faults: [], faultsMore: false,
+    instances: [], quotas: null, faults: [], faultsMore: false, scenarios: [],
     lastSeq: null, events: [], nodes: null, debug: {}, history: {},
     revision: 0, spec: null,
   };
@@ -44,11 +44,15 @@
   }
 
   // api calls the fake cloud on this origin (relative paths: works behind a path prefix too).
+  // api calls the fake cloud; body is sent as JSON, or as it is when it is a string (YAML).
   async function api(method, path, body) {
     const headers = {};
     if (state.token) headers.Authorization = "Bearer " + state.token;
     const init = { method, headers, cache: "no-store" };
-    if (body !== undefined) {
+    if (typeof body === "string") {
+      headers["Content-Type"] = "application/yaml";
+      init.body = body;
+    } else if (body !== undefined) {
       headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
     }
@@ -311,6 +315,48 @@
     $("#faults-clear").addEventListener("click", () => admin("DELETE /v1/faults", () => api("DELETE", "v1/faults")));
   }
 
+  // ---- scenarios ----
+
+  const scenarioRows = new Map();
+
+  function renderScenarios() {
+    const tbody = $("#scenarios tbody");
+    const seen = new Set();
+    for (const sc of state.scenarios) {
+      seen.add(sc.id);
+      let row = scenarioRows.get(sc.id);
+      if (!row) {
+        const cancel = el("button", { type: "button", "data-scenario": sc.id }, "cancel");
+        cancel.addEventListener("click", () => admin("DELETE /v1/scenarios/" + sc.id,
+          () => api("DELETE", "v1/scenarios/" + encodeURIComponent(sc.id))));
+        row = { tr: el("tr", { "data-scenario": sc.id }), cancel };
+        scenarioRows.set(sc.id, row);
+        tbody.prepend(row.tr);
+      }
+      row.cancel.hidden = sc.state !== "running";
+      row.tr.dataset.state = sc.state;
+      row.tr.replaceChildren(el("td", {}, sc.id), el("td", {}, sc.name),
+        el("td", {}, el("span", { class: "badge state-" + sc.state }, sc.state)),
+        el("td", {}, `${sc.done}/${sc.steps}`), el("td", { class: sc.failed ? "err" : "" }, sc.failed),
+        el("td", {}, sc.endedAt ? "ended " + new Date(sc.endedAt).toTimeString().slice(0, 8) : "started " + new Date(sc.startedAt).toTimeString().slice(0, 8)),
+        el("td", {}, sc.expect || ""), el("td", {}, row.cancel));
+    }
+    for (const [id, row] of scenarioRows) {
+      if (!seen.has(id)) { row.tr.remove(); scenarioRows.delete(id); }
+    }
+    $("#scenarios").hidden = state.scenarios.length === 0;
+  }
+
+  function setupScenarioForm() {
+    const form = $("#scenario-form");
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const text = form.elements.yaml.value;
+      if (!text.trim()) { toast("paste a scenario first (examples/scenarios/*.yaml)", true); return; }
+      await admin("POST /v1/scenarios", () => api("POST", "v1/scenarios", text));
+    });
+  }
+
   // ---- events ----
 
   function eventClass(type) {
@@ -497,9 +543,10 @@
     running = true;
     clearTimeout(timer);
     try {
-      const [inst, quotas, faults] = await Promise.all([
-        api("GET", "v1/instances"), api("GET", "v1/quotas"), api("GET", "v1/faults?maxResults=1000"),
+      const [inst, quotas, faults, scenarios] = await Promise.all([
+        api("GET", "v1/instances"), api("GET", "v1/quotas"), api("GET", "v1/faults?maxResults=1000"), api("GET", "v1/scenarios"),
       ]);
+      state.scenarios = scenarios.scenarios;
       state.instances = inst.instances.slice().sort((a, b) => a.id.localeCompare(b.id));
       state.quotas = quotas;
       state.faults = faults.faults;
@@ -510,6 +557,7 @@
       renderQuotas();
       renderInstances();
       renderFaults();
+      renderScenarios();
       renderNodes();
       setStatus("live", `live · revision ${state.revision} · ${new Date().toTimeString().slice(0, 8)}`);
     } catch (e) {
@@ -535,6 +583,7 @@
       }
     });
     setupQuotaForm();
+    setupScenarioForm();
     await setupFaultForm();
     tick();
   }
