@@ -536,10 +536,12 @@
   let timer = 0;
   let running = false;
 
-  // tick polls once and schedules the next poll; a call while a poll runs does nothing (the
-  // running one schedules the next).
+  // tick polls once and schedules the next poll. A call while a poll runs (after a change
+  // made from the page) makes the running one poll again at once when it ends, since it may
+  // have read some of the state before the change.
+  let again = false;
   async function tick() {
-    if (running) return;
+    if (running) { again = true; return; }
     running = true;
     clearTimeout(timer);
     try {
@@ -564,7 +566,8 @@
       setStatus("error", e.status === 401 ? "enter a token (reader or better)" : e.message);
     } finally {
       running = false;
-      timer = setTimeout(tick, interval);
+      timer = setTimeout(tick, again ? 0 : interval);
+      again = false;
     }
   }
 
