@@ -27,6 +27,7 @@ help: ## List the targets.
 
 .PHONY: build
 build: ## Build bin/driver and bin/fakecloud with version and commit stamped.
+	@echo "building bin/driver and bin/fakecloud (the first build compiles gRPC, client-go and the Prometheus client: a few minutes; later ones take seconds)"
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/driver ./cmd/driver
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/fakecloud ./cmd/fakecloud
 
