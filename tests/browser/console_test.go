@@ -108,16 +108,21 @@ func (p *pluginHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(rep.DebugState())
 }
 
-func (p *pluginHandler) start(t *testing.T, cloudURL string) {
+// testPolicy is the capacity policy of the test's plugin: lookups every 200 ms, and a short
+// window and step, so the screenshot catches a ramp back up.
+func testPolicy() capacity.Config {
+	cfg := capacity.DefaultConfig()
+	cfg.MinInterval, cfg.Jitter = 200*time.Millisecond, 0
+	cfg.StabilityWindow, cfg.MaxStabilityWindow, cfg.MaxStep = time.Second, time.Second, 1
+	return cfg
+}
+
+func (p *pluginHandler) start(t *testing.T, cloudURL string, cfg capacity.Config) {
 	t.Helper()
 	client, err := cloud.NewClient(cloudURL, cloud.WithToken(driverToken))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := capacity.DefaultConfig()
-	cfg.MinInterval, cfg.Jitter = 200*time.Millisecond, 0
-	// A short window and step, so the screenshot catches a ramp back up.
-	cfg.StabilityWindow, cfg.MaxStabilityWindow, cfg.MaxStep = time.Second, time.Second, 1
 	rep, err := capacity.NewReporter(cfg, client, node, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +157,7 @@ func TestConsole(t *testing.T) {
 	ps := httptest.NewServer(plugin)
 	t.Cleanup(ps.Close)
 	cloudURL := startCloud(t, ps.URL)
-	plugin.start(t, cloudURL)
+	plugin.start(t, cloudURL, testPolicy())
 
 	// Something to see: volumes on two nodes and one fault rule.
 	ctx := context.Background()
