@@ -25,13 +25,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/fakecloud/fakecloud-csi/internal/yamlline"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
 
@@ -186,7 +186,7 @@ func Parse(data []byte) (*Scenario, error) {
 	}
 	var sc Scenario
 	if err := yaml.UnmarshalStrict(data, &sc); err != nil {
-		return nil, fmt.Errorf("scenario: %w%s", err, unknownFieldLine(data, err))
+		return nil, fmt.Errorf("scenario: %w%s", err, yamlline.Of(data, err))
 	}
 	if err := sc.validate(); err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", cloud.Quote(sc.Name), err)
@@ -325,25 +325,6 @@ func (sc *Scenario) String() string {
 	var b bytes.Buffer
 	_ = json.NewEncoder(&b).Encode(sc)
 	return strings.TrimSpace(b.String())
-}
-
-// unknownFieldPattern finds the field of an "unknown field" error.
-var unknownFieldPattern = regexp.MustCompile(`unknown field "([^"]+)"`)
-
-// unknownFieldLine says on which line an unknown field is, as " (line N)", or "": the JSON
-// decoder behind sigs.k8s.io/yaml names the field but not where it is.
-func unknownFieldLine(data []byte, err error) string {
-	m := unknownFieldPattern.FindStringSubmatch(err.Error())
-	if m == nil {
-		return ""
-	}
-	key := regexp.MustCompile(`^[\s-]*"?` + regexp.QuoteMeta(m[1]) + `"?\s*:|[{,]\s*"?` + regexp.QuoteMeta(m[1]) + `"?\s*:`)
-	for i, line := range strings.Split(string(data), "\n") {
-		if key.MatchString(line) {
-			return fmt.Sprintf(" (line %d)", i+1)
-		}
-	}
-	return ""
 }
 
 // MapInstances renames instances in every step (instance patches and fault rules) by m, from
