@@ -33,7 +33,8 @@ import (
 )
 
 // run is the whole program: `driver [flags]` serves; `driver nodeinfo|probe` query a plugin;
-// `driver registrar` registers a node plugin with its kubelet.
+// `driver registrar` registers a node plugin with its kubelet; `driver version` prints the
+// version.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opts := csidriver.DefaultOptions()
 	opts.Version, _ = version.Get()
@@ -77,6 +78,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return resp, err
 		}))
 	root.AddCommand(registrarCommand())
+	root.AddCommand(&cobra.Command{Use: "version", Short: "Print the version and commit (as --version)", Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			_, err := fmt.Fprintln(stdout, version.String("driver"))
+			return err
+		}})
 	return root.ExecuteContext(ctx)
 }
 

@@ -26,6 +26,11 @@ func TestRunVersionAndBadFlags(t *testing.T) {
 	if err := run(context.Background(), []string{"--version"}, &out, &errOut); err != nil || strings.TrimSpace(out.String()) == "" {
 		t.Fatalf("--version: %v, output %q", err, out.String())
 	}
+	flagOut := out.String()
+	out.Reset()
+	if err := run(context.Background(), []string{"version"}, &out, &errOut); err != nil || out.String() != flagOut {
+		t.Fatalf("version: %v, output %q, want %q as --version", err, out.String(), flagOut)
+	}
 	for name, args := range map[string][]string{
 		"node without node id":                 {"--mode=node"},
 		"bad endpoint":                         {"--mode=controller", "--endpoint=/tmp/x.sock"},

@@ -115,12 +115,14 @@ func TestHelpStatesTheFixedBounds(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	var out bytes.Buffer
-	if err := run(context.Background(), []string{"--version"}, &out, &out); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(out.String(), "fakecloud ") {
-		t.Fatalf("--version printed %q", out.String())
+	for _, args := range [][]string{{"--version"}, {"-version"}, {"version"}} {
+		var out bytes.Buffer
+		if err := run(context.Background(), args, &out, &out); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(out.String(), "fakecloud ") {
+			t.Fatalf("%v printed %q", args, out.String())
+		}
 	}
 }
 

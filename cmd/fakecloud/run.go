@@ -36,6 +36,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "scenario" {
 		return runScenario(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) == 1 && args[0] == "version" { // as the driver's `version`
+		_, err := fmt.Fprintln(stdout, version.String("fakecloud"))
+		return err
+	}
 	fs := flag.NewFlagSet("fakecloud", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o Options
@@ -43,7 +47,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	klog.InitFlags(fs)
 	fs.Usage = func() {
 		out := fs.Output()
-		_, _ = fmt.Fprintln(out, "Usage of fakecloud (and: fakecloud scenario [flags] FILE, a timeline of examples/scenarios):")
+		_, _ = fmt.Fprintln(out, "Usage of fakecloud [flags] (serve), fakecloud scenario [flags] FILE (run a timeline of examples/scenarios), fakecloud version:")
 		fs.PrintDefaults()
 		_, _ = fmt.Fprint(out, fixedBounds())
 	}
