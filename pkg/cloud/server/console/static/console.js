@@ -253,6 +253,24 @@
     });
   }
 
+  // setCells updates a table row in place: one cell per value, a value being text, a node
+  // (a button, a badge) or [value, className]. Cells and their buttons are kept, not rebuilt,
+  // so a click never lands on an element the last poll replaced.
+  function setCells(tr, values) {
+    while (tr.children.length < values.length) tr.append(el("td"));
+    values.forEach((v, i) => {
+      const td = tr.children[i];
+      let cls = "";
+      if (Array.isArray(v)) [v, cls] = v;
+      if (td.className !== cls) td.className = cls;
+      if (v instanceof Node) {
+        if (td.firstChild !== v || td.childNodes.length !== 1) td.replaceChildren(v);
+      } else if (td.textContent !== String(v)) {
+        td.textContent = String(v);
+      }
+    });
+  }
+
   // ---- faults ----
 
   const faultRows = new Map();
@@ -273,11 +291,9 @@
       }
       const expires = f.expiresAt ? Math.max(0, Math.round((Date.parse(f.expiresAt) - Date.now()) / 1000)) + " s" : "never";
       const limit = f.count ? `${f.fired}/${f.count}` : String(f.fired);
-      row.tr.replaceChildren(
-        el("td", {}, f.id), el("td", {}, f.operation), el("td", {}, f.instanceId || "any"), el("td", {}, f.volumeId || "any"),
-        el("td", { class: f.error ? "err" : "" }, f.error || "—"), el("td", {}, f.latencyMs ? f.latencyMs + " ms" : "—"),
-        el("td", {}, f.probability ?? 1), el("td", { "data-field": "fired" }, limit + (f.afterCount ? ` (after ${f.afterCount})` : "")),
-        el("td", {}, expires), el("td", {}, row.del));
+      setCells(row.tr, [f.id, f.operation, f.instanceId || "any", f.volumeId || "any",
+        [f.error || "—", f.error ? "err" : ""], f.latencyMs ? f.latencyMs + " ms" : "—",
+        f.probability ?? 1, limit + (f.afterCount ? ` (after ${f.afterCount})` : ""), expires, row.del]);
     }
     for (const [id, row] of faultRows) {
       if (!seen.has(id)) { row.tr.remove(); faultRows.delete(id); }
@@ -335,11 +351,12 @@
       }
       row.cancel.hidden = sc.state !== "running";
       row.tr.dataset.state = sc.state;
-      row.tr.replaceChildren(el("td", {}, sc.id), el("td", {}, sc.name),
-        el("td", {}, el("span", { class: "badge state-" + sc.state }, sc.state)),
-        el("td", {}, `${sc.done}/${sc.steps}`), el("td", { class: sc.failed ? "err" : "" }, sc.failed),
-        el("td", {}, sc.endedAt ? "ended " + new Date(sc.endedAt).toTimeString().slice(0, 8) : "started " + new Date(sc.startedAt).toTimeString().slice(0, 8)),
-        el("td", {}, sc.expect || ""), el("td", {}, row.cancel));
+      if (!row.badge) row.badge = el("span");
+      row.badge.className = "badge state-" + sc.state;
+      row.badge.textContent = sc.state;
+      setCells(row.tr, [sc.id, sc.name, row.badge, `${sc.done}/${sc.steps}`, [sc.failed, sc.failed ? "err" : ""],
+        sc.endedAt ? "ended " + new Date(sc.endedAt).toTimeString().slice(0, 8) : "started " + new Date(sc.startedAt).toTimeString().slice(0, 8),
+        sc.expect || "", row.cancel]);
     }
     for (const [id, row] of scenarioRows) {
       if (!seen.has(id)) { row.tr.remove(); scenarioRows.delete(id); }
