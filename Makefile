@@ -27,6 +27,7 @@ help: ## List the targets.
 
 .PHONY: build
 build: ## Build bin/driver and bin/fakecloud with version and commit stamped.
+	@echo "building bin/driver and bin/fakecloud (the first build compiles gRPC, client-go and the Prometheus client: a few minutes; later ones take seconds)"
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/driver ./cmd/driver
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/fakecloud ./cmd/fakecloud
 
@@ -45,6 +46,14 @@ test: verify build ## Everything CI checks: verify, unit + integration tests (ra
 	cd hack/kind && $(GO) test -count=1 $(GOTESTFLAGS) ./...
 	cd tests/e2e && CGO_ENABLED=1 $(GO) test -race -count=1 $(GOTESTFLAGS) ./... # the suite itself skips here: it needs a cluster (make e2e-local)
 
+BROWSER_ARGS ?=
+
+.PHONY: test-browser
+test-browser: ## The web console (GET /ui) in headless Chromium via chromedp (tests/browser, its own module): screenshots in _output/browser; skips, saying so, without chromium. BROWSER_ARGS=-update-screenshot also rewrites docs/console.png.
+	rm -rf _output/browser && mkdir -p _output/browser
+	cd tests/browser && $(GO) test -count=1 -v -artifacts -outputdir=$(CURDIR)/_output/browser $(GOTESTFLAGS) ./... $(BROWSER_ARGS)
+	@find _output/browser -name '*.png' 2>/dev/null | sed 's/^/screenshot: /' || true
+
 .PHONY: fuzz
 fuzz: ## Every Go fuzz target (fake cloud requests, identifier checks, CSI validation) for FUZZTIME each (default 60s); `make test` runs their seed corpora only.
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
@@ -56,6 +65,18 @@ e2e-local-build: ## Build etcd, kube-apiserver, -controller-manager, -scheduler,
 .PHONY: e2e-local
 e2e-local: e2e-local-build ## The e2e suite (S1-S14) on a local cluster of upstream binaries, no Docker (E2E_ARGS='-run TestS03').
 	cd tests/e2e && FAKECLOUD_E2E_LOCAL=1 $(GO) test -count=1 -timeout=30m -v . $(E2E_ARGS)
+
+SCENARIO ?= examples/scenarios/quota-squeeze.yaml
+SCENARIO_ARGS ?=
+FAKECLOUD_PORT ?= 8080
+
+.PHONY: scenario
+scenario: build ## Run the timeline SCENARIO (examples/scenarios/*.yaml, default quota-squeeze) against `make run`'s fake cloud on FAKECLOUD_PORT; SCENARIO_ARGS=--dry-run prints it only.
+	$(BIN)/fakecloud scenario --cloud-url=http://127.0.0.1:$(FAKECLOUD_PORT) --token=demo-admin-token $(SCENARIO_ARGS) $(SCENARIO)
+
+.PHONY: scenario-local
+scenario-local: ## Run SCENARIO on `make up-local`'s cluster while recording, then write its capacity plot to _output/scenario (SCENARIO_ARGS='--map-instance=node-a2=node-1 ...' for that cluster's node names).
+	cd tests/e2e && $(GO) run ./cmd/capacityplot --run-dir=current --scenario=$(CURDIR)/$(SCENARIO) --out-dir=$(CURDIR)/_output/scenario $(SCENARIO_ARGS)
 
 .PHONY: up-local
 up-local: e2e-local-build ## Start a local cluster and leave it running; prints KUBECONFIG and curl lines.

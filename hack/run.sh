@@ -7,6 +7,11 @@
 #   DRIVER_HTTP_PORT_BASE=9808       the controller's HTTP port; node plugins take the next ones
 #   DEMO=0                           skip the before/after demo
 #   EXIT_AFTER_DEMO=1                stop after the demo (.ci/run uses this to prove `make run`)
+#   SEED=examples/seed.yaml          the fake cloud's seed (instances, quotas, faults)
+#   TOKENS=examples/tokens.yaml      its tokens (must hold demo-driver-token)
+#   VERBOSITY=4                      klog -v of every process (4: the fake cloud logs each request)
+#   FAKECLOUD_ARGS='--max-events=100' DRIVER_ARGS='--capacity-stability-window=5s'
+#                                    extra flags for the fake cloud / every driver process
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +25,13 @@ if [[ -z "${RUN_DIR:-}" ]]; then RUN_DIR=$(mktemp -d -t fakecloud-csi-run.XXXXXX
 CLOUD="http://127.0.0.1:${PORT}"
 ADMIN=demo-admin-token
 mkdir -p "$RUN_DIR/logs"
+
+read -r -a fakecloud_args <<<"${FAKECLOUD_ARGS:-}"
+read -r -a driver_args <<<"${DRIVER_ARGS:-}"
+if [[ -n "${VERBOSITY:-}" ]]; then
+  fakecloud_args+=("-v=$VERBOSITY")
+  driver_args+=("--v=$VERBOSITY")
+fi
 
 pids=()
 stopped=0
@@ -63,8 +75,13 @@ for ((i = 0; i <= ${#nodes[@]}; i++)); do
   fi
 done
 
+# The console (GET /ui) plots each node plugin's /debug/capacity; their ports are known already.
+console_nodes=()
+for i in "${!nodes[@]}"; do
+  console_nodes+=("--console-node=${nodes[$i]}=http://127.0.0.1:$((HTTP_BASE + i + 1))")
+done
 "$BIN/fakecloud" --listen="127.0.0.1:$PORT" --data-dir="$RUN_DIR/cloud" --seed="$SEED" \
-  --auth=tokens --tokens-file="$TOKENS" >"$RUN_DIR/logs/fakecloud.log" 2>&1 &
+  --auth=tokens --tokens-file="$TOKENS" "${console_nodes[@]}" "${fakecloud_args[@]}" >"$RUN_DIR/logs/fakecloud.log" 2>&1 &
 pids+=($!)
 wait_for "fake cloud on $CLOUD" curl -fsS "$CLOUD/readyz"
 
@@ -73,7 +90,7 @@ printf '%s' demo-driver-token >"$RUN_DIR/driver-token"
 
 "$BIN/driver" --mode=controller --endpoint="unix://$RUN_DIR/controller/csi.sock" \
   --cloud-url="$CLOUD" --cloud-token-file="$RUN_DIR/driver-token" --state-dir="$RUN_DIR/controller" \
-  --http-addr="127.0.0.1:$HTTP_BASE" >"$RUN_DIR/logs/controller.log" 2>&1 &
+  --http-addr="127.0.0.1:$HTTP_BASE" "${driver_args[@]}" >"$RUN_DIR/logs/controller.log" 2>&1 &
 pids+=($!)
 
 port=$HTTP_BASE
@@ -81,7 +98,7 @@ for n in "${nodes[@]}"; do
   port=$((port + 1))
   "$BIN/driver" --mode=node --node-id="$n" --endpoint="unix://$RUN_DIR/$n/csi.sock" \
     --cloud-url="$CLOUD" --cloud-token-file="$RUN_DIR/driver-token" --state-dir="$RUN_DIR/$n" \
-    --http-addr="127.0.0.1:$port" --capacity-min-interval=1s >"$RUN_DIR/logs/node-$n.log" 2>&1 &
+    --http-addr="127.0.0.1:$port" --capacity-min-interval=1s "${driver_args[@]}" >"$RUN_DIR/logs/node-$n.log" 2>&1 &
   pids+=($!)
 done
 wait_for "controller plugin" "$BIN/driver" probe --timeout=1s --endpoint="unix://$RUN_DIR/controller/csi.sock"
@@ -92,6 +109,7 @@ done
 cat <<INFO
 
 fakecloud-csi is running (state and logs: $RUN_DIR)
+  console            $CLOUD/ui#token=$ADMIN   (open in a browser: slots, quotas, faults, events, each plugin's value live)
   fake cloud         $CLOUD   tokens: admin=$ADMIN driver=demo-driver-token reader=demo-reader-token
   controller plugin  unix://$RUN_DIR/controller/csi.sock   http://127.0.0.1:$HTTP_BASE/metrics
 INFO

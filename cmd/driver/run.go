@@ -17,7 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"k8s.io/klog/v2"
@@ -31,7 +33,8 @@ import (
 )
 
 // run is the whole program: `driver [flags]` serves; `driver nodeinfo|probe` query a plugin;
-// `driver registrar` registers a node plugin with its kubelet.
+// `driver registrar` registers a node plugin with its kubelet; `driver version` prints the
+// version.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opts := csidriver.DefaultOptions()
 	opts.Version, _ = version.Get()
@@ -58,7 +61,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root.PersistentFlags().AddGoFlagSet(klogFlags)
 	root.AddCommand(queryCommand(stdout, "nodeinfo", "Print NodeGetInfo of a running node plugin as JSON",
 		func(ctx context.Context, conn *grpc.ClientConn) (proto.Message, error) {
-			return csi.NewNodeClient(conn).NodeGetInfo(ctx, &csi.NodeGetInfoRequest{}, grpc.WaitForReady(true))
+			resp, err := csi.NewNodeClient(conn).NodeGetInfo(ctx, &csi.NodeGetInfoRequest{}, grpc.WaitForReady(true))
+			if status.Code(err) == codes.Unimplemented {
+				// --mode=controller registers no Node service: say so rather than "unknown service".
+				return nil, fmt.Errorf("this plugin serves no CSI Node service: it is a controller plugin (--mode=controller); "+
+					"ask a node plugin's socket (make run prints them): %w", err)
+			}
+			return resp, err
 		}))
 	root.AddCommand(queryCommand(stdout, "probe", "Print Probe of a running plugin as JSON; fails when not ready",
 		func(ctx context.Context, conn *grpc.ClientConn) (proto.Message, error) {
@@ -69,6 +78,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return resp, err
 		}))
 	root.AddCommand(registrarCommand())
+	root.AddCommand(&cobra.Command{Use: "version", Short: "Print the version and commit (as --version)", Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			_, err := fmt.Fprintln(stdout, version.String("driver"))
+			return err
+		}})
 	return root.ExecuteContext(ctx)
 }
 

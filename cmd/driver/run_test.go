@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -24,6 +25,11 @@ func TestRunVersionAndBadFlags(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if err := run(context.Background(), []string{"--version"}, &out, &errOut); err != nil || strings.TrimSpace(out.String()) == "" {
 		t.Fatalf("--version: %v, output %q", err, out.String())
+	}
+	flagOut := out.String()
+	out.Reset()
+	if err := run(context.Background(), []string{"version"}, &out, &errOut); err != nil || out.String() != flagOut {
+		t.Fatalf("version: %v, output %q, want %q as --version", err, out.String(), flagOut)
 	}
 	for name, args := range map[string][]string{
 		"node without node id":                 {"--mode=node"},
@@ -252,5 +258,28 @@ func TestQueryCommandsOnAMissingOrSilentSocket(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestNodeinfoOnAControllerSaysSo: a socket that serves no Node service (a controller plugin)
+// answers nodeinfo with what it is, not gRPC's "unknown service".
+func TestNodeinfoOnAControllerSaysSo(t *testing.T) {
+	dir, err := os.MkdirTemp("", "drv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "csi.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer() // no services at all: every call is Unimplemented
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	var out, errOut bytes.Buffer
+	err = run(context.Background(), []string{"nodeinfo", "--endpoint=unix://" + sock, "--timeout=10s"}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "it is a controller plugin") {
+		t.Fatalf("nodeinfo on a controller: %v, want it named a controller plugin", err)
 	}
 }

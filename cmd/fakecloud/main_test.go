@@ -36,6 +36,10 @@ func TestOptionsValidate(t *testing.T) {
 				"--max-event-bytes must hold one event"}},
 		{"header timeout above read timeout", []string{"--auth=none", "--read-header-timeout=20s", "--read-timeout=10s"},
 			[]string{"longer than --read-timeout"}},
+		{"console nodes", []string{"--auth=none", "--console-node=node-a1=http://127.0.0.1:9809", "--console-node=node-a2=http://127.0.0.1:9810/"}, nil},
+		{"bad console nodes, all reported", []string{"--auth=none", "--console-node=node-a1", "--console-node=n=ftp://x",
+			"--console-node=m=http://h:1", "--console-node=m=http://h:2"},
+			[]string{"want NAME=URL", "ftp://x", `"m" given twice`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,6 +91,15 @@ func TestBoundFlagsHaveDefaultsAndReachTheConfig(t *testing.T) {
 	if cfg.MaxConnections != 7 || cfg.ReadTimeout != 3*time.Second || cfg.MaxFaultRules != 9 || cfg.MaxEvents != 10000 {
 		t.Fatalf("config %+v", cfg)
 	}
+	if err := fs.Parse([]string{"--console-node=node-a1=http://127.0.0.1:9809/"}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = o.Config(); err != nil {
+		t.Fatal(err)
+	}
+	if n := cfg.Console.Nodes; len(n) != 1 || n[0].Name != "node-a1" || n[0].URL != "http://127.0.0.1:9809" {
+		t.Fatalf("console nodes %+v, want node-a1 at http://127.0.0.1:9809", n)
+	}
 }
 
 // TestHelpStatesTheFixedBounds: --help lists the bounds no flag changes.
@@ -103,12 +116,14 @@ func TestHelpStatesTheFixedBounds(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	var out bytes.Buffer
-	if err := run(context.Background(), []string{"--version"}, &out, &out); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(out.String(), "fakecloud ") {
-		t.Fatalf("--version printed %q", out.String())
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		var out bytes.Buffer
+		if err := run(context.Background(), args, &out, &out); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(out.String(), "fakecloud ") {
+			t.Fatalf("%v printed %q", args, out.String())
+		}
 	}
 }
 

@@ -7,7 +7,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/console"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/faults"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
 )
@@ -44,6 +46,9 @@ type Options struct {
 	// MaxEvents and MaxEventBytes bound the audit log, in events and stored bytes.
 	MaxEvents     int
 	MaxEventBytes int64
+	// ConsoleNodes are the --console-node values, NAME=URL: node plugins whose
+	// /debug/capacity the web console (GET /ui) plots beside the cloud's truth.
+	ConsoleNodes []string
 	// Version prints the version and exits.
 	Version bool
 }
@@ -73,6 +78,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.MaxEvents, "max-events", store.DefaultMaxEvents, "audit events kept (GET /v1/events); older ones are dropped")
 	fs.Int64Var(&o.MaxEventBytes, "max-event-bytes", store.DefaultMaxEventBytes,
 		"bytes of audit events kept (their stored JSON); older ones are dropped")
+	fs.Func("console-node", "NAME=URL of a node plugin's HTTP server (--http-addr), e.g. node-a1=http://127.0.0.1:9809: "+
+		"the web console on /ui shows its /debug/capacity over time; repeat per node", func(v string) error {
+		o.ConsoleNodes = append(o.ConsoleNodes, v)
+		return nil
+	})
 	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
 }
 
@@ -123,7 +133,35 @@ func (o *Options) Validate() error {
 	if o.AutoRegister && (o.DefaultInstanceType == "" || o.DefaultZone == "") {
 		errs = append(errs, errors.New("--auto-register needs --default-instance-type and --default-zone"))
 	}
+	if _, err := o.consoleConfig(); err != nil {
+		errs = append(errs, fmt.Errorf("--console-node: %w", err))
+	}
 	return errors.Join(errs...)
+}
+
+// consoleConfig parses --console-node values into the console's configuration.
+func (o *Options) consoleConfig() (console.Config, error) {
+	var (
+		c    console.Config
+		errs []error
+	)
+	seen := map[string]bool{}
+	for _, v := range o.ConsoleNodes {
+		n, err := console.ParseNode(v)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if seen[n.Name] {
+			errs = append(errs, fmt.Errorf("console node %s given twice", cloud.Quote(n.Name)))
+		}
+		seen[n.Name] = true
+		c.Nodes = append(c.Nodes, n)
+	}
+	if len(c.Nodes) > console.MaxNodes {
+		errs = append(errs, fmt.Errorf("%d console nodes, at most %d", len(c.Nodes), console.MaxNodes))
+	}
+	return c, errors.Join(errs...)
 }
 
 // Config loads the seed and tokens files and returns the server configuration.
@@ -147,6 +185,9 @@ func (o *Options) Config() (server.Config, error) {
 		MaxEventBytes:       o.MaxEventBytes,
 	}
 	var errs []error
+	cc, err := o.consoleConfig()
+	errs = append(errs, err)
+	cfg.Console = cc
 	if o.SeedFile != "" {
 		seed, err := server.LoadSeed(o.SeedFile)
 		errs = append(errs, err)

@@ -34,6 +34,13 @@ Fixed bounds (README "Limits"; 400 InvalidArgument unless said otherwise):
 
 // run parses args, starts the fake cloud and serves until ctx ends; a clean shutdown is nil.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "scenario" {
+		return runScenario(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) == 1 && args[0] == "version" { // as the driver's `version`
+		_, err := fmt.Fprintln(stdout, version.String("fakecloud"))
+		return err
+	}
 	// pflag, as the driver and Kubernetes use: --flag in --help, one flag style for both
 	// binaries. klog's flags come from its Go flag set.
 	fs := pflag.NewFlagSet("fakecloud", pflag.ContinueOnError)
@@ -45,7 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.AddGoFlagSet(klogFlags)
 	fs.Usage = func() {
 		out := fs.Output()
-		_, _ = fmt.Fprintln(out, "Usage of fakecloud:")
+		_, _ = fmt.Fprintln(out, "Usage of fakecloud [flags] (serve), fakecloud scenario [flags] FILE (run a timeline of examples/scenarios), fakecloud version:")
 		fs.PrintDefaults()
 		_, _ = fmt.Fprint(out, fixedBounds())
 	}

@@ -60,6 +60,11 @@ func FuzzHandler(f *testing.F) {
 		{"POST", "/v1/reset", `{"x":1}`, 0},
 		{"GET", "/v1/instances/" + strings.Repeat("%41", 200), "", 2},
 		{"PUT", "/v1/volumes", "{}", 1},
+		{"GET", "/ui", "", 3},
+		{"GET", "/ui/nodes/node-a/capacity", "", 2},
+		{"POST", "/v1/scenarios", "name: x\nsteps:\n  - at: 1h\n    reset: true\n", 0},
+		{"POST", "/v1/scenarios", "name: x\nsteps:\n  - at: 0s\n    quotaNoise: {quota: volumes, base: 1, amplitude: 1, every: 1s, for: 1s}\n", 0},
+		{"DELETE", "/v1/scenarios/scenario-1", "", 0},
 	} {
 		f.Add(s.method, s.path, s.body, s.role)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/console"
 )
 
 //go:embed openapi.json
@@ -77,5 +78,19 @@ func (s *Server) router() *mux.Router {
 
 	handle(http.MethodGet, "/v1/events", "listEvents", RoleReader, s.listEvents)
 	handle(http.MethodPost, "/v1/reset", "reset", RoleAdmin, s.reset)
+
+	handleBody(http.MethodPost, "/v1/scenarios", "createScenario", RoleAdmin, s.createScenario)
+	handle(http.MethodGet, "/v1/scenarios", "listScenarios", RoleReader, s.listScenarios)
+	handle(http.MethodGet, "/v1/scenarios/{id}", "getScenario", RoleReader, s.getScenario)
+	handle(http.MethodDelete, "/v1/scenarios/{id}", "cancelScenario", RoleAdmin, s.cancelScenario)
+
+	// The web console (package console): the page at / and /ui (the same page: the server
+	// never redirects), its two files, and the node plugins' capacity state it plots.
+	for path, asset := range map[string]string{"/": console.IndexName, "/ui": console.IndexName,
+		"/ui/" + console.ScriptName: console.ScriptName, "/ui/" + console.StyleName: console.StyleName} {
+		r.Handle(path, s.console.Handler(asset)).Methods(http.MethodGet).Name("console")
+	}
+	handle(http.MethodGet, "/ui/nodes", "consoleNodes", RoleReader, s.consoleNodes)
+	handle(http.MethodGet, "/ui/nodes/{id}/capacity", "consoleNodeCapacity", RoleReader, s.consoleNodeCapacity)
 	return r
 }

@@ -6,6 +6,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/fakecloud/fakecloud-csi/internal/yamlline"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
 )
@@ -56,7 +57,7 @@ func LoadSeed(path string) (Seed, error) {
 	}
 	var s Seed
 	if err := yaml.UnmarshalStrict(data, &s); err != nil {
-		return Seed{}, fmt.Errorf("parse seed %s: %w", path, err)
+		return Seed{}, fmt.Errorf("parse seed %s: %w%s", path, err, yamlline.Of(data, err))
 	}
 	return s.withDefaults(), nil
 }

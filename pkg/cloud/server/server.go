@@ -21,6 +21,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/scenario"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/console"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/faults"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
 )
@@ -111,6 +113,9 @@ type Config struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Logger is the base logger; default klog.Background().
 	Logger *klog.Logger
+	// Console configures the web console of GET /ui: the node plugins whose capacity it
+	// shows beside the cloud's (none: the cloud's view only).
+	Console console.Config
 }
 
 // Validate reports every problem of the configuration at once.
@@ -159,6 +164,9 @@ func (c *Config) Validate() error {
 	if c.AutoRegister && (c.DefaultInstanceType == "" || c.DefaultZone == "") {
 		errs = append(errs, errors.New("auto-register needs a default instance type and zone"))
 	}
+	if err := c.Console.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.Seed.withDefaults().state().Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("seed: %w", err))
 	}
@@ -183,6 +191,9 @@ type Server struct {
 	tokens  map[string]Role
 	handler http.Handler
 	logger  klog.Logger
+	console *console.Console
+	// scenarios runs POST /v1/scenarios timelines; Close stops them.
+	scenarios *scenario.Manager
 }
 
 // New validates cfg, opens the store (seeding a new data dir) and loads the seeded fault
@@ -241,6 +252,11 @@ func New(cfg Config) (*Server, error) {
 	s.logger.V(2).Info("Store opened", "path", st.Path(), "seeded", seeded)
 	s.store = st
 	s.metrics = newMetrics(st, s.faults)
+	if s.console, err = console.New(cfg.Console); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	s.scenarios = scenario.NewManager(scenario.ManagerOptions{Now: cfg.Now})
 	s.handler = s.router()
 	return s, nil
 }
@@ -248,8 +264,12 @@ func New(cfg Config) (*Server, error) {
 // Handler is the server's HTTP handler, for httptest or a caller's own http.Server.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Close closes the store (removing it when DataDir was empty). Call it after Serve returned.
-func (s *Server) Close() error { return s.store.Close() }
+// Close stops the running scenarios and closes the store (removing it when DataDir was
+// empty). Call it after Serve returned.
+func (s *Server) Close() error {
+	s.scenarios.Close()
+	return s.store.Close()
+}
 
 // Run listens on Config.Listen, logs the address and serves until ctx ends.
 func (s *Server) Run(ctx context.Context) error {

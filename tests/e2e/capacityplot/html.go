@@ -42,8 +42,8 @@ type chartView struct {
 	Node, InstanceID string
 	W, H             int
 	X0, X1, Y0, Y1   float64
-	// YT is the lower end of the x tick marks.
-	YT             float64
+	// YT is the lower end of the x tick marks; YMid the middle of the y axis (its label).
+	YT, YMid       float64
 	XTicks, YTicks []tickView
 	Paths          []pathView
 	Markers        []markerView
@@ -100,7 +100,7 @@ tr.stale td { color: #b00; }
 <svg xmlns="http://www.w3.org/2000/svg" class="node-chart" data-node="{{.Node}}" width="{{.W}}" height="{{.H}}" viewBox="0 0 {{.W}} {{.H}}">
 {{$c := .}}{{range .YTicks}}<line class="grid" x1="{{$c.X0}}" x2="{{$c.X1}}" y1="{{.Pos}}" y2="{{.Pos}}"/><text x="{{$c.X0}}" dx="-4" y="{{.Pos}}" dy="3" text-anchor="end">{{.Label}}</text>
 {{end}}{{range .XTicks}}<line class="axis" x1="{{.Pos}}" x2="{{.Pos}}" y1="{{$c.Y0}}" y2="{{$c.YT}}"/><text x="{{.Pos}}" y="{{$c.Y0}}" dy="13" text-anchor="middle">{{.Label}}</text>
-{{end}}<path class="axis" d="M{{.X0}} {{.Y1}} V{{.Y0}} H{{.X1}}"/>
+{{end}}<path class="axis" d="M{{.X0}} {{.Y1}} V{{.Y0}} H{{.X1}}"/><text class="ylabel" x="8" y="{{.YMid}}" transform="rotate(-90 8 {{.YMid}})" text-anchor="middle">attach slots</text>
 {{range .Paths}}<path class="line {{.Class}}" d="{{.D}}"/>
 {{end}}{{range .Markers}}<circle class="write" cx="{{.X}}" cy="{{.Y}}" r="3.5"><title>{{.Title}}</title></circle>
 {{end}}</svg></div>
@@ -111,6 +111,7 @@ tr.stale td { color: #b00; }
 {{end}}</table>
 <p class="meta">lag: cloud event that moved the truth to the new count → CSINode change seen by the watch. unmatched: no cloud change to that value during the run (driver floor, ramp, last known good, or a value the truth already had). stale: the truth had moved on when the write landed. missed: truth changes no CSINode change reflected.</p>
 {{if .Changes}}<h2>CSINode count changes</h2>
+<p class="meta">Rows in red are stale writes: the cloud truth had already moved on when the count landed. "—" in cloud change: no cloud event moved the truth to that value (a floor, a ramp step, last known good).</p>
 <table class="changes"><tr><th>at</th><th>node</th><th>from</th><th>to</th><th>cloud change</th><th>lag</th></tr>
 {{range .Changes}}<tr{{if .Stale}} class="stale"{{end}}><td>{{.At}}</td><td>{{.Node}}</td><td>{{.From}}</td><td>{{.To}}</td><td>{{.Cloud}}</td><td>{{.Lag}}</td></tr>
 {{end}}</table>{{end}}
@@ -135,7 +136,9 @@ func WriteHTML(w io.Writer, rec *Recording) error {
 	v.Legend = []series{{Class: "attached", Label: "cloud attached"}, {Class: "scheduled", Label: "volumes scheduled"},
 		{Class: "truth", Label: "cloud truth"}, {Class: "csinode", Label: "CSINode count"}}
 	if hasPlugin {
-		v.Legend = append(v.Legend, series{Class: "plugin", Label: "node plugin reported"})
+		v.Legend = append(v.Legend, series{Class: "plugin", Label: "node plugin reported (NodeGetInfo)"})
+	} else {
+		v.Legend = append(v.Legend, series{Class: "none", Label: "(node plugin reported: not sampled, no --plugin-url)"})
 	}
 	for _, n := range rec.Nodes {
 		v.Charts = append(v.Charts, buildChart(rec, n, hasPlugin))
@@ -203,7 +206,7 @@ func nodeSeries(rec *Recording, n string, withPlugin bool) []series {
 
 func buildChart(rec *Recording, n string, withPlugin bool) chartView {
 	c := chartView{Node: n, InstanceID: rec.NodeIDs[n], W: chartW, H: chartH,
-		X0: marginL, X1: chartW - marginR, Y0: chartH - marginB, Y1: marginT, YT: chartH - marginB + 4}
+		X0: marginL, X1: chartW - marginR, Y0: chartH - marginB, Y1: marginT, YT: chartH - marginB + 4, YMid: (chartH - marginB + marginT) / 2}
 	if c.InstanceID == "" {
 		c.InstanceID = n
 	}

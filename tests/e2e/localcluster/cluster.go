@@ -368,12 +368,18 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if err := writeCloudFiles(o, c.AdminToken, driverToken, c.AdminTokenFile, driverTokenFile); err != nil {
 		return nil, err
 	}
-	if _, err := sup.start(runCtx, procSpec{Name: "fakecloud", Path: filepath.Join(binDir, "fakecloud"), Args: []string{
+	cloudArgs := []string{
 		"--listen=127.0.0.1:" + strconv.Itoa(p.cloud),
 		"--seed=" + filepath.Join(o.RunDir, "cloud-seed.yaml"),
 		"--auth=tokens", "--tokens-file=" + filepath.Join(o.RunDir, "cloud-tokens.yaml"),
 		v,
-	}, Restart: true}); err != nil {
+	}
+	// The console on /ui plots each node plugin's /debug/capacity; the plugins'
+	// ports are chosen already.
+	for i, n := range o.Nodes {
+		cloudArgs = append(cloudArgs, fmt.Sprintf("--console-node=%s=http://127.0.0.1:%d", n.Name, p.pluginHTTP[i]))
+	}
+	if _, err := sup.start(runCtx, procSpec{Name: "fakecloud", Path: filepath.Join(binDir, "fakecloud"), Args: cloudArgs, Restart: true}); err != nil {
 		return nil, err
 	}
 	if err := waitHTTP(ctx, c.CloudURL+"/readyz", nil, 30*time.Second); err != nil {

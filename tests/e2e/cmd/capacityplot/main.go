@@ -7,6 +7,11 @@
 //	go run ./cmd/capacityplot --run-dir=/tmp/fcsi-... --duration=2m
 //	go run ./cmd/capacityplot --kubeconfig=kc --cloud-url=http://127.0.0.1:8080 \
 //	    --cloud-token-file=admin.token --duration=10m --out-dir=plots
+//	go run ./cmd/capacityplot --run-dir=/tmp/fcsi-... --out-dir=plots \
+//	    --scenario=../../examples/scenarios/quota-squeeze.yaml
+//
+// With --scenario it runs that timeline (package scenario) against the fake cloud while it
+// observes, for the scenario's length plus --tail unless --duration is given.
 //
 // It stops early, and still writes the files, on Ctrl-C.
 package main
@@ -19,6 +24,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -27,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/scenario"
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/capacityplot"
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/localcluster"
 )
@@ -59,6 +66,11 @@ type options struct {
 	// PluginURLs are node=URL pairs of node plugin HTTP endpoints.
 	PluginURLs pluginURLs
 	Title      string
+	// Scenario is a timeline to run while observing; Tail how long to observe after its
+	// last step; MapInstance FROM=TO renames of its instances.
+	Scenario    string
+	Tail        time.Duration
+	MapInstance []string
 }
 
 type pluginURLs map[string]string
@@ -84,7 +96,7 @@ func (p *pluginURLs) Set(s string) error {
 }
 
 func (o *options) addFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.RunDir, "run-dir", "", "local cluster run folder (from `localcluster up`); fills the kubeconfig, cloud and plugin URL flags")
+	fs.StringVar(&o.RunDir, "run-dir", "", "local cluster run folder (from `localcluster up`; \"current\": the last make up-local's); fills the kubeconfig, cloud and plugin URL flags")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster (env KUBECONFIG)")
 	fs.StringVar(&o.CloudURL, "cloud-url", "", "fake cloud base URL, e.g. http://127.0.0.1:8080")
 	fs.StringVar(&o.CloudToken, "cloud-token", "", "fake cloud admin token (it reads capacity, quotas and events)")
@@ -96,12 +108,29 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.QuotaShare, "quota-share", string(capacityplot.QuotaShareNone), "the driver's --quota-share: none|even")
 	fs.Var(&o.PluginURLs, "plugin-url", "NODE=URL of a node plugin's --http-addr, to plot its reported value (repeatable)")
 	fs.StringVar(&o.Title, "title", "", "plot title")
+	fs.StringVar(&o.Scenario, "scenario", "", "a timeline (examples/scenarios/*.yaml) to run against the fake cloud while observing")
+	fs.DurationVar(&o.Tail, "tail", time.Minute, "with --scenario and no --duration: how long to observe after the last step")
+	fs.Func("map-instance", "with --scenario, FROM=TO: run the file's steps for instance FROM on TO (e.g. node-a2=node-1); repeatable", func(v string) error {
+		o.MapInstance = append(o.MapInstance, v)
+		return nil
+	})
 }
 
 // complete fills connection flags and plugin URLs from --run-dir.
 func (o *options) complete() error {
 	if o.RunDir == "" {
 		return nil
+	}
+	if o.RunDir == "current" { // the cluster of the last `make up-local`
+		bin, err := localcluster.DefaultCacheDir()
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(filepath.Join(filepath.Dir(bin), "current-run"))
+		if err != nil {
+			return fmt.Errorf("--run-dir=current: no cluster of make up-local: %w", err)
+		}
+		o.RunDir = strings.TrimSpace(string(data))
 	}
 	info, err := localcluster.ReadInfo(o.RunDir)
 	if err != nil {
@@ -155,6 +184,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	var sc *scenario.Scenario
+	if o.Scenario != "" {
+		data, err := os.ReadFile(o.Scenario)
+		if err != nil {
+			return err
+		}
+		if sc, err = scenario.Parse(data); err != nil {
+			return fmt.Errorf("%s: %w", o.Scenario, err)
+		}
+		m, err := scenario.ParseInstanceMap(o.MapInstance)
+		if err != nil {
+			return err
+		}
+		sc.MapInstances(m)
+		durationSet := false
+		fs.Visit(func(f *flag.Flag) { durationSet = durationSet || f.Name == "duration" })
+		if !durationSet {
+			o.Duration = sc.Duration() + o.Tail
+		}
+		if o.Title == "" {
+			o.Title = "scenario " + sc.Name + ": " + sc.Expect
+		}
+	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %v", fs.Args())
 	}
@@ -196,6 +248,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "capacityplot: observing for %s (Ctrl-C writes the plot early)\n", o.Duration)
+	scenarioDone := make(chan error, 1)
+	scenarioCtx, stopScenario := context.WithCancel(ctx)
+	defer stopScenario()
+	if sc != nil {
+		fmt.Fprintf(stdout, "scenario %s: %s\nexpect: %s\n", sc.Name, sc.Description, sc.Expect)
+		r := scenario.Runner{API: cc, Report: func(at time.Duration, s scenario.Step, err error) {
+			outcome := "ok"
+			if err != nil {
+				outcome = "FAILED: " + err.Error()
+			}
+			fmt.Fprintf(stdout, "%8s  %s  %s\n", "+"+at.String(), s.Describe(), outcome)
+		}}
+		go func() { scenarioDone <- r.Run(scenarioCtx, sc) }()
+	} else {
+		scenarioDone <- nil
+	}
 	select {
 	case <-ctx.Done():
 	case <-time.After(o.Duration):
@@ -207,5 +275,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "capacityplot: wrote %s and %s\n", plot, summary)
+	// A scenario longer than --duration stops with the observation.
+	stopScenario()
+	if err := <-scenarioDone; err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
 	return nil
 }

@@ -22,6 +22,8 @@ func TestRunRejectsBadFlags(t *testing.T) {
 			[]string{"--duration must be > 0", "interval must be ≥ 100ms", "quota share must be none or even", "driver name is required"}},
 		{"bad plugin URL", []string{"--plugin-url=node-1"}, []string{"expected NODE=URL"}},
 		{"stray argument", []string{"--kubeconfig=k", "extra"}, []string{"unexpected arguments [extra]"}},
+		{"bad scenario", []string{"--scenario=../../../../examples/seed.yaml"}, []string{"seed.yaml: scenario: ", "unknown field"}},
+		{"bad instance map", []string{"--scenario=../../../../examples/scenarios/stale-count.yaml", "--map-instance=x"}, []string{"want FROM=TO"}},
 		{"missing run dir", []string{"--run-dir=" + filepath.Join(os.TempDir(), "no-such-capacityplot-run")}, []string{"read cluster info"}},
 	}
 	for _, tc := range tests {

@@ -237,6 +237,7 @@ func up(ctx context.Context, o options, args []string, stdout io.Writer) error {
 func printHowTo(w io.Writer, info localcluster.Info) {
 	fmt.Fprintf(w, `
 local cluster ready (run folder %[1]s, logs in %[2]s)
+  console: %[4]s/ui#token=%[6]s (open in a browser: slots, quotas, faults, events, each plugin's value live)
   export KUBECONFIG=%[3]s
   export FAKECLOUD_E2E_CLOUD_URL=%[4]s FAKECLOUD_E2E_CLOUD_TOKEN_FILE=%[5]s FAKECLOUD_E2E_RUN_DIR=%[1]s
   kubectl get nodes,csinodes -o wide
@@ -244,7 +245,7 @@ local cluster ready (run folder %[1]s, logs in %[2]s)
   curl -s -H "Authorization: Bearer $(cat %[5]s)" -X PATCH -d '{"outOfBandSlots":3}' %[4]s/v1/instances/node-1
   curl -s -H "Authorization: Bearer $(cat %[5]s)" %[4]s/v1/quotas
 stop it with: make down-local (or, in tests/e2e: go run ./localcluster/cmd/localcluster down --run-dir=%[1]s)
-`, info.RunDir, info.LogDir, info.Kubeconfig, info.CloudURL, info.AdminTokenFile)
+`, info.RunDir, info.LogDir, info.Kubeconfig, info.CloudURL, info.AdminTokenFile, info.AdminToken)
 	nodes := make([]string, 0, len(info.PluginURLs))
 	for n := range info.PluginURLs {
 		nodes = append(nodes, n)

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/scenario"
+)
+
+// scenarioOptions are the flags of `fakecloud scenario`.
+type scenarioOptions struct {
+	// CloudURL is the fake cloud to drive.
+	CloudURL string
+	// Token and TokenFile give the admin token (at most one of them).
+	Token, TokenFile string
+	// DryRun prints the expanded timeline without calling the cloud.
+	DryRun bool
+	// MapInstance are FROM=TO renames of the file's instances (scenario.MapInstances).
+	MapInstance []string
+}
+
+// runScenario runs `fakecloud scenario [flags] FILE`: the timeline of FILE against a fake
+// cloud through its admin API, one line per step, until its last step or ctx ends.
+func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := pflag.NewFlagSet("fakecloud scenario", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o scenarioOptions
+	fs.StringVar(&o.CloudURL, "cloud-url", "http://127.0.0.1:8080", "the fake cloud to drive")
+	fs.StringVar(&o.Token, "token", "", "admin bearer token (make run's: demo-admin-token)")
+	fs.StringVar(&o.TokenFile, "token-file", "", "file holding the admin bearer token (make up-local prints it)")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "print the timeline, quota noise expanded, and call nothing")
+	fs.Func("map-instance", "FROM=TO: run the file's steps for instance FROM on TO (e.g. node-a2=node-1 on make up-local); repeatable", func(v string) error {
+		o.MapInstance = append(o.MapInstance, v)
+		return nil
+	})
+	fs.Usage = func() {
+		_, _ = fmt.Fprintln(fs.Output(), "Usage: fakecloud scenario [flags] FILE  (a timeline of examples/scenarios/*.yaml)")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("scenario: want exactly one FILE (e.g. examples/scenarios/quota-squeeze.yaml)")
+	}
+	if o.Token != "" && o.TokenFile != "" {
+		return errors.New("scenario: --token and --token-file are exclusive")
+	}
+	data, err := os.ReadFile(fs.Arg(0))
+	if err != nil {
+		return fmt.Errorf("scenario: %w", err)
+	}
+	sc, err := scenario.Parse(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", fs.Arg(0), err)
+	}
+	m, err := scenario.ParseInstanceMap(o.MapInstance)
+	if err != nil {
+		return fmt.Errorf("scenario: --map-instance: %w", err)
+	}
+	sc.MapInstances(m)
+	_, _ = fmt.Fprintf(stdout, "scenario %s: %s (%d steps over %v)\n", sc.Name, sc.Description, len(sc.Steps), sc.Duration())
+	if sc.Expect != "" {
+		_, _ = fmt.Fprintf(stdout, "expect: %s\n", sc.Expect)
+	}
+	if o.DryRun {
+		for _, s := range sc.Steps {
+			_, _ = fmt.Fprintf(stdout, "%8s  %s%s\n", "+"+time.Duration(s.At).String(), s.Describe(), note(s))
+		}
+		return nil
+	}
+	token := o.Token
+	if o.TokenFile != "" {
+		b, err := os.ReadFile(o.TokenFile)
+		if err != nil {
+			return fmt.Errorf("scenario: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	var opts []cloud.Option
+	if token != "" {
+		opts = append(opts, cloud.WithToken(token))
+	}
+	client, err := cloud.NewClient(o.CloudURL, opts...)
+	if err != nil {
+		return fmt.Errorf("scenario: %w", err)
+	}
+	_, _ = fmt.Fprintf(stdout, "driving %s; every step is also in GET /v1/events and the console (%s/ui)\n", o.CloudURL, o.CloudURL)
+	r := scenario.Runner{API: client, Report: func(at time.Duration, s scenario.Step, err error) {
+		outcome := "ok"
+		if err != nil {
+			outcome = "FAILED: " + err.Error()
+		}
+		_, _ = fmt.Fprintf(stdout, "%8s  %s%s  %s\n", "+"+at.String(), s.Describe(), note(s), outcome)
+	}}
+	return r.Run(ctx, sc)
+}
+
+func note(s scenario.Step) string {
+	if s.Note == "" {
+		return ""
+	}
+	return "  (" + s.Note + ")"
+}

@@ -1,0 +1,109 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+)
+
+// API is the part of the fake cloud's admin API a scenario uses; *cloud.Client has it.
+type API interface {
+	PatchInstance(ctx context.Context, id string, p cloud.InstancePatch) (*cloud.Instance, error)
+	PatchQuotas(ctx context.Context, p cloud.QuotasPatch) (*cloud.Quotas, error)
+	CreateFault(ctx context.Context, r cloud.FaultRule) (*cloud.FaultRule, error)
+	DeleteFault(ctx context.Context, id string) error
+	ClearFaults(ctx context.Context) error
+	Reset(ctx context.Context) error
+}
+
+// Runner runs scenarios against one fake cloud.
+type Runner struct {
+	// API is the fake cloud, with an admin token.
+	API API
+	// Now and Sleep are the clock; Sleep must return ctx.Err() when ctx ends first. Defaults:
+	// time.Now and a timer.
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Report is told about each step after it ran (err nil) or failed; nil: nothing.
+	Report func(at time.Duration, s Step, err error)
+}
+
+// Run runs sc's steps at their offsets from now, in order. A failed step is reported and
+// the run goes on (an experiment should not stop halfway because one rule was already gone);
+// Run returns the number of failed steps as an error at the end, or ctx.Err() when ctx ends
+// first.
+func (r *Runner) Run(ctx context.Context, sc *Scenario) error {
+	now, sleep := r.Now, r.Sleep
+	if now == nil {
+		now = time.Now
+	}
+	if sleep == nil {
+		sleep = sleepTimer
+	}
+	start := now()
+	refs := map[string]string{} // fault ref → rule ID
+	failed := 0
+	for _, s := range sc.Steps {
+		if wait := time.Duration(s.At) - now().Sub(start); wait > 0 {
+			if err := sleep(ctx, wait); err != nil {
+				return fmt.Errorf("scenario %s stopped before the step at %v: %w", cloud.Quote(sc.Name), time.Duration(s.At), err)
+			}
+		}
+		err := r.step(ctx, s, refs)
+		if err != nil {
+			failed++
+		}
+		if r.Report != nil {
+			r.Report(time.Duration(s.At), s, err)
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("scenario %s: %d of %d steps failed", cloud.Quote(sc.Name), failed, len(sc.Steps))
+	}
+	return nil
+}
+
+func (r *Runner) step(ctx context.Context, s Step, refs map[string]string) error {
+	switch {
+	case s.Instance != nil:
+		_, err := r.API.PatchInstance(ctx, s.Instance.ID, s.Instance.InstancePatch)
+		return err
+	case s.Quotas != nil:
+		_, err := r.API.PatchQuotas(ctx, *s.Quotas)
+		return err
+	case s.Fault != nil:
+		rule, err := r.API.CreateFault(ctx, s.Fault.FaultRule)
+		if err != nil {
+			return err
+		}
+		if s.Fault.Ref != "" {
+			refs[s.Fault.Ref] = rule.ID
+		}
+		return nil
+	case s.DeleteFault != "":
+		id, ok := refs[s.DeleteFault]
+		if !ok {
+			return fmt.Errorf("fault %s was not created (its step failed)", cloud.Quote(s.DeleteFault))
+		}
+		return r.API.DeleteFault(ctx, id)
+	case s.ClearFaults:
+		return r.API.ClearFaults(ctx)
+	case s.Reset:
+		return r.API.Reset(ctx)
+	default:
+		return fmt.Errorf("step without an action") // Parse refuses these
+	}
+}
+
+func sleepTimer(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,362 @@
+// Package scenario runs timelines of fake-cloud changes written as YAML
+// (examples/scenarios/*.yaml): at t=30s set node-a1's out-of-band slots to 3, at t=60s an
+// outage of 45 s, ±1 noise on the attachment quota for 2 minutes, and so on. A scenario drives
+// a fake cloud through its public admin API only (PATCH /v1/instances/{id}, PATCH /v1/quotas,
+// POST and DELETE /v1/faults, POST /v1/reset), so every step shows in GET /v1/events and the
+// same file runs against any fake cloud: `make run`'s, a local cluster's or kind's.
+//
+//	name: outage-and-recovery
+//	expect: the plugins hold their last good value for the outage, then follow the cloud again
+//	steps:
+//	  - at: 30s
+//	    instance: {id: node-a1, outOfBandSlots: 3}
+//	  - at: 60s
+//	    fault: {ref: outage, operation: "*", error: Unavailable}
+//	  - at: 105s
+//	    deleteFault: outage
+//	  - at: 120s
+//	    quotaNoise: {quota: attachments, base: 40, amplitude: 1, every: 5s, for: 2m, seed: 1}
+package scenario
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/fakecloud/fakecloud-csi/internal/yamlline"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+)
+
+// Bounds of a scenario file.
+const (
+	// MaxFileBytes bounds a scenario file.
+	MaxFileBytes = 1 << 20
+	// MaxSteps bounds the steps after quota noise is expanded.
+	MaxSteps = 10000
+	// MaxOffset bounds a step's at: a day is longer than any experiment.
+	MaxOffset = 24 * time.Hour
+	// MaxTextBytes bounds description, expect and each note.
+	MaxTextBytes = 1024
+	// MinNoiseInterval bounds quotaNoise.every from below.
+	MinNoiseInterval = 100 * time.Millisecond
+)
+
+// Duration is a time.Duration written as Go writes one ("30s", "2m", "1m30s").
+type Duration time.Duration
+
+// UnmarshalJSON reads a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration: want a string such as \"30s\" or \"2m\", got %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration %q: %w", s, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes the duration as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// Scenario is one timeline.
+type Scenario struct {
+	// Name names the scenario in logs.
+	Name string `json:"name"`
+	// Description says what it does; Expect what a driver should do meanwhile (printed at
+	// the start, for the reader to check against the console or the capacity plot).
+	Description string `json:"description,omitempty"`
+	Expect      string `json:"expect,omitempty"`
+	// Steps run in order of At; steps with the same At run in file order.
+	Steps []Step `json:"steps"`
+}
+
+// Step is one change at an offset from the scenario's start. Exactly one of the action
+// fields is set.
+type Step struct {
+	// At is the offset from the start, 0 to MaxOffset.
+	At Duration `json:"at"`
+	// Note is printed when the step runs.
+	Note string `json:"note,omitempty"`
+
+	// Instance patches one instance (PATCH /v1/instances/{id}).
+	Instance *InstanceStep `json:"instance,omitempty"`
+	// Quotas patches the account quotas (PATCH /v1/quotas).
+	Quotas *cloud.QuotasPatch `json:"quotas,omitempty"`
+	// Fault adds a fault rule (POST /v1/faults); its Ref names it for DeleteFault.
+	Fault *FaultStep `json:"fault,omitempty"`
+	// DeleteFault deletes the rule an earlier Fault step named (DELETE /v1/faults/{id}).
+	DeleteFault string `json:"deleteFault,omitempty"`
+	// ClearFaults deletes every fault rule (DELETE /v1/faults).
+	ClearFaults bool `json:"clearFaults,omitempty"`
+	// Reset returns the cloud to its seed (POST /v1/reset).
+	Reset bool `json:"reset,omitempty"`
+	// QuotaNoise moves a quota limit at random around a base value for a while; Load
+	// expands it into Quotas steps.
+	QuotaNoise *Noise `json:"quotaNoise,omitempty"`
+}
+
+// InstanceStep is the instance to patch and the patch.
+type InstanceStep struct {
+	ID string `json:"id"`
+	cloud.InstancePatch
+}
+
+// FaultStep is a fault rule to add and the name later steps use for it.
+type FaultStep struct {
+	Ref string `json:"ref,omitempty"`
+	cloud.FaultRule
+}
+
+// Noise sets a quota's limit to Base plus a uniform random integer in [−Amplitude,
+// Amplitude] every Every for For, then back to Base. Seed makes the sequence repeat.
+type Noise struct {
+	// Quota is "attachments" or "volumes".
+	Quota     string   `json:"quota"`
+	Base      int64    `json:"base"`
+	Amplitude int64    `json:"amplitude"`
+	Every     Duration `json:"every"`
+	For       Duration `json:"for"`
+	Seed      uint64   `json:"seed,omitempty"`
+}
+
+// action names the step's action, or "" when none or several are set.
+func (s Step) action() (string, int) {
+	var names []string
+	for name, set := range map[string]bool{"instance": s.Instance != nil, "quotas": s.Quotas != nil, "fault": s.Fault != nil,
+		"deleteFault": s.DeleteFault != "", "clearFaults": s.ClearFaults, "reset": s.Reset, "quotaNoise": s.QuotaNoise != nil} {
+		if set {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	if len(names) == 1 {
+		return names[0], 1
+	}
+	return strings.Join(names, ", "), len(names)
+}
+
+// Describe is a one-line account of the step for logs, e.g. "PATCH /v1/quotas {"attachments":3}".
+func (s Step) Describe() string {
+	body := func(v any) string {
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+	switch name, _ := s.action(); name {
+	case "instance":
+		return "PATCH /v1/instances/" + s.Instance.ID + " " + body(s.Instance.InstancePatch)
+	case "quotas":
+		return "PATCH /v1/quotas " + body(s.Quotas)
+	case "fault":
+		return "POST /v1/faults " + body(s.Fault.FaultRule) + refNote(s.Fault.Ref)
+	case "deleteFault":
+		return "DELETE /v1/faults/{" + s.DeleteFault + "}"
+	case "clearFaults":
+		return "DELETE /v1/faults"
+	case "reset":
+		return "POST /v1/reset"
+	default:
+		return name
+	}
+}
+
+func refNote(ref string) string {
+	if ref == "" {
+		return ""
+	}
+	return " as " + ref
+}
+
+// Parse reads a scenario from YAML, checks it (every problem at once, naming the step) and
+// expands quota noise into timed Quotas steps, sorted by At. Unknown fields are errors, with
+// the YAML line when the parser gives one.
+func Parse(data []byte) (*Scenario, error) {
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("scenario: %d bytes, at most %d", len(data), MaxFileBytes)
+	}
+	var sc Scenario
+	if err := yaml.UnmarshalStrict(data, &sc); err != nil {
+		return nil, fmt.Errorf("scenario: %w%s", err, yamlline.Of(data, err))
+	}
+	if err := sc.validate(); err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", cloud.Quote(sc.Name), err)
+	}
+	steps, err := expand(sc.Steps)
+	if err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", cloud.Quote(sc.Name), err)
+	}
+	sc.Steps = steps
+	return &sc, nil
+}
+
+func (sc *Scenario) validate() error {
+	var errs []error
+	if strings.TrimSpace(sc.Name) == "" {
+		errs = append(errs, errors.New("name is required"))
+	}
+	if err := cloud.CheckOptionalID("name", sc.Name); err != nil {
+		errs = append(errs, err)
+	}
+	for _, f := range []struct{ name, v string }{{"description", sc.Description}, {"expect", sc.Expect}} {
+		if len(f.v) > MaxTextBytes {
+			errs = append(errs, fmt.Errorf("%s: %d bytes, at most %d", f.name, len(f.v), MaxTextBytes))
+		}
+	}
+	if len(sc.Steps) == 0 {
+		errs = append(errs, errors.New("no steps"))
+	}
+	refs := map[string]int{}
+	for i, s := range sc.Steps {
+		where := fmt.Sprintf("steps[%d] (at %v)", i, time.Duration(s.At))
+		if s.At < 0 || time.Duration(s.At) > MaxOffset {
+			errs = append(errs, fmt.Errorf("%s: at must be within 0 and %v", where, MaxOffset))
+		}
+		if len(s.Note) > MaxTextBytes {
+			errs = append(errs, fmt.Errorf("%s: note: %d bytes, at most %d", where, len(s.Note), MaxTextBytes))
+		}
+		name, n := s.action()
+		switch {
+		case n == 0:
+			errs = append(errs, fmt.Errorf("%s: no action (want one of instance, quotas, fault, deleteFault, clearFaults, reset, quotaNoise)", where))
+		case n > 1:
+			errs = append(errs, fmt.Errorf("%s: one action per step, got %s", where, name))
+		}
+		switch {
+		case s.Instance != nil:
+			if err := cloud.CheckID("instance id", s.Instance.ID); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", where, err))
+			}
+		case s.Fault != nil:
+			if s.Fault.Ref != "" {
+				if _, dup := refs[s.Fault.Ref]; dup {
+					errs = append(errs, fmt.Errorf("%s: fault ref %s used twice", where, cloud.Quote(s.Fault.Ref)))
+				}
+				refs[s.Fault.Ref] = i
+			}
+		case s.DeleteFault != "":
+			j, ok := refs[s.DeleteFault]
+			if !ok {
+				errs = append(errs, fmt.Errorf("%s: deleteFault %s: no earlier fault step has this ref", where, cloud.Quote(s.DeleteFault)))
+			} else if sc.Steps[j].At > s.At {
+				errs = append(errs, fmt.Errorf("%s: deleteFault %s runs before its fault step", where, cloud.Quote(s.DeleteFault)))
+			}
+		case s.QuotaNoise != nil:
+			if err := s.QuotaNoise.validate(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: quotaNoise: %w", where, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (n *Noise) validate() error {
+	var errs []error
+	if n.Quota != "attachments" && n.Quota != "volumes" {
+		errs = append(errs, fmt.Errorf("quota %s: want attachments or volumes", cloud.Quote(n.Quota)))
+	}
+	if n.Amplitude < 1 || n.Amplitude > n.Base {
+		errs = append(errs, fmt.Errorf("amplitude %d: want 1 to base (%d), so the limit stays ≥ 0", n.Amplitude, n.Base))
+	}
+	if time.Duration(n.Every) < MinNoiseInterval {
+		errs = append(errs, fmt.Errorf("every %v: at least %v", time.Duration(n.Every), MinNoiseInterval))
+	}
+	if n.For <= 0 || time.Duration(n.For) > MaxOffset {
+		errs = append(errs, fmt.Errorf("for %v: want more than 0 and at most %v", time.Duration(n.For), MaxOffset))
+	}
+	return errors.Join(errs...)
+}
+
+// expand replaces each QuotaNoise step by its Quotas steps and sorts every step by At
+// (stable: file order among equal offsets).
+func expand(in []Step) ([]Step, error) {
+	var out []Step
+	for _, s := range in {
+		if s.QuotaNoise == nil {
+			out = append(out, s)
+			continue
+		}
+		n := s.QuotaNoise
+		rng := rand.New(rand.NewPCG(n.Seed, n.Seed^0x9e3779b97f4a7c15))
+		set := func(at time.Duration, v int64, note string) {
+			p := cloud.QuotasPatch{}
+			if n.Quota == "attachments" {
+				p.Attachments = &v
+			} else {
+				p.Volumes = &v
+			}
+			out = append(out, Step{At: Duration(at), Note: note, Quotas: &p})
+		}
+		start, end := time.Duration(s.At), time.Duration(s.At)+time.Duration(n.For)
+		for at := start; at < end; at += time.Duration(n.Every) {
+			set(at, n.Base+rng.Int64N(2*n.Amplitude+1)-n.Amplitude, fmt.Sprintf("%s noise ±%d around %d", n.Quota, n.Amplitude, n.Base))
+			if len(out) > MaxSteps {
+				return nil, fmt.Errorf("more than %d steps once quota noise is expanded", MaxSteps)
+			}
+		}
+		set(end, n.Base, fmt.Sprintf("%s noise over: back to %d", n.Quota, n.Base))
+	}
+	if len(out) > MaxSteps {
+		return nil, fmt.Errorf("more than %d steps once quota noise is expanded", MaxSteps)
+	}
+	slices.SortStableFunc(out, func(a, b Step) int { return cmp.Compare(a.At, b.At) })
+	return out, nil
+}
+
+// Duration returns the offset of the last step.
+func (sc *Scenario) Duration() time.Duration {
+	if len(sc.Steps) == 0 {
+		return 0
+	}
+	return time.Duration(sc.Steps[len(sc.Steps)-1].At)
+}
+
+// String is a compact JSON rendering, for logs and tests.
+func (sc *Scenario) String() string {
+	var b bytes.Buffer
+	_ = json.NewEncoder(&b).Encode(sc)
+	return strings.TrimSpace(b.String())
+}
+
+// MapInstances renames instances in every step (instance patches and fault rules) by m, from
+// the names a file was written for to a cluster's, e.g. make run's node-a2 to a local
+// cluster's node-1. Names not in m stay.
+func (sc *Scenario) MapInstances(m map[string]string) {
+	for i := range sc.Steps {
+		s := &sc.Steps[i]
+		if s.Instance != nil {
+			if to, ok := m[s.Instance.ID]; ok {
+				s.Instance.ID = to
+			}
+		}
+		if s.Fault != nil && s.Fault.InstanceID != "" {
+			if to, ok := m[s.Fault.InstanceID]; ok {
+				s.Fault.InstanceID = to
+			}
+		}
+	}
+}
+
+// ParseInstanceMap parses FROM=TO pairs (flag values) into a map for MapInstances.
+func ParseInstanceMap(pairs []string) (map[string]string, error) {
+	m := map[string]string{}
+	var errs []error
+	for _, p := range pairs {
+		from, to, ok := strings.Cut(p, "=")
+		if !ok || cloud.CheckID("instance", from) != nil || cloud.CheckID("instance", to) != nil {
+			errs = append(errs, fmt.Errorf("instance map %s: want FROM=TO, two instance IDs", cloud.Quote(p)))
+			continue
+		}
+		m[from] = to
+	}
+	return m, errors.Join(errs...)
+}

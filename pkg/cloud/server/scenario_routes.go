@@ -1,0 +1,87 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"k8s.io/klog/v2"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/scenario"
+)
+
+// inProcess sends a scenario's requests straight to the server's handler: same routes, auth,
+// validation, metrics and events as over the network, without a socket.
+type inProcess struct{ h http.Handler }
+
+func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	t.h.ServeHTTP(rec, req)
+	return rec.Result(), nil
+}
+
+// createScenario starts the timeline in the body (YAML or JSON, package scenario) and answers
+// its first status. Its steps call the admin API in process with the caller's own token,
+// held in memory only while the scenario runs.
+func (s *Server) createScenario(r *http.Request, _ caller) (*reply, error) {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, bodyError(err)
+	}
+	sc, err := scenario.Parse(data)
+	if err != nil {
+		return nil, cloud.NewError(cloud.CodeInvalidArgument, "%v", err)
+	}
+	opts := []cloud.Option{cloud.WithHTTPClient(&http.Client{Transport: inProcess{s.handler}}), cloud.WithUserAgent("fakecloud-scenario")}
+	if _, token, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && token != "" {
+		opts = append(opts, cloud.WithToken(token))
+	}
+	api, err := cloud.NewClient("http://fakecloud.in-process", opts...)
+	if err != nil {
+		return nil, err
+	}
+	logger := klog.FromContext(r.Context())
+	st, err := s.scenarios.Start(sc, api, func(id string, res scenario.StepResult) {
+		detail := fmt.Sprintf("%s +%v %s", id, res.At, res.Step)
+		if res.Error != "" {
+			detail += " failed: " + res.Error
+		}
+		if _, err := s.store.RecordEvents([]cloud.Event{{Type: "ScenarioStep", Detail: cloud.TruncateMessage(detail)}}); err != nil {
+			logger.Error(err, "Cannot record a scenario step", "scenario", id)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.store.RecordEvents([]cloud.Event{{Type: "ScenarioStarted",
+		Detail: cloud.TruncateMessage(fmt.Sprintf("%s name=%s steps=%d", st.ID, sc.Name, st.Steps))}}); err != nil {
+		return nil, err
+	}
+	logger.Info("Scenario started", "scenario", st.ID, "name", sc.Name, "steps", st.Steps)
+	return created(st, 0), nil
+}
+
+func (s *Server) listScenarios(*http.Request, caller) (*reply, error) {
+	return ok(s.scenarios.List(), 0), nil
+}
+
+func (s *Server) getScenario(r *http.Request, _ caller) (*reply, error) {
+	st, err := s.scenarios.Get(pathVar(r, "id"))
+	if err != nil {
+		return nil, err
+	}
+	return ok(st, 0), nil
+}
+
+// cancelScenario stops a running scenario before its next step (a finished one stays as it
+// is) and answers its status.
+func (s *Server) cancelScenario(r *http.Request, _ caller) (*reply, error) {
+	st, err := s.scenarios.Cancel(pathVar(r, "id"))
+	if err != nil {
+		return nil, err
+	}
+	return ok(st, 0), nil
+}

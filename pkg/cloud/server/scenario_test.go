@@ -1,0 +1,116 @@
+package server_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/scenario"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
+)
+
+// waitScenario polls GET /v1/scenarios/{id} until the run has ended (its steps are at 0s, or
+// it was canceled, so this takes milliseconds).
+func waitScenario(t *testing.T, tc *testCloud, id string) scenario.Status {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := tc.do(t, http.MethodGet, "/v1/scenarios/"+id, readerToken, "")
+		var st scenario.Status
+		if r.status != http.StatusOK || json.Unmarshal(r.body, &st) != nil {
+			t.Fatalf("GET /v1/scenarios/%s: %d %s", id, r.status, r.body)
+		}
+		if st.State != scenario.StateRunning {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("scenario %s still running: %+v", id, st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestScenarios(t *testing.T) {
+	tc := startCloud(t, server.Config{})
+	body := `name: squeeze
+expect: quota 3
+steps:
+  - at: 0s
+    quotas: {attachments: 3}
+  - at: 0s
+    instance: {id: node-a, outOfBandSlots: 2}
+  - at: 0s
+    instance: {id: no-such-node, outOfBandSlots: 2}
+`
+	if r := tc.do(t, http.MethodPost, "/v1/scenarios", driverToken, body); r.status != http.StatusForbidden {
+		t.Fatalf("POST as driver: %d, want 403", r.status)
+	}
+	if r := tc.do(t, http.MethodPost, "/v1/scenarios", adminToken, "name: x\nsteps: []\n"); r.status != http.StatusBadRequest ||
+		!strings.Contains(string(r.body), "no steps") {
+		t.Fatalf("POST of an empty scenario: %d %s, want 400 naming the problem", r.status, r.body)
+	}
+	r := tc.do(t, http.MethodPost, "/v1/scenarios", adminToken, body)
+	var st scenario.Status
+	if r.status != http.StatusCreated || json.Unmarshal(r.body, &st) != nil || st.ID == "" || st.Steps != 3 {
+		t.Fatalf("POST /v1/scenarios: %d %s", r.status, r.body)
+	}
+	st = waitScenario(t, tc, st.ID)
+	if st.State != scenario.StateFailed || st.Done != 3 || st.Failed != 1 || len(st.Results) != 3 || !strings.Contains(st.Results[2].Error, "InstanceNotFound") {
+		t.Fatalf("status %+v, want failed with 1 of 3 steps (the unknown instance)", st)
+	}
+	q, err := tc.admin.GetQuotas(t.Context())
+	if err != nil || q.Attachments.Limit != 3 {
+		t.Fatalf("quotas %+v, %v: the scenario's step did not land", q, err)
+	}
+	evs, err := tc.admin.ListEvents(t.Context(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, e := range evs {
+		types = append(types, e.Type)
+	}
+	if got := strings.Join(types, " "); !strings.Contains(got, "QuotasChanged ScenarioStep InstancePatched ScenarioStep ScenarioStep") ||
+		!strings.Contains(got, "ScenarioStarted") {
+		t.Errorf("events %s: want ScenarioStarted and each step's mutation with its ScenarioStep", got)
+	}
+
+	// Cancel a run waiting for its step an hour away.
+	r = tc.do(t, http.MethodPost, "/v1/scenarios", adminToken, "name: later\nsteps:\n  - at: 1h\n    reset: true\n")
+	if r.status != http.StatusCreated || json.Unmarshal(r.body, &st) != nil {
+		t.Fatalf("POST: %d %s", r.status, r.body)
+	}
+	if r := tc.do(t, http.MethodDelete, "/v1/scenarios/"+st.ID, adminToken, ""); r.status != http.StatusOK {
+		t.Fatalf("DELETE: %d %s", r.status, r.body)
+	}
+	if st = waitScenario(t, tc, st.ID); st.State != scenario.StateCanceled || st.Done != 0 {
+		t.Fatalf("after DELETE: %+v, want canceled before its step", st)
+	}
+	var list scenario.StatusList
+	if r := tc.do(t, http.MethodGet, "/v1/scenarios", readerToken, ""); r.status != http.StatusOK || json.Unmarshal(r.body, &list) != nil || len(list.Scenarios) != 2 {
+		t.Fatalf("GET /v1/scenarios: %d %s", r.status, r.body)
+	}
+	if r := tc.do(t, http.MethodGet, "/v1/scenarios/scenario-99", readerToken, ""); r.status != http.StatusNotFound || r.errorBody(t).Code != cloud.CodeNotFound {
+		t.Fatalf("GET of an unknown run: %d", r.status)
+	}
+}
+
+// TestScenarioRunsAtMostFour: a fifth run at once is ServerLimitExceeded; Close stops the
+// waiting ones.
+func TestScenarioRunsAtMostFour(t *testing.T) {
+	tc := startCloud(t, server.Config{})
+	for i := range scenario.MaxRunning + 1 {
+		r := tc.do(t, http.MethodPost, "/v1/scenarios", adminToken, "name: later\nsteps:\n  - at: 1h\n    reset: true\n")
+		want := http.StatusCreated
+		if i == scenario.MaxRunning {
+			want = http.StatusConflict
+		}
+		if r.status != want {
+			t.Fatalf("run %d: %d %s, want %d", i+1, r.status, r.body, want)
+		}
+	}
+	tc.stop() // must not hang on the runs waiting an hour
+}
