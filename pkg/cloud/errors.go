@@ -35,13 +35,17 @@ const (
 	CodeThrottled               Code = "Throttled"               // 429, with Retry-After
 	CodeInternalError           Code = "InternalError"           // 500
 	CodeUnavailable             Code = "Unavailable"             // 503
+	// CodeIncorrectState (409, retryable): the volume is in a transition that excludes the
+	// request (an attach while it detaches from that instance); it completes by itself.
+	CodeIncorrectState Code = "IncorrectState"
 )
 
 // HTTPStatus is the HTTP status the cloud answers with for a code; unknown codes are 500.
 func (c Code) HTTPStatus() int {
 	switch c {
 	case CodeAttachmentLimitExceeded, CodeAttachmentQuotaExceeded, CodeVolumeQuotaExceeded,
-		CodeCapacityQuotaExceeded, CodeVolumeInUse, CodeAlreadyExists, CodeServerLimitExceeded:
+		CodeCapacityQuotaExceeded, CodeVolumeInUse, CodeAlreadyExists, CodeServerLimitExceeded,
+		CodeIncorrectState:
 		return http.StatusConflict
 	case CodeAccessDenied:
 		return http.StatusForbidden
@@ -70,7 +74,7 @@ func (c Code) HTTPStatus() int {
 // different answer without anyone changing the cloud's state.
 func (c Code) Retryable() bool {
 	switch c {
-	case CodeThrottled, CodeInternalError, CodeUnavailable:
+	case CodeThrottled, CodeInternalError, CodeUnavailable, CodeIncorrectState:
 		return true
 	default:
 		return false
@@ -85,7 +89,7 @@ func (c Code) Known() bool {
 		CodeVolumeInUse, CodeVolumeNotFound, CodeInstanceNotFound, CodeSnapshotNotFound,
 		CodeFaultNotFound, CodeServerLimitExceeded, CodeNotFound, CodeAlreadyExists, CodeInvalidArgument,
 		CodeMethodNotAllowed, CodePreconditionFailed, CodePayloadTooLarge, CodeThrottled,
-		CodeInternalError, CodeUnavailable:
+		CodeInternalError, CodeUnavailable, CodeIncorrectState:
 		return true
 	default:
 		return false
@@ -168,4 +172,5 @@ var (
 	ErrThrottled               = &Error{Code: CodeThrottled}
 	ErrInternalError           = &Error{Code: CodeInternalError}
 	ErrUnavailable             = &Error{Code: CodeUnavailable}
+	ErrIncorrectState          = &Error{Code: CodeIncorrectState}
 )

@@ -66,6 +66,10 @@ func cloudCode(op cloudOp, err error) codes.Code {
 		return codes.InvalidArgument
 	case cloud.CodeThrottled, cloud.CodeUnavailable:
 		return codes.Unavailable
+	case cloud.CodeIncorrectState:
+		// The volume is in the cloud's opposite transition (attach while detaching): CSI's
+		// "operation pending for volume", which the caller retries with backoff.
+		return codes.Aborted
 	case cloud.CodeInternalError:
 		return codes.Internal
 	case "":

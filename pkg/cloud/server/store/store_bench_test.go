@@ -53,10 +53,10 @@ func BenchmarkStoreAttachDetach(b *testing.B) {
 			b.ResetTimer()
 			cycle := func(i int) error {
 				inst := fmt.Sprint("n", i%8)
-				if _, err := s.Attach(vols[i], inst, nil); err != nil {
+				if _, err := s.Attach(vols[i], inst, nil, nil); err != nil {
 					return err
 				}
-				_, err := s.Detach(vols[i], inst)
+				_, err := s.Detach(vols[i], inst, nil)
 				return err
 			}
 			if callers == 1 {
