@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/faults"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
@@ -43,6 +44,11 @@ type Options struct {
 	// MaxEvents and MaxEventBytes bound the audit log, in events and stored bytes.
 	MaxEvents     int
 	MaxEventBytes int64
+	// AttachDuration and DetachDuration are how long an attach stays attaching and a detach
+	// detaching on instances whose type sets no duration (docs/attach.md); 0 completes them
+	// within the request.
+	AttachDuration time.Duration
+	DetachDuration time.Duration
 	// Version prints the version and exits.
 	Version bool
 }
@@ -72,6 +78,10 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxEvents, "max-events", store.DefaultMaxEvents, "audit events kept (GET /v1/events); older ones are dropped")
 	fs.Int64Var(&o.MaxEventBytes, "max-event-bytes", store.DefaultMaxEventBytes,
 		"bytes of audit events kept (their stored JSON); older ones are dropped")
+	fs.DurationVar(&o.AttachDuration, "attach-duration", server.DefaultAttachDuration,
+		"how long an attach stays attaching (slot held) before it is attached, unless the instance type or a fault rule says otherwise; 0: at once, within the request")
+	fs.DurationVar(&o.DetachDuration, "detach-duration", server.DefaultDetachDuration,
+		"how long a detach stays detaching (slot held) before it is detached, unless the instance type or a fault rule says otherwise; 0: at once, within the request")
 	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
 }
 
@@ -122,6 +132,14 @@ func (o *Options) Validate() error {
 	if o.AutoRegister && (o.DefaultInstanceType == "" || o.DefaultZone == "") {
 		errs = append(errs, errors.New("--auto-register needs --default-instance-type and --default-zone"))
 	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"attach-duration", o.AttachDuration}, {"detach-duration", o.DetachDuration}} {
+		if limit := cloud.MaxTransitionMS * time.Millisecond; f.v < 0 || f.v > limit {
+			errs = append(errs, fmt.Errorf("--%s must be in [0, %v], got %v", f.name, limit, f.v))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -144,6 +162,8 @@ func (o *Options) Config() (server.Config, error) {
 		MaxInstances:        o.MaxInstances,
 		MaxEvents:           o.MaxEvents,
 		MaxEventBytes:       o.MaxEventBytes,
+		AttachDuration:      o.AttachDuration,
+		DetachDuration:      o.DetachDuration,
 	}
 	var errs []error
 	if o.SeedFile != "" {
