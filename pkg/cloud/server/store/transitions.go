@@ -397,6 +397,14 @@ func (s *Store) Detach(volumeID, instanceID string, plan Planner) (*cloud.Attach
 		}
 		if vs.attachedTo != instanceID {
 			out = &cloud.Attachment{VolumeID: volumeID, InstanceID: instanceID, State: cloud.StateDetached, Revision: t.rev}
+			if vs.attachedTo == "" {
+				// Detached here and everywhere: since the volume's own state says.
+				v, err := t.getVolume(volumeID)
+				if err != nil {
+					return err
+				}
+				out.Since = *v.volume().StateSince
+			}
 			return nil
 		}
 		v, err := t.getVolume(volumeID)
