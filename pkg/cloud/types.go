@@ -176,6 +176,9 @@ type Attachment struct {
 	Device     string      `json:"device"`
 	State      AttachState `json:"state"`
 	Since      time.Time   `json:"since"`
+	// Due is when an attaching or detaching volume is expected to reach its next state;
+	// absent outside a transition and while a fault rule holds it (TransitionStick).
+	Due *time.Time `json:"due,omitempty"`
 	// ErrorCode and ErrorMessage say why the transition failed (State error).
 	ErrorCode    Code   `json:"errorCode,omitempty"`
 	ErrorMessage string `json:"errorMessage,omitempty"`

@@ -203,9 +203,7 @@ func (s *Server) attachVolume(r *http.Request, c caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
-	if att.State.Transient() {
-		s.kick()
-	}
+	s.started(att)
 	return attachReply(att), nil
 }
 
@@ -223,9 +221,7 @@ func (s *Server) detachVolume(r *http.Request, _ caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
-	if att.State.Transient() {
-		s.kick()
-	}
+	s.started(att)
 	return attachReply(att), nil
 }
 

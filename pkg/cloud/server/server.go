@@ -198,8 +198,8 @@ type Server struct {
 	tokens  map[string]Role
 	handler http.Handler
 	logger  klog.Logger
-	// wake wakes the transition worker (kick).
-	wake chan struct{}
+	// wake wakes the transition worker (kick, started).
+	wake *waker
 }
 
 // New validates cfg, opens the store (seeding a new data dir) and loads the seeded fault
@@ -237,7 +237,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("fake cloud config: %w", err)
 	}
 	s := &Server{cfg: cfg, faults: faults.NewWithLimit(cfg.Now, cfg.MaxFaultRules), tokens: map[string]Role{}, logger: klog.Background(),
-		wake: make(chan struct{}, 1)}
+		wake: newWaker()}
 	if cfg.Logger != nil {
 		s.logger = *cfg.Logger
 	}

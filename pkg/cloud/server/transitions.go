@@ -57,12 +57,60 @@ func (s *Server) planner(ctx context.Context, call faults.Call) store.Planner {
 	}
 }
 
-// kick wakes the transition worker: a transition started, or a rule that may hold one went.
-func (s *Server) kick() {
+// waker tells the transition worker what changed, so that it rescans the pending
+// transitions only when it must: a started transition names its due time (the worker just
+// wakes earlier if needed), anything else (a rule deleted, a reset, a transition held by a
+// rule) asks for a rescan.
+type waker struct {
+	mu     sync.Mutex
+	at     time.Time
+	rescan bool
+	ch     chan struct{}
+}
+
+func newWaker() *waker { return &waker{ch: make(chan struct{}, 1)} }
+
+func (w *waker) signal() {
 	select {
-	case s.wake <- struct{}{}:
+	case w.ch <- struct{}{}:
 	default:
 	}
+}
+
+// take returns and clears what was asked since the last take.
+func (w *waker) take() (at time.Time, rescan bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, rescan = w.at, w.rescan
+	w.at, w.rescan = time.Time{}, false
+	return at, rescan
+}
+
+// kick asks the transition worker to rescan: a rule that may hold a transition went, or the
+// state was reset.
+func (s *Server) kick() {
+	s.wake.mu.Lock()
+	s.wake.rescan = true
+	s.wake.mu.Unlock()
+	s.wake.signal()
+}
+
+// started tells the transition worker about the transition att reports: its due time, or a
+// rescan for one a rule holds (the rule's expiry is the worker's to find).
+func (s *Server) started(att *cloud.Attachment) {
+	if !att.State.Transient() {
+		return
+	}
+	if att.Due == nil {
+		s.kick()
+		return
+	}
+	s.wake.mu.Lock()
+	if s.wake.at.IsZero() || att.Due.Before(s.wake.at) {
+		s.wake.at = *att.Due
+	}
+	s.wake.mu.Unlock()
+	s.wake.signal()
 }
 
 // attachReply is 202 while the transition runs, 200 once it is over (attached, detached, or
@@ -89,18 +137,20 @@ func (s *Server) runTransitions(ctx context.Context) {
 	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var next time.Time
+	scan := true
 	for {
-		n, next, err := s.store.CompleteDue(s.faults.Live)
-		wait := time.Duration(-1)
-		switch {
-		case err != nil:
-			logger.Error(err, "Completing transitions failed; retrying", "retryIn", transitionRetry)
-			wait = transitionRetry
-		case !next.IsZero():
-			wait = max(0, next.Sub(s.now()))
-		}
-		if n > 0 {
-			logger.V(4).Info("Transitions completed", "count", n)
+		if scan {
+			n, due, err := s.store.CompleteDue(s.faults.Live)
+			next = due
+			if err != nil {
+				logger.Error(err, "Completing transitions failed; retrying", "retryIn", transitionRetry)
+				next = s.now().Add(transitionRetry)
+			}
+			if n > 0 {
+				logger.V(4).Info("Transitions completed", "count", n)
+			}
+			scan = false
 		}
 		if !timer.Stop() {
 			select {
@@ -109,15 +159,23 @@ func (s *Server) runTransitions(ctx context.Context) {
 			}
 		}
 		var tick <-chan time.Time
-		if wait >= 0 {
-			timer.Reset(wait)
+		if !next.IsZero() {
+			timer.Reset(max(0, next.Sub(s.now())))
 			tick = timer.C
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.wake:
+		case <-s.wake.ch:
+			at, rescan := s.wake.take()
+			switch {
+			case rescan:
+				scan = true
+			case !at.IsZero() && (next.IsZero() || at.Before(next)):
+				next = at
+			}
 		case <-tick:
+			scan = true
 		}
 	}
 }

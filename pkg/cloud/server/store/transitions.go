@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -81,9 +82,28 @@ func (t *txn) putPhase(id string, p phase) error {
 		return err
 	}
 	if p.State.Transient() {
-		return t.put(bucketPending, []byte(id), []byte{})
+		return t.put(bucketPending, []byte(id), encodePending(p))
 	}
 	return t.delete(bucketPending, []byte(id))
+}
+
+// encodePending is a pendingTransitions value: what the worker needs to schedule the
+// transition, so that walking the bucket decodes no JSON: the due time (8 bytes of Unix
+// nanoseconds), a stuck flag byte, then the holding rule's ID.
+func encodePending(p phase) []byte {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 9+len(p.Rule)), uint64(p.Due.UnixNano()))
+	stuck := byte(0)
+	if p.Stuck {
+		stuck = 1
+	}
+	return append(append(b, stuck), p.Rule...)
+}
+
+func decodePending(id string, b []byte) (Pending, error) {
+	if len(b) < 9 {
+		return Pending{}, fmt.Errorf("pending transition %s: record is %d bytes, want at least 9", id, len(b))
+	}
+	return Pending{VolumeID: id, Due: time.Unix(0, int64(binary.BigEndian.Uint64(b))).UTC(), Stuck: b[8] == 1, Rule: string(b[9:])}, nil
 }
 
 // TransitionPlan is what the fault rules decided for one transition, asked for only when an
@@ -145,10 +165,15 @@ func (t *txn) duration(iv *instView, detach bool, plan *TransitionPlan) (time.Du
 
 // attachment is the answer of an attach or detach for volume vv on instance instID.
 func attachment(vv *volView, instID string) *cloud.Attachment {
-	return &cloud.Attachment{
+	a := &cloud.Attachment{
 		VolumeID: vv.rec.ID, InstanceID: instID, Device: DevicePrefix + vv.rec.ID, State: vv.phase.State, Since: vv.phase.Since,
 		ErrorCode: vv.volume().ErrorCode, ErrorMessage: vv.phase.errorMessage(), Revision: vv.state.revision,
 	}
+	if vv.phase.State.Transient() && !vv.phase.Stuck {
+		due := vv.phase.Due
+		a.Due = &due
+	}
+	return a
 }
 
 // slotEvent appends an attach or detach event carrying the instance's held-slot count and
@@ -441,7 +466,6 @@ func (s *Store) Detach(volumeID, instanceID string, plan Planner) (*cloud.Attach
 // Pending is one transition under way.
 type Pending struct {
 	VolumeID string
-	State    cloud.AttachState
 	Due      time.Time
 	// Rule, when Stuck, is the fault rule that holds the transition past Due.
 	Stuck bool
@@ -546,16 +570,12 @@ func (s *Store) completeVolumes(ids []string, now time.Time, rules RuleState) (i
 func (s *Store) Pending() ([]Pending, error) {
 	var out []Pending
 	err := s.view(func(t *txn) error {
-		return t.tx.Bucket(bucketPending).ForEach(func(k, _ []byte) error {
-			vs, err := t.getVolumeState(string(k))
+		return t.tx.Bucket(bucketPending).ForEach(func(k, v []byte) error {
+			p, err := decodePending(string(k), v)
 			if err != nil {
 				return err
 			}
-			p, err := t.getPhase(string(k), vs)
-			if err != nil {
-				return err
-			}
-			out = append(out, Pending{VolumeID: string(k), State: p.State, Due: p.Due, Stuck: p.Stuck, Rule: p.Rule})
+			out = append(out, p)
 			return nil
 		})
 	})
