@@ -194,12 +194,14 @@ func (s *Server) attachVolume(r *http.Request, c caller) (*reply, error) {
 		return nil, err
 	}
 	call := faults.Call{Operation: cloud.OperationAttachVolume, VolumeID: id, InstanceID: req.InstanceID}
-	if err := s.inject(r.Context(), call); err != nil {
+	ctx, cancel := s.operationContext(r)
+	defer cancel()
+	if err := s.inject(ctx, call); err != nil {
 		return nil, err
 	}
 	// An attach never registers an instance: a node registers when its plugin first looks
 	// itself up, and an attach to a node that never did is a caller's mistake (404).
-	att, err := s.store.Attach(id, req.InstanceID, nil, s.planner(r.Context(), call))
+	att, err := s.store.Attach(id, req.InstanceID, nil, s.planner(ctx, call))
 	if err != nil {
 		return nil, err
 	}
@@ -214,10 +216,12 @@ func (s *Server) detachVolume(r *http.Request, _ caller) (*reply, error) {
 		return nil, err
 	}
 	call := faults.Call{Operation: cloud.OperationDetachVolume, VolumeID: id, InstanceID: req.InstanceID}
-	if err := s.inject(r.Context(), call); err != nil {
+	ctx, cancel := s.operationContext(r)
+	defer cancel()
+	if err := s.inject(ctx, call); err != nil {
 		return nil, err
 	}
-	att, err := s.store.Detach(id, req.InstanceID, s.planner(r.Context(), call))
+	att, err := s.store.Detach(id, req.InstanceID, s.planner(ctx, call))
 	if err != nil {
 		return nil, err
 	}

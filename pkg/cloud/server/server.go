@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -200,6 +201,9 @@ type Server struct {
 	logger  klog.Logger
 	// wake wakes the transition worker (kick, started).
 	wake *waker
+	// life is Serve's base context, which ends when shutdown begins (nil before Serve): an
+	// attach or detach runs until then even when its caller has left (operationContext).
+	life atomic.Pointer[context.Context]
 }
 
 // New validates cfg, opens the store (seeding a new data dir) and loads the seeded fault
@@ -293,6 +297,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// finish normally.
 	baseCtx, cancelBase := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), s.logger))
 	defer cancelBase()
+	s.life.Store(&baseCtx)
 	hs := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,

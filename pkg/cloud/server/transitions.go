@@ -113,6 +113,23 @@ func (s *Server) started(att *cloud.Attachment) {
 	s.wake.signal()
 }
 
+// operationContext is the context an attach or detach runs in: r's values, but not its
+// cancellation. In a real cloud a request that arrived is carried out whether or not its
+// caller waits for the answer, so a caller that times out during injected latency still gets
+// its attach (docs/attach.md); only the server's shutdown stops the wait.
+func (s *Server) operationContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	life := s.life.Load()
+	if life == nil {
+		return ctx, cancel
+	}
+	stop := context.AfterFunc(*life, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
+}
+
 // attachReply is 202 while the transition runs, 200 once it is over (attached, detached, or
 // error when it failed at once).
 func attachReply(att *cloud.Attachment) *reply {

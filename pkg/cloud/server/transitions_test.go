@@ -190,3 +190,18 @@ func TestTransitionRulesAreValidated(t *testing.T) {
 		}
 	}
 }
+
+// TestAttachOutlivesItsCaller: an attach whose caller gives up during injected latency is
+// still carried out, as a real cloud carries out a request that arrived.
+func TestAttachOutlivesItsCaller(t *testing.T) {
+	tc := startCloud(t, server.Config{})
+	ctx := context.Background()
+	v := must[*cloud.Volume](t)(tc.driver.CreateVolume(ctx, cloud.CreateVolumeRequest{Name: "v", SizeBytes: 1, Zone: "zone-a"}))
+	must[*cloud.FaultRule](t)(tc.admin.CreateFault(ctx, cloud.FaultRule{Operation: cloud.OperationAttachVolume, LatencyMS: 300}))
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := tc.driver.AttachVolume(short, v.ID, "node-a"); err == nil {
+		t.Fatal("the attach answered within 50 ms despite 300 ms of latency")
+	}
+	waitVolume(t, tc.reader, v.ID, cloud.StateAttached)
+}
