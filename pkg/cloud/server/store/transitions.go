@@ -134,7 +134,7 @@ func (p Planner) plan() TransitionPlan {
 	return p()
 }
 
-// durations reads the instance type's own attach and detach durations, nil when unset.
+// typeDurations reads the instance type's own attach and detach durations, nil when unset.
 func (t *txn) typeDurations(rec *instanceRec) (attach, detach *int, err error) {
 	var it cloud.InstanceType
 	if _, err := getJSON(t.tx.Bucket(bucketTypes), []byte(rec.InstanceType), &it); err != nil {
