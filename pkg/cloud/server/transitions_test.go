@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,6 +139,9 @@ func TestTransitionFaults(t *testing.T) {
 	waitVolume(t, tc.reader, vols[2], cloud.StateDetached)                     // not targeted
 	if c := must[*cloud.Capacity](t)(tc.reader.GetCapacity(ctx, "node-a")); c.Attached != 2 || c.Detaching != 2 {
 		t.Fatalf("capacity %+v: want the 2 held detaches counted", c)
+	}
+	if m := string(tc.do(t, http.MethodGet, "/metrics", "", "").body); !strings.Contains(m, "\nfakecloud_transitions_pending 2\n") {
+		t.Fatalf("metrics lack fakecloud_transitions_pending 2 for the 2 held detaches")
 	}
 	waitVolume(t, tc.reader, vols[1], cloud.StateDetached) // the TTL ends the hold
 	if v := must[*cloud.Volume](t)(tc.reader.GetVolume(ctx, vols[0])); v.State != cloud.StateDetaching {
