@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
@@ -590,8 +591,15 @@ func (s *Store) Pending() ([]Pending, error) {
 // rule). Each released transition completes at its own due time, or at once when that has
 // passed, and is recorded as a TransitionReleased event. It returns how many it released.
 func (s *Store) ReleaseStuck(reason string) (int, error) {
+	pending, err := s.Pending()
+	if err != nil {
+		return 0, err
+	}
+	if !slices.ContainsFunc(pending, func(p Pending) bool { return p.Stuck }) {
+		return 0, nil // nothing to release: no commit (and no fsync) at every start
+	}
 	var n int
-	err := s.update(func(t *txn) error {
+	err = s.update(func(t *txn) error {
 		n = 0
 		var ids []string
 		if err := t.tx.Bucket(bucketPending).ForEach(func(k, _ []byte) error {
