@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -208,4 +209,21 @@ func TestAttachOutlivesItsCaller(t *testing.T) {
 		t.Fatal("the attach answered within 50 ms despite 300 ms of latency")
 	}
 	waitVolume(t, tc.reader, v.ID, cloud.StateAttached)
+}
+
+// TestSeedDurations: a seed file's instance types carry their own durations.
+func TestSeedDurations(t *testing.T) {
+	path := t.TempDir() + "/seed.yaml"
+	if err := os.WriteFile(path, []byte("instanceTypes: [{name: t, maxAttachments: 4, attachDurationMs: 0, detachDurationMs: 2500}]\n"+
+		"instances: [{id: node-x, zone: zone-a, instanceType: t}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	seed, err := server.LoadSeed(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := seed.InstanceTypes[0]
+	if it.AttachDurationMS == nil || *it.AttachDurationMS != 0 || it.DetachDurationMS == nil || *it.DetachDurationMS != 2500 {
+		t.Fatalf("instance type %+v: want attach 0 (set, not absent) and detach 2500", it)
+	}
 }

@@ -365,3 +365,55 @@ func TestTransitionsSurviveReopen(t *testing.T) {
 		t.Fatalf("events %v: want one VolumeAttaching and one VolumeAttached", count)
 	}
 }
+
+// TestInstanceTypeDurations: an instance type's own durations replace the store's, 0 making
+// its transitions synchronous; out-of-range durations are refused with the seed.
+func TestInstanceTypeDurations(t *testing.T) {
+	zero, long := 0, 5000
+	st := testState()
+	st.InstanceTypes = append(st.InstanceTypes, cloud.InstanceType{Name: "instant", MaxAttachments: 4, AttachDurationMS: &zero, DetachDurationMS: &long})
+	st.Instances = append(st.Instances, store.SeedInstance{CreateInstanceRequest: cloud.CreateInstanceRequest{ID: "i", Zone: "z", InstanceType: "instant"}})
+	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s, err := store.Open("", store.Options{Now: clk.Now, AttachDuration: time.Second, DetachDuration: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.SeedIfEmpty(st); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		inst           string
+		attach, detach cloud.AttachState
+		detachDue      time.Duration
+	}{
+		{"n", cloud.StateAttaching, cloud.StateDetaching, time.Second},
+		{"i", cloud.StateAttached, cloud.StateDetaching, 5 * time.Second},
+	} {
+		v, err := s.CreateVolume(cloud.CreateVolumeRequest{Name: "v-" + tc.inst, SizeBytes: 1, Zone: "z"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := s.Attach(v.ID, tc.inst, nil, nil)
+		if err != nil || a.State != tc.attach {
+			t.Fatalf("attach on %s: %+v, %v; want %s", tc.inst, a, err, tc.attach)
+		}
+		if tc.attach == cloud.StateAttaching {
+			clk.advance(time.Second)
+			if _, _, err := s.CompleteDue(nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d, err := s.Detach(v.ID, tc.inst, nil)
+		if err != nil || d.State != tc.detach || d.Due == nil || d.Due.Sub(d.Since) != tc.detachDue {
+			t.Fatalf("detach on %s: %+v, %v; want %s due after %v", tc.inst, d, err, tc.detach, tc.detachDue)
+		}
+	}
+	bad := testState()
+	neg, huge := -1, cloud.MaxTransitionMS+1
+	bad.InstanceTypes[0].AttachDurationMS, bad.InstanceTypes[0].DetachDurationMS = &neg, &huge
+	err = bad.Validate()
+	if err == nil || !strings.Contains(err.Error(), "attachDurationMs") || !strings.Contains(err.Error(), "detachDurationMs") {
+		t.Fatalf("Validate of bad durations: %v; want both named", err)
+	}
+}
