@@ -128,10 +128,11 @@ func (p *cloudProcess) volumeEvents(id string) map[string]int {
 	return n
 }
 
-// TestKillMidTransition kills the fakecloud process with SIGKILL while a volume is attaching
-// or detaching (plain, slowed or held by a fault rule) and restarts it on the same data dir:
-// the acknowledged transition is not lost (the volume is still in it, or past it), completes
-// once (one start and one end event), and the slots and quota are right afterwards.
+// TestKillMidTransition kills the fakecloud process with SIGKILL while a volume is in each
+// state, attaching or detaching (plain, slowed or held by a fault rule), attached, or in
+// error, and restarts it on the same data dir: the acknowledged transition is not lost (the
+// volume is still in it, or past it), completes once (one start and one end event), and the
+// slots and quota are right afterwards.
 func TestKillMidTransition(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and kills fakecloud processes")
@@ -143,10 +144,19 @@ func TestKillMidTransition(t *testing.T) {
 		detach bool
 		// rule is a fault rule created before the transition starts.
 		rule *cloud.FaultRule
+		// after is the state the request answers (default: attaching, or detaching for a
+		// detach); end the state after the restart (default: where after leads).
+		after, end cloud.AttachState
 		// events the volume must have, exactly, once all is over.
 		want map[string]int
 		held int
 	}{
+		{name: "attached", args: []string{"--attach-duration=0s"}, after: cloud.StateAttached, end: cloud.StateAttached,
+			want: map[string]int{"VolumeAttached": 1}, held: 1},
+		{name: "error after a failed detach", args: []string{"--attach-duration=0s", "--detach-duration=0s"}, detach: true,
+			rule:  &cloud.FaultRule{Operation: cloud.OperationDetachVolume, Transition: cloud.TransitionFail, Error: cloud.CodeUnavailable},
+			after: cloud.StateError, end: cloud.StateError,
+			want: map[string]int{"VolumeAttached": 1, "FaultFired": 1, "VolumeDetachFailed": 1}, held: 1},
 		{name: "attaching", args: []string{"--attach-duration=1500ms"},
 			want: map[string]int{"VolumeAttaching": 1, "VolumeAttached": 1}, held: 1},
 		{name: "detaching", args: []string{"--attach-duration=0s", "--detach-duration=1500ms"}, detach: true,
@@ -188,6 +198,9 @@ func TestKillMidTransition(t *testing.T) {
 			} else {
 				att, err = p.c.AttachVolume(ctx, v.ID, "node-a1")
 			}
+			if tc.after != "" {
+				want = tc.after
+			}
 			if err != nil || att.State != want {
 				t.Fatalf("transition: %+v, %v; want %s", att, err, want)
 			}
@@ -209,6 +222,9 @@ func TestKillMidTransition(t *testing.T) {
 			case tc.rule != nil && tc.rule.Transition == cloud.TransitionFail:
 				end = cloud.StateError
 			}
+			if tc.end != "" {
+				end = tc.end
+			}
 			p.waitState(v.ID, end)
 			// Another restart changes nothing: nothing is completed twice.
 			p.kill()
@@ -228,8 +244,12 @@ func TestKillMidTransition(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.Attached != tc.held || c.Attaching+c.Detaching+c.Failed != 0 || q.Attachments.Used != int64(tc.held) {
-				t.Errorf("capacity %+v, quota used %d; want %d held, none in transition", c, q.Attachments.Used, tc.held)
+			failed := 0
+			if end == cloud.StateError && tc.held == 1 {
+				failed = 1 // a failed detach keeps its slot
+			}
+			if c.Attached != tc.held || c.Attaching+c.Detaching != 0 || c.Failed != failed || q.Attachments.Used != int64(tc.held) {
+				t.Errorf("capacity %+v, quota used %d; want %d held, %d failed, none in transition", c, q.Attachments.Used, tc.held, failed)
 			}
 			if t.Failed() {
 				data, _ := os.ReadFile(filepath.Join(dir, "fakecloud.log"))
