@@ -248,6 +248,13 @@ func (t *txn) startTransition(vv *volView, iv *instView, state cloud.AttachState
 	if err := t.putPhase(vv.rec.ID, vv.phase); err != nil {
 		return err
 	}
+	if vv.state.revision != t.rev {
+		// The volume changed at this revision (its state), as its answer and GET say.
+		vv.state.revision = t.rev
+		if err := t.putVolumeState(vv.rec.ID, vv.state); err != nil {
+			return err
+		}
+	}
 	typ := "VolumeAttaching"
 	if state == cloud.StateDetaching {
 		typ = "VolumeDetaching"
