@@ -134,7 +134,7 @@ func (t target) cycle(ctx context.Context, i int) (time.Duration, error) {
 		return 0, err
 	}
 	attach := time.Since(start)
-	if err := t.c.DetachVolume(ctx, t.vols[i], nodeOf(i)); err != nil {
+	if _, err := t.c.DetachVolume(ctx, t.vols[i], nodeOf(i)); err != nil {
 		return 0, err
 	}
 	return attach, nil

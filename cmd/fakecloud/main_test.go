@@ -34,6 +34,9 @@ func TestOptionsValidate(t *testing.T) {
 			"--idle-timeout=0s", "--max-fault-rules=-1", "--max-events=0", "--max-event-bytes=10"},
 			[]string{"--max-connections", "--read-header-timeout", "--read-timeout", "--idle-timeout", "--max-fault-rules", "--max-events",
 				"--max-event-bytes must hold one event"}},
+		{"transition durations out of range", []string{"--auth=none", "--attach-duration=-1s", "--detach-duration=2h"},
+			[]string{"--attach-duration must be in [0, 1h0m0s]", "--detach-duration"}},
+		{"synchronous transitions", []string{"--auth=none", "--attach-duration=0s", "--detach-duration=0s"}, nil},
 		{"header timeout above read timeout", []string{"--auth=none", "--read-header-timeout=20s", "--read-timeout=10s"},
 			[]string{"longer than --read-timeout"}},
 		{"console nodes", []string{"--auth=none", "--console-node=node-a1=http://127.0.0.1:9809", "--console-node=node-a2=http://127.0.0.1:9810/"}, nil},
@@ -75,7 +78,8 @@ func TestBoundFlagsHaveDefaultsAndReachTheConfig(t *testing.T) {
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	o.AddFlags(fs)
 	for name, want := range map[string]string{"max-connections": "1024", "read-header-timeout": "5s", "read-timeout": "10s",
-		"idle-timeout": "2m0s", "max-fault-rules": "1000", "max-instances": "10000", "max-events": "10000", "max-event-bytes": "4194304", "max-body-bytes": "1048576"} {
+		"idle-timeout": "2m0s", "max-fault-rules": "1000", "max-instances": "10000", "max-events": "10000", "max-event-bytes": "4194304", "max-body-bytes": "1048576",
+		"attach-duration": "300ms", "detach-duration": "300ms"} {
 		f := fs.Lookup(name)
 		if f == nil || f.DefValue != want {
 			t.Errorf("--%s: %+v, want default %s", name, f, want)

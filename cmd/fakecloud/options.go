@@ -49,6 +49,11 @@ type Options struct {
 	// ConsoleNodes are the --console-node values, NAME=URL: node plugins whose
 	// /debug/capacity the web console (GET /ui) plots beside the cloud's truth.
 	ConsoleNodes []string
+	// AttachDuration and DetachDuration are how long an attach stays attaching and a detach
+	// detaching on instances whose type sets no duration (docs/attach.md); 0 completes them
+	// within the request.
+	AttachDuration time.Duration
+	DetachDuration time.Duration
 	// Version prints the version and exits.
 	Version bool
 }
@@ -83,6 +88,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		o.ConsoleNodes = append(o.ConsoleNodes, v)
 		return nil
 	})
+	fs.DurationVar(&o.AttachDuration, "attach-duration", server.DefaultAttachDuration,
+		"how long an attach stays attaching (slot held) before it is attached, unless the instance type or a fault rule says otherwise; 0: at once, within the request")
+	fs.DurationVar(&o.DetachDuration, "detach-duration", server.DefaultDetachDuration,
+		"how long a detach stays detaching (slot held) before it is detached, unless the instance type or a fault rule says otherwise; 0: at once, within the request")
 	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
 }
 
@@ -136,6 +145,14 @@ func (o *Options) Validate() error {
 	if _, err := o.consoleConfig(); err != nil {
 		errs = append(errs, fmt.Errorf("--console-node: %w", err))
 	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"attach-duration", o.AttachDuration}, {"detach-duration", o.DetachDuration}} {
+		if limit := cloud.MaxTransitionMS * time.Millisecond; f.v < 0 || f.v > limit {
+			errs = append(errs, fmt.Errorf("--%s must be in [0, %v], got %v", f.name, limit, f.v))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -183,6 +200,8 @@ func (o *Options) Config() (server.Config, error) {
 		MaxInstances:        o.MaxInstances,
 		MaxEvents:           o.MaxEvents,
 		MaxEventBytes:       o.MaxEventBytes,
+		AttachDuration:      o.AttachDuration,
+		DetachDuration:      o.DetachDuration,
 	}
 	var errs []error
 	cc, err := o.consoleConfig()

@@ -51,6 +51,12 @@ type Config struct {
 	// (capacity.DefaultMinInterval, 5 s) so that the reporter's lookups and state-file
 	// fsyncs do not compete with what they measure.
 	CapacityMinInterval time.Duration
+	// AttachDuration and DetachDuration are the fake cloud's transition durations
+	// (server.Config); zero means the fakecloud command's defaults (server.DefaultAttachDuration,
+	// DefaultDetachDuration), so every stack exercises the asynchronous attach; a negative
+	// value means 0, a synchronous cloud.
+	AttachDuration time.Duration
+	DetachDuration time.Duration
 	// KubeletRoot is the node plugin's --kubelet-root: the staging and target paths of node
 	// calls must lie inside it. Empty: the driver's default, /var/lib/kubelet.
 	KubeletRoot string
@@ -99,10 +105,21 @@ func Start(tb testing.TB, cfg Config) *Stack {
 			ID: id, Zone: "zone-a", InstanceType: "test", OutOfBandSlots: 1,
 		}})
 	}
+	durations := func(d, def time.Duration) time.Duration {
+		switch {
+		case d < 0:
+			return 0
+		case d == 0:
+			return def
+		}
+		return d
+	}
 	srv, err := server.New(server.Config{
-		Seed:    seed,
-		DataDir: cfg.DataDir,
-		Tokens:  []server.Token{{Token: DriverToken, Role: server.RoleDriver}, {Token: AdminToken, Role: server.RoleAdmin}},
+		Seed:           seed,
+		DataDir:        cfg.DataDir,
+		AttachDuration: durations(cfg.AttachDuration, server.DefaultAttachDuration),
+		DetachDuration: durations(cfg.DetachDuration, server.DefaultDetachDuration),
+		Tokens:         []server.Token{{Token: DriverToken, Role: server.RoleDriver}, {Token: AdminToken, Role: server.RoleAdmin}},
 	})
 	if err != nil {
 		tb.Fatal(err)

@@ -62,7 +62,7 @@ func TestClientRefusesNonIdentifiersLocally(t *testing.T) {
 		if _, err := c.GetVolume(ctx, id); cloud.CodeOf(err) != cloud.CodeInvalidArgument {
 			t.Errorf("GetVolume(%.20q): %v, want InvalidArgument", id, err)
 		}
-		if err := c.DetachVolume(ctx, id, "n"); cloud.CodeOf(err) != cloud.CodeInvalidArgument {
+		if _, err := c.DetachVolume(ctx, id, "n"); cloud.CodeOf(err) != cloud.CodeInvalidArgument {
 			t.Errorf("DetachVolume(%.20q): %v, want InvalidArgument", id, err)
 		}
 	}

@@ -54,6 +54,10 @@ const (
 	// ClassOther: answers a driver never expects from its own calls (FaultNotFound,
 	// ServerLimitExceeded, MethodNotAllowed).
 	ClassOther Class = "other"
+	// ClassTransition: the volume is in a transition that excludes the request (an attach
+	// while it detaches from that instance: IncorrectState, 409); it ends by itself, so the
+	// same request is retried (docs/attach.md).
+	ClassTransition Class = "transition"
 	// ClassThrottled: the request rate is over the limit (Throttled, 429, Retry-After).
 	ClassThrottled Class = "throttled"
 	// ClassInternal: the cloud failed (InternalError, 500).

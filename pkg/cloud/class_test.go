@@ -105,6 +105,7 @@ func TestErrorTable(t *testing.T) {
 		CodeThrottled:               {429, true, ClassThrottled},
 		CodeInternalError:           {500, true, ClassInternal},
 		CodeUnavailable:             {503, true, ClassUnavailable},
+		CodeIncorrectState:          {409, true, ClassTransition},
 		"SomethingNew":              {500, false, ClassUnknownCode},
 	}
 	for c, w := range want {

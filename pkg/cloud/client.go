@@ -470,8 +470,11 @@ func (c *Client) DeleteVolume(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/volumes/"+seg, nil, nil, nil, nil)
 }
 
-// AttachVolume calls POST /v1/volumes/{id}/attach, the atomic authority on capacity; a
-// repeat for the same instance returns the same attachment. Codes: AttachmentLimitExceeded,
+// AttachVolume calls POST /v1/volumes/{id}/attach, the atomic authority on capacity: the
+// slot and quota are taken by this call. The answer's State is attaching (HTTP 202) while the
+// cloud attaches, attached (200) when done; a repeat for the same instance joins the attach
+// under way and starts no other. Poll GetVolume (or WaitVolume) until the State is attached.
+// Codes: IncorrectState (detaching from that instance: retry once detached), AttachmentLimitExceeded,
 // AttachmentQuotaExceeded (real capacity shortage), ZoneMismatch, VolumeInUse (attached
 // elsewhere), VolumeNotFound, InstanceNotFound, InvalidArgument, Unauthenticated,
 // AccessDenied, plus faults on AttachVolume.
@@ -487,15 +490,21 @@ func (c *Client) AttachVolume(ctx context.Context, volumeID, instanceID string) 
 	return &out, nil
 }
 
-// DetachVolume calls POST /v1/volumes/{id}/detach; detaching a volume that is not attached
-// to instanceID succeeds. Codes: VolumeNotFound, InvalidArgument, Unauthenticated,
+// DetachVolume calls POST /v1/volumes/{id}/detach. The answer's State is detaching (HTTP
+// 202) while the cloud detaches, detached (200) when done; the slot is held until then. A
+// repeat joins the detach under way; detaching a volume that is not bound to instanceID
+// succeeds at once (detached). Codes: VolumeNotFound, InvalidArgument, Unauthenticated,
 // AccessDenied, plus faults on DetachVolume.
-func (c *Client) DetachVolume(ctx context.Context, volumeID, instanceID string) error {
+func (c *Client) DetachVolume(ctx context.Context, volumeID, instanceID string) (*Attachment, error) {
 	seg, err := pathID("volume ID", volumeID)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return c.do(ctx, http.MethodPost, "/v1/volumes/"+seg+"/detach", nil, AttachRequest{InstanceID: instanceID}, nil, nil)
+	var out Attachment
+	if err := c.do(ctx, http.MethodPost, "/v1/volumes/"+seg+"/detach", nil, AttachRequest{InstanceID: instanceID}, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // ResizeVolume calls POST /v1/volumes/{id}/resize; volumes only grow (the same size is a

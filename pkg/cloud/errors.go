@@ -36,6 +36,9 @@ const (
 	CodeThrottled               Code = "Throttled"               // 429, with Retry-After
 	CodeInternalError           Code = "InternalError"           // 500
 	CodeUnavailable             Code = "Unavailable"             // 503
+	// CodeIncorrectState (409, retryable): the volume is in a transition that excludes the
+	// request (an attach while it detaches from that instance); it completes by itself.
+	CodeIncorrectState Code = "IncorrectState"
 )
 
 // codeRow is one row of the error table.
@@ -72,6 +75,7 @@ var errorTable = map[Code]codeRow{
 	CodeThrottled:               {http.StatusTooManyRequests, true, ClassThrottled},
 	CodeInternalError:           {http.StatusInternalServerError, true, ClassInternal},
 	CodeUnavailable:             {http.StatusServiceUnavailable, true, ClassUnavailable},
+	CodeIncorrectState:          {http.StatusConflict, true, ClassTransition},
 }
 
 // Codes returns every known code, sorted.
@@ -187,4 +191,5 @@ var (
 	ErrThrottled               = &Error{Code: CodeThrottled}
 	ErrInternalError           = &Error{Code: CodeInternalError}
 	ErrUnavailable             = &Error{Code: CodeUnavailable}
+	ErrIncorrectState          = &Error{Code: CodeIncorrectState}
 )

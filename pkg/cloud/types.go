@@ -8,7 +8,41 @@ import "time"
 type InstanceType struct {
 	Name           string `json:"name"`
 	MaxAttachments int    `json:"maxAttachments"`
+	// AttachDurationMS and DetachDurationMS, when set, are how long an attach stays
+	// attaching and a detach detaching on instances of this type, in milliseconds, 0 to
+	// MaxTransitionMS; 0 completes the transition within the request (the answer is already
+	// attached or detached). Unset: the server's defaults (fakecloud --attach-duration,
+	// --detach-duration).
+	AttachDurationMS *int `json:"attachDurationMs,omitempty"`
+	DetachDurationMS *int `json:"detachDurationMs,omitempty"`
 }
+
+// MaxTransitionMS bounds every attach or detach duration, of an instance type, a fault rule
+// or a server default, in milliseconds: an hour is longer than any cloud takes and any test
+// waits.
+const MaxTransitionMS = 3600 * 1000
+
+// AttachState is where a volume is in its attach lifecycle (docs/attach.md):
+//
+//	detached --attach--> attaching --(duration)--> attached --detach--> detaching --(duration)--> detached
+//
+// A volume holds a slot of its instance and one unit of the attachment quota from the start
+// of attaching to the end of detaching. A transition that a fault rule fails ends in error:
+// a failed attach releases its slot (the volume is not attached anywhere), a failed detach
+// keeps it (the volume is still attached, AttachedTo names the instance).
+type AttachState string
+
+// The attach states.
+const (
+	StateDetached  AttachState = "detached"
+	StateAttaching AttachState = "attaching"
+	StateAttached  AttachState = "attached"
+	StateDetaching AttachState = "detaching"
+	StateError     AttachState = "error"
+)
+
+// Transient reports whether s is a state that completes by itself (attaching, detaching).
+func (s AttachState) Transient() bool { return s == StateAttaching || s == StateDetaching }
 
 // Instance is a virtual machine; its ID is the CSI node ID.
 type Instance struct {
@@ -62,8 +96,15 @@ type Capacity struct {
 	AttachLimit int `json:"attachLimit"`
 	// OutOfBandSlots are slots held by things other than volumes attached through the API.
 	OutOfBandSlots int `json:"outOfBandSlots"`
-	// Attached is the number of volumes attached to this instance through the API.
-	Attached int `json:"attached"`
+	// Attached is the number of slots held by volumes through the API: volumes attaching,
+	// attached, detaching, or in error after a failed detach (they hold a slot from the start
+	// of attaching to the end of detaching). Attaching, Detaching and Failed say how many of
+	// them are in those states.
+	Attached  int `json:"attached"`
+	Attaching int `json:"attaching"`
+	Detaching int `json:"detaching"`
+	// Failed counts volumes whose detach ended in error: still attached, holding a slot.
+	Failed int `json:"failed"`
 	// QuotaHeadroom is the account's attachment quota limit minus attachments in use across
 	// all instances; never negative.
 	QuotaHeadroom int64 `json:"quotaHeadroom"`
@@ -79,17 +120,25 @@ type Capacity struct {
 	ObservedAt time.Time `json:"observedAt"`
 }
 
-// Volume is a block volume. A volume is attached to at most one instance (AttachedTo).
+// Volume is a block volume. A volume is bound to at most one instance (AttachedTo), whose
+// slot it holds while it is attaching, attached, detaching, or in error after a failed detach.
 type Volume struct {
-	ID               string    `json:"id"`
-	Name             string    `json:"name"`
-	SizeBytes        int64     `json:"sizeBytes"`
-	Zone             string    `json:"zone"`
-	SourceSnapshotID string    `json:"sourceSnapshotId,omitempty"`
-	AttachedTo       string    `json:"attachedTo,omitempty"`
-	Device           string    `json:"device,omitempty"`
-	CreatedAt        time.Time `json:"createdAt"`
-	Revision         uint64    `json:"revision"`
+	ID               string `json:"id"`
+	Name             string `json:"name"`
+	SizeBytes        int64  `json:"sizeBytes"`
+	Zone             string `json:"zone"`
+	SourceSnapshotID string `json:"sourceSnapshotId,omitempty"`
+	AttachedTo       string `json:"attachedTo,omitempty"`
+	Device           string `json:"device,omitempty"`
+	// State is the attach state; StateSince is when the volume entered it (absent for a
+	// volume that never changed state since this was recorded).
+	State      AttachState `json:"state"`
+	StateSince *time.Time  `json:"stateSince,omitempty"`
+	// ErrorCode and ErrorMessage say why the last transition ended in state error.
+	ErrorCode    Code      `json:"errorCode,omitempty"`
+	ErrorMessage string    `json:"errorMessage,omitempty"`
+	CreatedAt    time.Time `json:"createdAt"`
+	Revision     uint64    `json:"revision"`
 }
 
 // CreateVolumeRequest is the body of POST /v1/volumes. Name is the idempotency key: the same
@@ -117,12 +166,23 @@ type AttachRequest struct {
 	InstanceID string `json:"instanceId"`
 }
 
-// Attachment is the answer of a successful attach: where the volume appears on the instance.
+// Attachment is the answer of an attach or detach: where the volume appears on the instance
+// and the state it is in after the request, with the time it entered it. The HTTP status is
+// 202 while the state is transient (attaching, detaching: poll GET /v1/volumes/{id}) and 200
+// otherwise (attached, detached, or error when the transition failed at once).
 type Attachment struct {
-	VolumeID   string `json:"volumeId"`
-	InstanceID string `json:"instanceId"`
-	Device     string `json:"device"`
-	Revision   uint64 `json:"revision"`
+	VolumeID   string      `json:"volumeId"`
+	InstanceID string      `json:"instanceId"`
+	Device     string      `json:"device"`
+	State      AttachState `json:"state"`
+	Since      time.Time   `json:"since"`
+	// Due is when an attaching or detaching volume is expected to reach its next state;
+	// absent outside a transition and while a fault rule holds it (TransitionStick).
+	Due *time.Time `json:"due,omitempty"`
+	// ErrorCode and ErrorMessage say why the transition failed (State error).
+	ErrorCode    Code   `json:"errorCode,omitempty"`
+	ErrorMessage string `json:"errorMessage,omitempty"`
+	Revision     uint64 `json:"revision"`
 }
 
 // ResizeRequest is the body of POST /v1/volumes/{id}/resize; volumes only grow.
@@ -231,10 +291,31 @@ type FaultRule struct {
 	TTLSeconds int `json:"ttlSeconds,omitempty"`
 	// Seed seeds the rule's own random source for Probability, so runs repeat.
 	Seed int64 `json:"seed,omitempty"`
+	// Transition, for AttachVolume and DetachVolume rules only, makes the rule act on the
+	// asynchronous transition a matching request starts instead of on the request itself
+	// (docs/attach.md): TransitionSlow makes it take DurationMS; TransitionStick keeps it
+	// from completing while the rule lives (deleted, cleared or expired: it completes); and
+	// TransitionFail ends it in state error with Error (default InternalError) after DurationMS
+	// (0: the usual duration). Such a rule fires only when a transition starts, never on a
+	// repeated request that joins one, and takes no LatencyMS.
+	Transition Transition `json:"transition,omitempty"`
+	// DurationMS is the transition's duration for TransitionSlow (required, > 0) and
+	// TransitionFail, in milliseconds, at most MaxTransitionMS.
+	DurationMS int `json:"durationMs,omitempty"`
 	// Fired is how often the rule has fired (read only).
 	Fired     int        `json:"fired"`
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
+
+// Transition names what a fault rule does to an attach or detach transition.
+type Transition string
+
+// The transition faults.
+const (
+	TransitionSlow  Transition = "slow"
+	TransitionStick Transition = "stick"
+	TransitionFail  Transition = "fail"
+)
 
 // Event is one entry of the audit log GET /v1/events?sinceRevision=N: every mutation and every
 // fault that fired, in revision order.
@@ -243,13 +324,16 @@ type Event struct {
 	Seq uint64 `json:"seq"`
 	// Revision is the global revision after the event; a fault that fired records the
 	// revision it saw, without bumping it.
-	Revision   uint64    `json:"revision"`
-	Time       time.Time `json:"time"`
-	Type       string    `json:"type"` // e.g. VolumeAttached, VolumeDetached, QuotasChanged, FaultFired
-	VolumeID   string    `json:"volumeId,omitempty"`
-	InstanceID string    `json:"instanceId,omitempty"`
-	// Attached is the instance's attachment count after the event, for attach/detach events,
-	// so that "never more than the limit at any revision" can be checked from the log.
+	Revision uint64    `json:"revision"`
+	Time     time.Time `json:"time"`
+	// Type is e.g. VolumeAttaching, VolumeAttached, VolumeAttachFailed, VolumeDetaching,
+	// VolumeDetached, VolumeDetachFailed, TransitionReleased, QuotasChanged, FaultFired.
+	Type       string `json:"type"`
+	VolumeID   string `json:"volumeId,omitempty"`
+	InstanceID string `json:"instanceId,omitempty"`
+	// Attached is the instance's count of slots held by volumes after the event (every
+	// attach state but detached counts), for attach/detach events, so that "never more than
+	// the limit at any revision" can be checked from the log.
 	Attached *int   `json:"attached,omitempty"`
 	Limit    *int   `json:"limit,omitempty"`
 	Detail   string `json:"detail,omitempty"`

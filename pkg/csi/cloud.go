@@ -16,7 +16,7 @@ type ControllerCloud interface {
 	ListVolumes(ctx context.Context, maxResults int, pageToken string) (*cloud.VolumeList, error)
 	DeleteVolume(ctx context.Context, id string) error
 	AttachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error)
-	DetachVolume(ctx context.Context, volumeID, instanceID string) error
+	DetachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error)
 	ResizeVolume(ctx context.Context, volumeID string, sizeBytes int64) (*cloud.Volume, error)
 	CreateSnapshot(ctx context.Context, req cloud.CreateSnapshotRequest) (*cloud.Snapshot, error)
 	GetSnapshot(ctx context.Context, id string) (*cloud.Snapshot, error)

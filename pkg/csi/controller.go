@@ -214,13 +214,22 @@ func (s *ControllerServer) DeleteVolume(ctx context.Context, req *csi.DeleteVolu
 // CSINode count — is the authority (docs/design.md, rule 1). Codes: RESOURCE_EXHAUSTED only for a
 // full node or attachment quota; FAILED_PRECONDITION for a zone mismatch or a volume attached
 // elsewhere; NOT_FOUND for a missing volume or node; ABORTED while another operation on the
-// same volume runs in this process. publish_context carries {"devicePath": device}.
+// same volume runs in this process or the cloud is detaching it from the node.
+// publish_context carries {"devicePath": device}, the same for every publish of the volume.
+//
+// The cloud attaches asynchronously (docs/attach.md): the call starts the attach and waits
+// for attached within its own deadline. A retry for the same (volume, node) while one waits
+// joins it, in this process and in the cloud (never a second attach). When the deadline comes
+// first the answer is DEADLINE_EXCEEDED (the external-attacher retries; the cloud goes on) and
+// the next call returns OK once attached. An attach the cloud ends in error is answered with
+// the code of its failure.
 //
 // After a RESOURCE_EXHAUSTED from the cloud, further publishes to that node are answered
 // RESOURCE_EXHAUSTED without the cloud until a backoff window ends or a volume is unpublished
 // from the node; after UNAVAILABLE, INTERNAL or DEADLINE_EXCEEDED the same volume and node
 // get the remembered code for a shorter window (package backoff). A volume already attached
-// to the node is never refused by a window: it still gets its idempotent OK.
+// to the node is never refused by a window: it still gets its idempotent OK. An attach that
+// is merely still under way is not remembered: its retry must be able to join it.
 func (s *ControllerServer) ControllerPublishVolume(ctx context.Context, req *csi.ControllerPublishVolumeRequest) (_ *csi.ControllerPublishVolumeResponse, err error) {
 	class := classNotAsked
 	defer func() { s.metrics.observe(opPublish, err, class) }()
@@ -228,7 +237,7 @@ func (s *ControllerServer) ControllerPublishVolume(ctx context.Context, req *csi
 		return nil, err
 	}
 	volID, nodeID := req.GetVolumeId(), req.GetNodeId()
-	if !s.inflight.tryAcquire(volID) {
+	if !s.inflight.tryJoin(volID, "publish/"+nodeID) {
 		return nil, aborted(volID)
 	}
 	defer s.inflight.release(volID)
@@ -243,6 +252,34 @@ func (s *ControllerServer) ControllerPublishVolume(ctx context.Context, req *csi
 			s.backoff.Record(nodeID, volID, st)
 		}
 		return nil, st
+	}
+	state, code, msg := att.State, att.ErrorCode, att.ErrorMessage
+	if state == cloud.StateAttaching {
+		v, err := s.waitTransition(ctx, volID, nodeID, cloud.StateAttaching)
+		switch {
+		case errors.Is(err, errStillRunning):
+			klog.FromContext(ctx).V(2).Info("Attach still in progress at the deadline", "volumeID", volID, "nodeID", nodeID)
+			return nil, stillRunning("attach", volID, nodeID)
+		case err != nil:
+			class = cloudClass(err)
+			return nil, cloudStatus(opDefault, err, "wait for the attach of %s to %s", volID, nodeID)
+		}
+		state, code, msg = v.State, v.ErrorCode, v.ErrorMessage
+		if v.AttachedTo != nodeID && state != cloud.StateError {
+			return nil, status.Errorf(codes.Aborted, "volume %s changed while attaching to %s: now %s on %q", volID, nodeID, v.State, v.AttachedTo)
+		}
+	}
+	switch state {
+	case cloud.StateAttached:
+	case cloud.StateError:
+		class = cloudClass(cloud.NewError(code, "%s", msg))
+		st := transitionError(opDefault, code, msg, "attach %s to %s", volID, nodeID)
+		if s.backoff != nil {
+			s.backoff.Record(nodeID, volID, st)
+		}
+		return nil, st
+	default:
+		return nil, status.Errorf(codes.Aborted, "volume %s is %s on %s", volID, state, nodeID)
 	}
 	if s.backoff != nil {
 		s.backoff.Record(nodeID, volID, nil)
@@ -287,6 +324,12 @@ func (s *ControllerServer) checkBackoff(ctx context.Context, volID, nodeID strin
 // ControllerUnpublishVolume detaches the volume from the node. A missing volume or node, or a
 // volume not attached there, is success. Without node_id the volume is detached from wherever
 // it is attached (CSI spec: "unpublish from all nodes").
+//
+// It mirrors ControllerPublishVolume: it starts the cloud's detach and waits for detached
+// within its deadline (the slot is held until then, and answering OK earlier would let the
+// scheduler count a slot the cloud still holds); a retry joins the detach under way; at the
+// deadline the answer is DEADLINE_EXCEEDED and the next call returns OK once detached; a
+// detach the cloud ends in error is answered with the code of its failure.
 func (s *ControllerServer) ControllerUnpublishVolume(ctx context.Context, req *csi.ControllerUnpublishVolumeRequest) (_ *csi.ControllerUnpublishVolumeResponse, err error) {
 	class := classNotAsked
 	defer func() { s.metrics.observe(opUnpublish, err, class) }()
@@ -294,7 +337,7 @@ func (s *ControllerServer) ControllerUnpublishVolume(ctx context.Context, req *c
 		return nil, err
 	}
 	volID, nodeID := req.GetVolumeId(), req.GetNodeId()
-	if !s.inflight.tryAcquire(volID) {
+	if !s.inflight.tryJoin(volID, "unpublish/"+nodeID) {
 		return nil, aborted(volID)
 	}
 	defer s.inflight.release(volID)
@@ -312,10 +355,39 @@ func (s *ControllerServer) ControllerUnpublishVolume(ctx context.Context, req *c
 		}
 		nodeID = v.AttachedTo
 	}
-	detachErr := s.cloud.DetachVolume(ctx, volID, nodeID)
+	att, detachErr := s.cloud.DetachVolume(ctx, volID, nodeID)
 	class = cloudClass(detachErr)
 	if err := cloudStatus(opGone, s.ok(detachErr), "detach %s from %s", volID, nodeID); err != nil {
 		return nil, err
+	}
+	if detachErr == nil {
+		state, code, msg := att.State, att.ErrorCode, att.ErrorMessage
+		if state == cloud.StateDetaching {
+			v, err := s.waitTransition(ctx, volID, nodeID, cloud.StateDetaching)
+			switch {
+			case errors.Is(err, errStillRunning):
+				klog.FromContext(ctx).V(2).Info("Detach still in progress at the deadline", "volumeID", volID, "nodeID", nodeID)
+				return nil, stillRunning("detach", volID, nodeID)
+			case err != nil:
+				class = cloudClass(err)
+				if err := cloudStatus(opGone, err, "wait for the detach of %s from %s", volID, nodeID); err != nil {
+					return nil, err
+				}
+				v = &cloud.Volume{ID: volID, State: cloud.StateDetached} // gone: detached
+			}
+			state, code, msg = v.State, v.ErrorCode, v.ErrorMessage
+			if v.AttachedTo != nodeID {
+				state = cloud.StateDetached
+			}
+		}
+		switch state {
+		case cloud.StateDetached:
+		case cloud.StateError:
+			class = cloudClass(cloud.NewError(code, "%s", msg))
+			return nil, transitionError(opDefault, code, msg, "detach %s from %s", volID, nodeID)
+		default:
+			return nil, status.Errorf(codes.Aborted, "volume %s is %s on %s again", volID, state, nodeID)
+		}
 	}
 	if s.backoff != nil {
 		// A slot may be free now: the next publish to the node asks the cloud again.

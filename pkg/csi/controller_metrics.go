@@ -50,7 +50,7 @@ func cloudClass(err error) string {
 		return classAuth
 	case cloud.ClassTopology:
 		return classTopology
-	case cloud.ClassConflict:
+	case cloud.ClassConflict, cloud.ClassTransition:
 		return classConflict
 	case cloud.ClassObjectNotFound, cloud.ClassInstanceNotFound, cloud.ClassNoRoute:
 		return classNotFound

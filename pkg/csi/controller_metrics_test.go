@@ -166,6 +166,7 @@ func TestCloudClassCoversEveryCode(t *testing.T) {
 		cloud.CodeAlreadyExists: classOther, cloud.CodeInvalidArgument: classOther, cloud.CodePayloadTooLarge: classOther,
 		cloud.CodeFaultNotFound: classOther, cloud.CodeServerLimitExceeded: classOther, cloud.CodeMethodNotAllowed: classOther,
 		cloud.CodeThrottled: classThrottled, cloud.CodeInternalError: classServer, cloud.CodeUnavailable: classServer,
+		cloud.CodeIncorrectState: classConflict,
 	}
 	for _, c := range cloud.Codes() {
 		w, ok := want[c]

@@ -11,6 +11,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
@@ -314,40 +315,209 @@ func TestControllerUnpublishErrors(t *testing.T) {
 	}
 }
 
+// TestControllerInFlightIsAborted: while a publish is in flight, other operations on the
+// volume are ABORTED without reaching the cloud; the same publish joins it instead.
 func TestControllerInFlightIsAborted(t *testing.T) {
 	ctx := context.Background()
 	s, f := newController(t)
 	v := mustCreate(t, s, "v")
 	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
 	f.SetHook(cloud.OperationAttachVolume, func(ctx context.Context) error {
-		close(entered)
+		once.Do(func() { close(entered) })
 		<-release
 		return nil
 	})
 	pub := &csi.ControllerPublishVolumeRequest{VolumeId: v.GetVolumeId(), NodeId: "i-1", VolumeCapability: rwo}
 	var wg sync.WaitGroup
-	var firstErr error
+	errs := make([]error, 2)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, firstErr = s.ControllerPublishVolume(ctx, pub)
+		_, errs[0] = s.ControllerPublishVolume(ctx, pub)
 	}()
 	<-entered
-	_, err := s.ControllerPublishVolume(ctx, pub)
+	_, err := s.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: v.GetVolumeId(), NodeId: "i-2", VolumeCapability: rwo})
 	wantCode(t, err, codes.Aborted)
 	_, err = s.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: v.GetVolumeId(), NodeId: "i-1"})
 	wantCode(t, err, codes.Aborted)
 	_, err = s.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: v.GetVolumeId()})
 	wantCode(t, err, codes.Aborted)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, errs[1] = s.ControllerPublishVolume(ctx, pub) // joins
+	}()
 	close(release)
 	wg.Wait()
-	wantCode(t, firstErr, codes.OK)
+	wantCode(t, errs[0], codes.OK)
+	wantCode(t, errs[1], codes.OK)
 	f.SetHook(cloud.OperationAttachVolume, nil)
 	// The guard is released: the same call now goes through (and is idempotent).
 	_, err = s.ControllerPublishVolume(ctx, pub)
 	wantCode(t, err, codes.OK)
-	if got := f.Calls(cloud.OperationAttachVolume); got != 2 {
-		t.Errorf("AttachVolume called %d times, want 2 (aborted calls must not reach the cloud)", got)
+	if got := f.Calls(cloud.OperationAttachVolume); got != 3 {
+		t.Errorf("AttachVolume called %d times, want 3 (aborted calls must not reach the cloud)", got)
+	}
+	if got := f.TransitionsStarted(); got != 1 {
+		t.Errorf("%d attaches started in the cloud, want 1", got)
+	}
+}
+
+// waitState waits until the fake cloud shows volume id in state want.
+func waitState(t *testing.T, f *cloudfake.Fake, id string, want cloud.AttachState) {
+	t.Helper()
+	for range 10000 {
+		v, err := f.GetVolume(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.State == want {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("volume %s never became %s", id, want)
+}
+
+// TestPublishJoinsAsyncAttach: with an asynchronous cloud, publish waits for attached; a
+// retry while it waits joins it; both get the same publish_context and the cloud starts one
+// attach.
+func TestPublishJoinsAsyncAttach(t *testing.T) {
+	ctx := context.Background()
+	s, f := newController(t)
+	f.SetAsync(true)
+	v := mustCreate(t, s, "v")
+	pub := &csi.ControllerPublishVolumeRequest{VolumeId: v.GetVolumeId(), NodeId: "i-1", VolumeCapability: rwo}
+	var wg sync.WaitGroup
+	resps := make([]*csi.ControllerPublishVolumeResponse, 2)
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resps[i], errs[i] = s.ControllerPublishVolume(ctx, pub)
+		}()
+		waitState(t, f, v.GetVolumeId(), cloud.StateAttaching)
+	}
+	if n := f.Complete(""); n != 1 {
+		t.Fatalf("%d transitions under way, want 1", n)
+	}
+	wg.Wait()
+	for i := range 2 {
+		wantCode(t, errs[i], codes.OK)
+	}
+	if !proto.Equal(resps[0], resps[1]) || resps[0].GetPublishContext()[PublishContextDevicePath] == "" {
+		t.Fatalf("publish contexts %v and %v, want the same device", resps[0], resps[1])
+	}
+	if got := f.TransitionsStarted(); got != 1 {
+		t.Errorf("%d attaches started in the cloud, want 1", got)
+	}
+}
+
+// TestPublishDeadlineThenRetry: a publish whose deadline comes while the cloud still attaches
+// answers DEADLINE_EXCEEDED (not final for the external-attacher); the attach goes on, and the
+// next publish returns OK with the same publish_context. Unpublish mirrors it.
+func TestPublishDeadlineThenRetry(t *testing.T) {
+	s, f := newController(t)
+	f.SetAsync(true)
+	v := mustCreate(t, s, "v")
+	pub := &csi.ControllerPublishVolumeRequest{VolumeId: v.GetVolumeId(), NodeId: "i-1", VolumeCapability: rwo}
+	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := s.ControllerPublishVolume(short, pub)
+	wantCode(t, err, codes.DeadlineExceeded)
+	f.Complete("")
+	resp, err := s.ControllerPublishVolume(context.Background(), pub)
+	wantCode(t, err, codes.OK)
+	again, err := s.ControllerPublishVolume(context.Background(), pub)
+	wantCode(t, err, codes.OK)
+	if !proto.Equal(resp, again) {
+		t.Errorf("publish contexts %v and %v differ", resp, again)
+	}
+
+	unpub := &csi.ControllerUnpublishVolumeRequest{VolumeId: v.GetVolumeId(), NodeId: "i-1"}
+	short2, cancel2 := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel2()
+	_, err = s.ControllerUnpublishVolume(short2, unpub)
+	wantCode(t, err, codes.DeadlineExceeded)
+	// While detaching, a publish to the same node is "operation pending": ABORTED.
+	_, err = s.ControllerPublishVolume(context.Background(), pub)
+	wantCode(t, err, codes.Aborted)
+	f.Complete("")
+	_, err = s.ControllerUnpublishVolume(context.Background(), unpub)
+	wantCode(t, err, codes.OK)
+	if got := f.TransitionsStarted(); got != 2 {
+		t.Errorf("%d transitions started in the cloud, want 2 (one attach, one detach)", got)
+	}
+}
+
+// TestWaitContext: a wait for a transition ends before the caller's deadline, by a tenth of
+// the time left (at most answerMargin), so the answer reaches the caller in time.
+func TestWaitContext(t *testing.T) {
+	for _, tc := range []struct {
+		left, margin time.Duration
+	}{
+		{time.Second, 100 * time.Millisecond},
+		{time.Minute, answerMargin},
+		{10 * time.Second, answerMargin},
+	} {
+		deadline := time.Now().Add(tc.left)
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		wctx, wcancel := waitContext(ctx)
+		got, ok := wctx.Deadline()
+		wcancel()
+		cancel()
+		// time.Until in waitContext runs a moment after time.Now here: allow 1% of slack.
+		if want := deadline.Add(-tc.margin); !ok || got.After(want.Add(tc.left/100)) || got.Before(want) {
+			t.Errorf("%v left: wait deadline %v, want %v before the caller's", tc.left, deadline.Sub(got), tc.margin)
+		}
+	}
+	wctx, cancel := waitContext(context.Background())
+	defer cancel()
+	if d, ok := wctx.Deadline(); !ok || time.Until(d) > maxTransitionWait {
+		t.Errorf("no caller deadline: wait deadline %v, %v; want at most %v", d, ok, maxTransitionWait)
+	}
+}
+
+// TestTransitionFailureCodes: an attach or detach the cloud ends in error is answered with
+// the code of its failure, as if the call had failed with it.
+func TestTransitionFailureCodes(t *testing.T) {
+	for _, tc := range []struct {
+		fail            cloud.Code
+		publish, detach codes.Code
+	}{
+		{cloud.CodeInternalError, codes.Internal, codes.Internal},
+		{cloud.CodeAttachmentLimitExceeded, codes.ResourceExhausted, codes.ResourceExhausted},
+		{cloud.CodeUnavailable, codes.Unavailable, codes.Unavailable},
+	} {
+		t.Run(string(tc.fail), func(t *testing.T) {
+			ctx := context.Background()
+			s, f := newController(t)
+			f.SetAsync(true)
+			v := mustCreate(t, s, "v")
+			pub := &csi.ControllerPublishVolumeRequest{VolumeId: v.GetVolumeId(), NodeId: "i-1", VolumeCapability: rwo}
+			done := make(chan error, 1)
+			go func() {
+				_, err := s.ControllerPublishVolume(ctx, pub)
+				done <- err
+			}()
+			waitState(t, f, v.GetVolumeId(), cloud.StateAttaching)
+			f.Complete(tc.fail)
+			wantCode(t, <-done, tc.publish)
+
+			f.SetAsync(false)
+			_, err := s.ControllerPublishVolume(ctx, pub)
+			wantCode(t, err, codes.OK)
+			f.SetAsync(true)
+			go func() {
+				_, err := s.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: v.GetVolumeId(), NodeId: "i-1"})
+				done <- err
+			}()
+			waitState(t, f, v.GetVolumeId(), cloud.StateDetaching)
+			f.Complete(tc.fail)
+			wantCode(t, <-done, tc.detach)
+		})
 	}
 }
 

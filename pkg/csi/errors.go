@@ -65,6 +65,10 @@ func cloudCode(op cloudOp, err error) codes.Code {
 		return codes.InvalidArgument
 	case cloud.ClassThrottled, cloud.ClassUnavailable, cloud.ClassNetwork:
 		return codes.Unavailable
+	case cloud.ClassTransition:
+		// The volume is in the cloud's opposite transition (attach while detaching): CSI's
+		// "operation pending for volume", which the caller retries with backoff.
+		return codes.Aborted
 	case cloud.ClassTimeout:
 		return codes.DeadlineExceeded
 	case cloud.ClassCanceled:

@@ -45,6 +45,7 @@ func TestCloudCodeMatrix(t *testing.T) {
 		"MethodNotAllowed":        same(wrap(cloud.CodeMethodNotAllowed), codes.Internal),
 		"Throttled":               same(wrap(cloud.CodeThrottled), codes.Unavailable),
 		"Unavailable":             same(wrap(cloud.CodeUnavailable), codes.Unavailable),
+		"IncorrectState":          same(wrap(cloud.CodeIncorrectState), codes.Aborted),
 		"InternalError":           same(wrap(cloud.CodeInternalError), codes.Internal),
 		"unknown cloud code":      same(wrap(cloud.Code("SomethingNew")), codes.Internal),
 		"deadline":                same(fmt.Errorf("get: %w", context.DeadlineExceeded), codes.DeadlineExceeded),

@@ -193,16 +193,20 @@ func (s *Server) attachVolume(r *http.Request, c caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationAttachVolume, VolumeID: id, InstanceID: req.InstanceID}); err != nil {
+	call := faults.Call{Operation: cloud.OperationAttachVolume, VolumeID: id, InstanceID: req.InstanceID}
+	ctx, cancel := s.operationContext(r)
+	defer cancel()
+	if err := s.inject(ctx, call); err != nil {
 		return nil, err
 	}
 	// An attach never registers an instance: a node registers when its plugin first looks
 	// itself up, and an attach to a node that never did is a caller's mistake (404).
-	att, err := s.store.Attach(id, req.InstanceID, nil)
+	att, err := s.store.Attach(id, req.InstanceID, nil, s.planner(ctx, call))
 	if err != nil {
 		return nil, err
 	}
-	return ok(att, att.Revision), nil
+	s.started(att)
+	return attachReply(att), nil
 }
 
 func (s *Server) detachVolume(r *http.Request, _ caller) (*reply, error) {
@@ -211,14 +215,18 @@ func (s *Server) detachVolume(r *http.Request, _ caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationDetachVolume, VolumeID: id, InstanceID: req.InstanceID}); err != nil {
+	call := faults.Call{Operation: cloud.OperationDetachVolume, VolumeID: id, InstanceID: req.InstanceID}
+	ctx, cancel := s.operationContext(r)
+	defer cancel()
+	if err := s.inject(ctx, call); err != nil {
 		return nil, err
 	}
-	rev, err := s.store.Detach(id, req.InstanceID)
+	att, err := s.store.Detach(id, req.InstanceID, s.planner(ctx, call))
 	if err != nil {
 		return nil, err
 	}
-	return ok(cloud.RevisionResponse{Revision: rev}, rev), nil
+	s.started(att)
+	return attachReply(att), nil
 }
 
 func (s *Server) resizeVolume(r *http.Request, _ caller) (*reply, error) {
@@ -356,6 +364,7 @@ func (s *Server) deleteFault(r *http.Request, _ caller) (*reply, error) {
 	if err := s.faults.Delete(id); err != nil {
 		return nil, err
 	}
+	s.kick() // a transition it held may complete now
 	rev, err := s.store.RecordMutation(cloud.Event{Type: "FaultDeleted", Detail: "rule=" + id})
 	if err != nil {
 		return nil, err
@@ -365,6 +374,7 @@ func (s *Server) deleteFault(r *http.Request, _ caller) (*reply, error) {
 
 func (s *Server) clearFaults(*http.Request, caller) (*reply, error) {
 	s.faults.Clear()
+	s.kick()
 	rev, err := s.store.RecordMutation(cloud.Event{Type: "FaultsCleared"})
 	if err != nil {
 		return nil, err
@@ -410,5 +420,6 @@ func (s *Server) reset(*http.Request, caller) (*reply, error) {
 	if err := s.faults.Reset(s.cfg.Seed.Faults); err != nil {
 		return nil, err
 	}
+	s.kick()
 	return ok(cloud.RevisionResponse{Revision: rev}, rev), nil
 }

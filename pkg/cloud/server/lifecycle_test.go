@@ -156,11 +156,11 @@ func TestIdempotency(t *testing.T) {
 		t.Fatalf("attachments used %d after a repeated attach", q.Attachments.Used)
 	}
 	for range 2 {
-		if err := tc.driver.DetachVolume(ctx, v1.ID, "node-a"); err != nil {
+		if _, err := tc.driver.DetachVolume(ctx, v1.ID, "node-a"); err != nil {
 			t.Fatalf("detach: %v", err)
 		}
 	}
-	if err := tc.driver.DetachVolume(ctx, v1.ID, "node-never"); err != nil {
+	if _, err := tc.driver.DetachVolume(ctx, v1.ID, "node-never"); err != nil {
 		t.Fatalf("detach from an instance it never was on: %v", err)
 	}
 	if inst := must[*cloud.Instance](t)(tc.reader.GetInstance(ctx, "node-a")); len(inst.Attachments) != 0 {

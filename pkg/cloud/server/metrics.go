@@ -47,14 +47,14 @@ func (m *metrics) observe(route string, status int, code cloud.Code, d time.Dura
 type stateCollector struct {
 	store                                                                          *store.Store
 	descAttachments, descAttachLimit, descOutOfBand, descQuotaUsed, descQuotaLimit *prometheus.Desc
-	descRevision                                                                   *prometheus.Desc
+	descRevision, descPending                                                      *prometheus.Desc
 }
 
 func newStateCollector(st *store.Store) *stateCollector {
 	return &stateCollector{
 		store: st,
 		descAttachments: prometheus.NewDesc("fakecloud_instance_attachments",
-			"Volumes attached to an instance through the API.", []string{"instance_id"}, nil),
+			"Slots of an instance held by volumes through the API (attaching, attached, detaching, failed detach).", []string{"instance_id"}, nil),
 		descAttachLimit: prometheus.NewDesc("fakecloud_instance_attach_limit",
 			"Effective attach limit of an instance, in slots.", []string{"instance_id"}, nil),
 		descOutOfBand: prometheus.NewDesc("fakecloud_instance_out_of_band_slots",
@@ -64,11 +64,13 @@ func newStateCollector(st *store.Store) *stateCollector {
 		descQuotaLimit: prometheus.NewDesc("fakecloud_quota_limit",
 			"Account quota limit (attachments and volumes are counts, capacityBytes bytes).", []string{"quota"}, nil),
 		descRevision: prometheus.NewDesc("fakecloud_revision", "Current global revision.", nil, nil),
+		descPending: prometheus.NewDesc("fakecloud_transitions_pending",
+			"Attaches and detaches under way (attaching or detaching, held by a fault rule or not).", nil, nil),
 	}
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.descAttachments, c.descAttachLimit, c.descOutOfBand, c.descQuotaUsed, c.descQuotaLimit, c.descRevision} {
+	for _, d := range []*prometheus.Desc{c.descAttachments, c.descAttachLimit, c.descOutOfBand, c.descQuotaUsed, c.descQuotaLimit, c.descRevision, c.descPending} {
 		ch <- d
 	}
 }
@@ -95,6 +97,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if rev, err := c.store.Revision(); err == nil {
 		ch <- prometheus.MustNewConstMetric(c.descRevision, prometheus.GaugeValue, float64(rev))
+	}
+	if pending, err := c.store.Pending(); err == nil {
+		ch <- prometheus.MustNewConstMetric(c.descPending, prometheus.GaugeValue, float64(len(pending)))
 	}
 }
 

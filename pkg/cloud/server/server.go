@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -106,6 +107,13 @@ type Config struct {
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
 	IdleTimeout       time.Duration
+	// AttachDuration and DetachDuration are how long an attach stays attaching and a detach
+	// detaching (docs/attach.md) on instances whose type sets no duration; 0 (the zero
+	// value) completes them within the request, the synchronous cloud that unit tests use.
+	// At most cloud.MaxTransitionMS. The fakecloud command defaults to
+	// DefaultAttachDuration and DefaultDetachDuration.
+	AttachDuration time.Duration
+	DetachDuration time.Duration
 	// Now is the clock of the store and the fault engine; default time.Now.
 	Now func() time.Time
 	// Sleep waits for injected fault latency; it must return ctx.Err() when ctx ends first.
@@ -156,6 +164,14 @@ func (c *Config) Validate() error {
 	if c.ReadTimeout > 0 && c.ReadHeaderTimeout > c.ReadTimeout {
 		errs = append(errs, fmt.Errorf("read header timeout %v is longer than the read timeout %v", c.ReadHeaderTimeout, c.ReadTimeout))
 	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"attach duration", c.AttachDuration}, {"detach duration", c.DetachDuration}} {
+		if f.v < 0 || f.v > cloud.MaxTransitionMS*time.Millisecond {
+			errs = append(errs, fmt.Errorf("%s must be in [0, %v], got %v", f.name, cloud.MaxTransitionMS*time.Millisecond, f.v))
+		}
+	}
 	if c.DefaultZone != "" {
 		if err := store.CheckZone(c.DefaultZone); err != nil {
 			errs = append(errs, fmt.Errorf("default zone: %w", err))
@@ -194,6 +210,11 @@ type Server struct {
 	console *console.Console
 	// scenarios runs POST /v1/scenarios timelines; Close stops them.
 	scenarios *scenario.Manager
+	// wake wakes the transition worker (kick, started).
+	wake *waker
+	// life is Serve's base context, which ends when shutdown begins (nil before Serve): an
+	// attach or detach runs until then even when its caller has left (operationContext).
+	life atomic.Pointer[context.Context]
 }
 
 // New validates cfg, opens the store (seeding a new data dir) and loads the seeded fault
@@ -230,7 +251,8 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("fake cloud config: %w", err)
 	}
-	s := &Server{cfg: cfg, faults: faults.NewWithLimit(cfg.Now, cfg.MaxFaultRules), tokens: map[string]Role{}, logger: klog.Background()}
+	s := &Server{cfg: cfg, faults: faults.NewWithLimit(cfg.Now, cfg.MaxFaultRules), tokens: map[string]Role{}, logger: klog.Background(),
+		wake: newWaker()}
 	if cfg.Logger != nil {
 		s.logger = *cfg.Logger
 	}
@@ -240,7 +262,8 @@ func New(cfg Config) (*Server, error) {
 	if err := s.faults.Reset(cfg.Seed.Faults); err != nil {
 		return nil, fmt.Errorf("fake cloud config: %w", err)
 	}
-	st, err := store.Open(cfg.DataDir, store.Options{Now: cfg.Now, MaxEvents: cfg.MaxEvents, MaxEventBytes: cfg.MaxEventBytes, MaxInstances: cfg.MaxInstances, Zones: []string{cfg.DefaultZone}})
+	st, err := store.Open(cfg.DataDir, store.Options{Now: cfg.Now, MaxEvents: cfg.MaxEvents, MaxEventBytes: cfg.MaxEventBytes, MaxInstances: cfg.MaxInstances, Zones: []string{cfg.DefaultZone},
+		AttachDuration: cfg.AttachDuration, DetachDuration: cfg.DetachDuration})
 	if err != nil {
 		return nil, err
 	}
@@ -283,7 +306,8 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // Serve serves HTTP on ln until ctx ends, then shuts down gracefully (in-flight requests get
-// up to 10 s). At most Config.MaxConnections connections are served at once
+// up to 10 s). It also runs the transition worker, which completes attaches and detaches
+// when they are due (a Handler served without Serve leaves them attaching or detaching). At most Config.MaxConnections connections are served at once
 // (netutil.LimitListener: further ones wait to be accepted). It returns nil on a clean stop
 // and the serve or shutdown error otherwise; it closes ln.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
@@ -293,6 +317,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// finish normally.
 	baseCtx, cancelBase := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), s.logger))
 	defer cancelBase()
+	s.life.Store(&baseCtx)
 	hs := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
@@ -305,6 +330,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	workerCtx, stopWorker := context.WithCancel(baseCtx)
+	workerDone := make(chan struct{})
+	go func() {
+		defer close(workerDone)
+		s.runTransitions(workerCtx)
+	}()
+	defer func() {
+		stopWorker()
+		<-workerDone
+	}()
 	select {
 	case err := <-errc:
 		if errors.Is(err, http.ErrServerClosed) {

@@ -115,6 +115,7 @@ func TestClassifyCoversEveryCode(t *testing.T) {
 		cloud.CodeAlreadyExists: ClassOther, cloud.CodeInvalidArgument: ClassOther, cloud.CodePayloadTooLarge: ClassOther,
 		cloud.CodeFaultNotFound: ClassOther, cloud.CodeServerLimitExceeded: ClassOther, cloud.CodeMethodNotAllowed: ClassOther,
 		cloud.CodeThrottled: ClassThrottled, cloud.CodeInternalError: ClassServer, cloud.CodeUnavailable: ClassServer,
+		cloud.CodeIncorrectState: ClassOther,
 	}
 	for _, c := range cloud.Codes() {
 		w, ok := want[c]

@@ -118,8 +118,9 @@ func CaptureBaseline(ctx context.Context, c *cloud.Client, ids []string) (Baseli
 var (
 	quotaDetail    = regexp.MustCompile(`attachments=(-?\d+)`)
 	createdDetail  = regexp.MustCompile(`type=(\S+) outOfBandSlots=(-?\d+)`)
-	capacityEvents = map[string]bool{"InstancePatched": true, "InstanceCreated": true, "VolumeAttached": true,
-		"VolumeDetached": true, "QuotasChanged": true, "Reset": true, "Seeded": true}
+	capacityEvents = map[string]bool{"InstancePatched": true, "InstanceCreated": true, "VolumeAttaching": true, "VolumeAttached": true,
+		"VolumeAttachFailed": true, "VolumeDetaching": true, "VolumeDetached": true, "VolumeDetachFailed": true,
+		"QuotasChanged": true, "Reset": true, "Seeded": true}
 )
 
 // Replay applies the cloud's audit events after b.Revision to b and returns
@@ -136,6 +137,9 @@ func Replay(b Baseline, events []cloud.Event, share QuotaShare) (map[string][]Tr
 		state[id] = &inst{slots: f.Slots, attached: f.Attached, known: true}
 	}
 	quotaLimit, used, count := b.QuotaLimit, b.QuotaUsed, b.InstanceCount
+	// attaching holds the volumes seen starting an asynchronous attach (docs/attach.md): their
+	// VolumeAttached takes no further slot. A synchronous attach is a VolumeAttached alone.
+	attaching := map[string]bool{}
 	out := map[string][]TruthStep{}
 	headroom := func() int64 { return max(0, quotaLimit-used) }
 	record := func(at time.Time, rev uint64, cause string) {
@@ -182,18 +186,38 @@ func Replay(b Baseline, events []cloud.Event, share QuotaShare) (map[string][]Tr
 			if old, ok := state[e.InstanceID]; !ok || !old.known {
 				state[e.InstanceID] = s
 			}
-		case "InstancePatched", "VolumeAttached", "VolumeDetached":
-			s := state[e.InstanceID]
-			if s == nil {
-				s = &inst{}
-				state[e.InstanceID] = s
-			}
+		case "InstancePatched", "VolumeAttaching", "VolumeAttached", "VolumeAttachFailed", "VolumeDetaching", "VolumeDetached", "VolumeDetachFailed":
+			// A slot and a unit of quota are held from the start of attaching to the end of
+			// detaching; Attached counts the instance's slots held after the event.
+			delta := 0
 			switch e.Type {
+			case "VolumeAttaching":
+				delta, attaching[e.VolumeID] = 1, true
 			case "VolumeAttached":
-				used++
+				if !attaching[e.VolumeID] {
+					delta = 1
+				}
+				delete(attaching, e.VolumeID)
+			case "VolumeAttachFailed":
+				delta = -1
+				delete(attaching, e.VolumeID)
 			case "VolumeDetached":
-				used--
+				delta = -1
 			}
+			s := state[e.InstanceID]
+			switch {
+			case s == nil:
+				s = &inst{}
+				if e.Attached != nil {
+					s.attached = *e.Attached - delta
+				}
+				state[e.InstanceID] = s
+			case e.Attached != nil:
+				// Exact where the instance's count is known: a re-attach after a failed
+				// detach, say, takes no new slot.
+				delta = *e.Attached - s.attached
+			}
+			used += int64(delta)
 			if e.Attached != nil {
 				s.attached = *e.Attached
 			}

@@ -1,6 +1,7 @@
 package capacityplot
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -91,5 +92,32 @@ func TestReplayEvenShareCountsNewInstances(t *testing.T) {
 	steps := got["n"]
 	if len(steps) != 2 || steps[0].Truth != 3 || steps[1].Truth != 2 {
 		t.Fatalf("even share of 6 over 2 then 3 instances: expected truths 3 then 2, got %+v", steps)
+	}
+}
+
+// TestReplayAsyncAttach: an asynchronous attach takes its slot and quota at VolumeAttaching
+// and not again at VolumeAttached; a detach gives them back at VolumeDetached, a failed
+// attach at VolumeAttachFailed.
+func TestReplayAsyncAttach(t *testing.T) {
+	b := Baseline{Revision: 10, At: at(0), QuotaLimit: 3, QuotaUsed: 1, InstanceCount: 1,
+		Instances: map[string]InstanceFacts{"node-2": {Slots: 3, Attached: 1}}}
+	ev := func(seq uint64, typ, vol string, attached int) cloud.Event {
+		return cloud.Event{Seq: seq, Revision: 10 + seq, Time: at(float64(seq)), Type: typ, VolumeID: vol, InstanceID: "node-2",
+			Attached: intp(attached), Limit: intp(3)}
+	}
+	events := []cloud.Event{
+		ev(1, "VolumeAttaching", "v1", 2), ev(2, "VolumeAttached", "v1", 2),
+		ev(3, "VolumeDetaching", "v1", 2), ev(4, "VolumeDetached", "v1", 1),
+		ev(5, "VolumeAttaching", "v2", 2), ev(6, "VolumeAttachFailed", "v2", 1),
+	}
+	got, _ := Replay(b, events, QuotaShareNone)
+	var headrooms []int64
+	for _, st := range got["node-2"] {
+		headrooms = append(headrooms, st.Headroom)
+	}
+	// Steps only where the truth or the count changes: baseline, attaching, detached,
+	// attaching, failed.
+	if want := []int64{2, 1, 2, 1, 2}; fmt.Sprint(headrooms) != fmt.Sprint(want) {
+		t.Fatalf("headrooms %v, expected %v (steps %+v)", headrooms, want, got["node-2"])
 	}
 }

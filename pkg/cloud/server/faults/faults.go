@@ -74,7 +74,8 @@ func Validate(r cloud.FaultRule) error {
 			errs = append(errs, err)
 		}
 	}
-	if r.Error == "" && r.LatencyMS == 0 {
+	errs = append(errs, validateTransition(r)...)
+	if r.Transition == "" && r.Error == "" && r.LatencyMS == 0 {
 		errs = append(errs, errors.New("rule does nothing: set error, latencyMs or both"))
 	}
 	// Compared as integers: converted to a Duration first, a huge value would wrap around.
@@ -99,6 +100,44 @@ func Validate(r cloud.FaultRule) error {
 	return errors.Join(errs...)
 }
 
+// validateTransition checks the fields of a transition rule (cloud.FaultRule.Transition).
+func validateTransition(r cloud.FaultRule) []error {
+	var errs []error
+	if r.Transition == "" {
+		if r.DurationMS != 0 {
+			errs = append(errs, errors.New("durationMs needs a transition (slow or fail)"))
+		}
+		return errs
+	}
+	if r.Operation != cloud.OperationAttachVolume && r.Operation != cloud.OperationDetachVolume {
+		errs = append(errs, fmt.Errorf("transition %s applies to AttachVolume or DetachVolume only, not %s",
+			cloud.Quote(string(r.Transition)), cloud.Quote(string(r.Operation))))
+	}
+	if r.LatencyMS != 0 {
+		errs = append(errs, errors.New("a transition rule acts on the transition, not the request: latencyMs must be 0 (use transition slow)"))
+	}
+	if r.DurationMS < 0 || r.DurationMS > cloud.MaxTransitionMS {
+		errs = append(errs, fmt.Errorf("durationMs must be in [0, %d], got %d", cloud.MaxTransitionMS, r.DurationMS))
+	}
+	switch r.Transition {
+	case cloud.TransitionSlow:
+		if r.DurationMS == 0 {
+			errs = append(errs, errors.New("transition slow needs durationMs > 0"))
+		}
+		if r.Error != "" {
+			errs = append(errs, errors.New("transition slow takes no error (use transition fail)"))
+		}
+	case cloud.TransitionStick:
+		if r.DurationMS != 0 || r.Error != "" {
+			errs = append(errs, errors.New("transition stick takes neither durationMs nor error: it holds the transition while the rule lives"))
+		}
+	case cloud.TransitionFail:
+	default:
+		errs = append(errs, fmt.Errorf("unknown transition %s (want slow, stick or fail)", cloud.Quote(string(r.Transition))))
+	}
+	return errs
+}
+
 // Call is one operation about to run, as rules see it.
 type Call struct {
 	Operation  cloud.Operation
@@ -112,6 +151,8 @@ type Fired struct {
 	Operation cloud.Operation
 	Error     cloud.Code
 	Latency   time.Duration
+	// rule is the rule as it fired, for EvaluateTransition.
+	rule cloud.FaultRule
 }
 
 // Outcome is what the rules decided for a call: wait Delay (the sum of every fired rule's
@@ -393,6 +434,57 @@ func (r *rule) matches(c Call) bool {
 // and Err is Unavailable (Capped). The cost is linear in the rules of the call's operation
 // and of "*", not in all rules.
 func (e *Engine) Evaluate(c Call) Outcome {
+	return e.evaluate(c, false)
+}
+
+// TransitionOutcome is what the transition rules decided for a transition that starts:
+// Duration (when HasDuration) replaces the usual one, Stuck holds it while StuckRule lives,
+// Fail ends it in error (FailRule named the code).
+type TransitionOutcome struct {
+	Fired       []Fired
+	HasDuration bool
+	Duration    time.Duration
+	Stuck       bool
+	StuckRule   string
+	Fail        cloud.Code
+	FailRule    string
+}
+
+// EvaluateTransition runs the transition rules (cloud.FaultRule.Transition) that match a call
+// which starts a transition, counting them like Evaluate does: the first fired rule of each
+// kind decides it (a slow or fail rule's duration, a stick, a fail's code).
+func (e *Engine) EvaluateTransition(c Call) TransitionOutcome {
+	out := e.evaluate(c, true)
+	var to TransitionOutcome
+	to.Fired = out.Fired
+	for _, f := range out.Fired {
+		r := f.rule
+		switch {
+		case r.Transition == cloud.TransitionStick && !to.Stuck:
+			to.Stuck, to.StuckRule = true, r.ID
+		case r.Transition == cloud.TransitionFail && to.Fail == "":
+			to.Fail, to.FailRule = cmp.Or(r.Error, cloud.CodeInternalError), r.ID
+		}
+		if r.DurationMS > 0 && !to.HasDuration {
+			to.HasDuration, to.Duration = true, time.Duration(r.DurationMS)*time.Millisecond
+		}
+	}
+	return to
+}
+
+// Live reports whether rule id is live and, when it has a TTL, when it expires (zero: it
+// does not), the store's view of a rule that holds a transition (store.RuleState).
+func (e *Engine) Live(id string) (bool, time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	i := e.indexLocked(id)
+	if i < 0 || e.rules[i].expired(e.now()) {
+		return false, time.Time{}
+	}
+	return true, e.rules[i].expires
+}
+
+func (e *Engine) evaluate(c Call, transitions bool) Outcome {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.now()
@@ -416,7 +508,7 @@ func (e *Engine) Evaluate(c Call) Outcome {
 			expired = true
 			continue
 		}
-		if !r.matches(c) {
+		if (r.spec.Transition != "") != transitions || !r.matches(c) {
 			continue
 		}
 		r.matched++
@@ -433,7 +525,10 @@ func (e *Engine) Evaluate(c Call) Outcome {
 		r.firedBy[c.Operation]++
 		latency := time.Duration(r.spec.LatencyMS) * time.Millisecond
 		out.Delay += latency
-		out.Fired = append(out.Fired, Fired{RuleID: r.spec.ID, Operation: c.Operation, Error: r.spec.Error, Latency: latency})
+		out.Fired = append(out.Fired, Fired{RuleID: r.spec.ID, Operation: c.Operation, Error: r.spec.Error, Latency: latency, rule: r.spec})
+		if transitions {
+			continue // every kind may fire once; EvaluateTransition sorts them out
+		}
 		if r.spec.Error != "" {
 			out.Err = cloud.NewError(r.spec.Error, "injected by fault rule %s", r.spec.ID)
 			break

@@ -88,25 +88,28 @@ func TestBatchedMutationsApplyExactlyOnce(t *testing.T) {
 				switch op := rng.IntN(10); {
 				case op < 5:
 					var att *cloud.Attachment
-					att, err = s.Attach(vol, inst, nil)
+					att, err = s.Attach(vol, inst, nil, nil)
 					if err == nil {
 						a = ack{attach: true, volumeID: att.VolumeID, instance: att.InstanceID, rev: att.Revision}
 					}
 					ok = []cloud.Code{cloud.CodeVolumeInUse, cloud.CodeAttachmentLimitExceeded, cloud.CodeAttachmentQuotaExceeded}
 				case op < 8:
-					a.rev, err = s.Detach(vol, inst)
+					var det *cloud.Attachment
+					if det, err = s.Detach(vol, inst, nil); err == nil {
+						a.rev = det.Revision
+					}
 					a.volumeID, a.instance = vol, inst
 				case op < 9:
 					// Registers the instance, then finds no volume: fails after writing.
 					reg := &cloud.CreateInstanceRequest{ID: fmt.Sprint("ghost-", w), Zone: "z", InstanceType: "t"}
-					_, err = s.Attach("vol-ffffffff", reg.ID, reg)
+					_, err = s.Attach("vol-ffffffff", reg.ID, reg, nil)
 					if err == nil {
 						err = errors.New("attach of a missing volume succeeded")
 					}
 					ok = []cloud.Code{cloud.CodeVolumeNotFound}
 				default:
 					// Fails before writing anything.
-					_, err = s.Attach(vol, "nowhere", nil)
+					_, err = s.Attach(vol, "nowhere", nil, nil)
 					if err == nil {
 						err = errors.New("attach to a missing instance succeeded")
 					}

@@ -62,18 +62,18 @@ func crashChild(dir string) {
 		go func() {
 			inst := []string{"a", "b"}[i%2]
 			for {
-				att, err := s.Attach(vol, inst, nil)
+				att, err := s.Attach(vol, inst, nil, nil)
 				if err != nil {
 					say("error %v", err)
 					return
 				}
 				say("A %s %s %d", vol, inst, att.Revision)
-				rev, err := s.Detach(vol, inst)
+				det, err := s.Detach(vol, inst, nil)
 				if err != nil {
 					say("error %v", err)
 					return
 				}
-				say("D %s %s %d", vol, inst, rev)
+				say("D %s %s %d", vol, inst, det.Revision)
 			}
 		}()
 	}

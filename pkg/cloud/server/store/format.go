@@ -24,9 +24,21 @@ import (
 //     instance's sorted attachment list is a cursor walk;
 //   - meta "quotas": the quota limits, uses and revision as fixed-width integers.
 //
-// Open migrates a format 1 store to format 2 in one transaction (a crash midway leaves format
-// 1 intact) and refuses a store of a later format than it knows.
-const Format = 2
+// Format 3 adds what asynchronous attach and detach need (docs/attach.md), in buckets of
+// their own so that no record of format 2 changes:
+//
+//   - volumePhases: volume ID → phase, the volume's attach state, since when, and the
+//     transition under way (when it is due, how it ends, the fault rule holding it);
+//   - pendingTransitions: the IDs of the volumes attaching or detaching, which the
+//     transition worker walks.
+//
+// A volume without a phase is attached when its volumeState names an instance and detached
+// otherwise, which is what every format 2 volume is.
+//
+// Open migrates a format 1 store to format 3 in one transaction (a crash midway leaves format
+// 1 intact), stamps a format 2 store as format 3 (its buckets are created empty), and refuses
+// a store of a later format than it knows.
+const Format = 3
 
 var (
 	keyFormat = []byte("format")
@@ -34,6 +46,8 @@ var (
 	bucketVolStates  = []byte("volumeStates")
 	bucketInstStates = []byte("instanceStates")
 	bucketAttach     = []byte("attachments")
+	bucketPhases     = []byte("volumePhases")
+	bucketPending    = []byte("pendingTransitions")
 )
 
 // checkFormat brings a store opened in tx to Format: a new store is stamped with it, a format
@@ -52,8 +66,11 @@ func checkFormat(tx *bolt.Tx) error {
 		return fmt.Errorf("store format record is %d bytes, want 8: not a fakecloud store, or a damaged one", len(v))
 	case binary.BigEndian.Uint64(v) == Format:
 		return nil
+	case binary.BigEndian.Uint64(v) == 2:
+		// Format 3 only adds buckets, which Open has just created.
+		return meta.Put(keyFormat, uintKey(Format))
 	default:
-		return fmt.Errorf("store has on-disk format %d; this fakecloud reads formats 1 and %d: use the fakecloud that wrote it, or a new data dir",
+		return fmt.Errorf("store has on-disk format %d; this fakecloud reads formats 1 to %d: use the fakecloud that wrote it, or a new data dir",
 			binary.BigEndian.Uint64(v), Format)
 	}
 }

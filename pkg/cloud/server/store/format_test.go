@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -64,11 +65,11 @@ func writeV1(t *testing.T, dir string, created time.Time) {
 			Attachments: []string{}, CreatedAt: created, Revision: 1})
 		for i, v := range []v1Volume{
 			{Volume: cloud.Volume{ID: "vol-00000001", Name: "one", SizeBytes: 1, Zone: "z", AttachedTo: "a",
-				Device: DevicePrefix + "vol-00000001", CreatedAt: created, Revision: 6}, RequestedSizeBytes: 1},
-			{Volume: cloud.Volume{ID: "vol-00000002", Name: "two", SizeBytes: 3, Zone: "z", CreatedAt: created, Revision: 4},
+				Device: DevicePrefix + "vol-00000001", State: cloud.StateAttached, CreatedAt: created, Revision: 6}, RequestedSizeBytes: 1},
+			{Volume: cloud.Volume{ID: "vol-00000002", Name: "two", SizeBytes: 3, Zone: "z", State: cloud.StateDetached, StateSince: &created, CreatedAt: created, Revision: 4},
 				RequestedSizeBytes: 2},
 			{Volume: cloud.Volume{ID: "vol-00000003", Name: "three", SizeBytes: 2, Zone: "z", AttachedTo: "a",
-				Device: DevicePrefix + "vol-00000003", CreatedAt: created, Revision: 7}, RequestedSizeBytes: 2},
+				Device: DevicePrefix + "vol-00000003", State: cloud.StateAttached, CreatedAt: created, Revision: 7}, RequestedSizeBytes: 2},
 		} {
 			put(tx, "volumes", v.ID, v)
 			put(tx, "volumeNames", v.Name, []byte(v.ID))
@@ -111,9 +112,9 @@ func TestOpenMigratesFormat1(t *testing.T) {
 		t.Errorf("instances\n got %+v, %v\nwant %+v", got, err, wantInst)
 	}
 	wantVol := []cloud.Volume{
-		{ID: "vol-00000001", Name: "one", SizeBytes: 1, Zone: "z", AttachedTo: "a", Device: DevicePrefix + "vol-00000001", CreatedAt: created, Revision: 6},
-		{ID: "vol-00000002", Name: "two", SizeBytes: 3, Zone: "z", CreatedAt: created, Revision: 4},
-		{ID: "vol-00000003", Name: "three", SizeBytes: 2, Zone: "z", AttachedTo: "a", Device: DevicePrefix + "vol-00000003", CreatedAt: created, Revision: 7},
+		{ID: "vol-00000001", Name: "one", SizeBytes: 1, Zone: "z", AttachedTo: "a", Device: DevicePrefix + "vol-00000001", State: cloud.StateAttached, CreatedAt: created, Revision: 6},
+		{ID: "vol-00000002", Name: "two", SizeBytes: 3, Zone: "z", State: cloud.StateDetached, StateSince: &created, CreatedAt: created, Revision: 4},
+		{ID: "vol-00000003", Name: "three", SizeBytes: 2, Zone: "z", AttachedTo: "a", Device: DevicePrefix + "vol-00000003", State: cloud.StateAttached, CreatedAt: created, Revision: 7},
 	}
 	if got, err := s.ListVolumes(0, ""); err != nil || !reflect.DeepEqual(got.Volumes, wantVol) {
 		t.Errorf("volumes\n got %+v, %v\nwant %+v", got, err, wantVol)
@@ -132,13 +133,13 @@ func TestOpenMigratesFormat1(t *testing.T) {
 	}
 
 	// It goes on: the slots and counts carried over are enforced and kept up.
-	if _, err := s.Attach("vol-00000002", "a", nil); cloud.CodeOf(err) != cloud.CodeAttachmentLimitExceeded {
+	if _, err := s.Attach("vol-00000002", "a", nil, nil); cloud.CodeOf(err) != cloud.CodeAttachmentLimitExceeded {
 		t.Errorf("attach to a full migrated instance: %v, want AttachmentLimitExceeded (2 attached + 2 out-of-band of 4)", err)
 	}
-	if _, err := s.Detach("vol-00000001", "a"); err != nil {
+	if _, err := s.Detach("vol-00000001", "a", nil); err != nil {
 		t.Fatal(err)
 	}
-	att, err := s.Attach("vol-00000002", "a", nil)
+	att, err := s.Attach("vol-00000002", "a", nil, nil)
 	if err != nil || att.Revision != 9 {
 		t.Fatalf("attach after detach: %+v, %v; want revision 9", att, err)
 	}
@@ -183,7 +184,7 @@ func TestOpenRefusesLaterFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Open(dir, Options{})
-	if err == nil || !strings.Contains(err.Error(), "on-disk format 3") || !strings.Contains(err.Error(), "new data dir") {
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("on-disk format %d", Format+1)) || !strings.Contains(err.Error(), "new data dir") {
 		t.Fatalf("open of a format %d store: %v; want a clear refusal", Format+1, err)
 	}
 	after, err := os.ReadFile(path)

@@ -401,11 +401,18 @@ func (s *Store) Capacity(id string) (*cloud.Capacity, error) {
 		if err != nil {
 			return err
 		}
+		attaching, detaching, failed, err := t.slotStates(iv.rec.ID)
+		if err != nil {
+			return err
+		}
 		out = &cloud.Capacity{
 			InstanceID:     iv.rec.ID,
 			AttachLimit:    iv.limit,
 			OutOfBandSlots: iv.rec.OutOfBandSlots,
 			Attached:       int(iv.state.attached),
+			Attaching:      attaching,
+			Detaching:      detaching,
+			Failed:         failed,
 			QuotaHeadroom:  max(0, q.Attachments.Limit-q.Attachments.Used),
 			Instances:      t.tx.Bucket(bucketInstances).Stats().KeyN,
 			Revision:       t.rev,

@@ -30,7 +30,8 @@ type State struct {
 }
 
 // Validate reports every problem of the state at once: empty or duplicate names and IDs,
-// instance types or per-instance limits below 1 slot, negative slots or quotas, out-of-band
+// instance types or per-instance limits below 1 slot, attach or detach durations outside
+// [0, cloud.MaxTransitionMS], negative slots or quotas, out-of-band
 // slots above an instance's limit, instance IDs or zones that fail the checks of
 // POST /v1/instances, and instances of unknown types.
 func (st State) Validate() error {
@@ -45,6 +46,14 @@ func (st State) Validate() error {
 		}
 		if it.MaxAttachments < 1 {
 			errs = append(errs, fmt.Errorf("instanceTypes[%d]: maxAttachments must be >= 1, got %d", i, it.MaxAttachments))
+		}
+		for _, d := range []struct {
+			name string
+			v    *int
+		}{{"attachDurationMs", it.AttachDurationMS}, {"detachDurationMs", it.DetachDurationMS}} {
+			if d.v != nil && (*d.v < 0 || *d.v > cloud.MaxTransitionMS) {
+				errs = append(errs, fmt.Errorf("instanceTypes[%d]: %s must be in [0, %d], got %d", i, d.name, cloud.MaxTransitionMS, *d.v))
+			}
 		}
 		types[it.Name] = it.MaxAttachments
 	}

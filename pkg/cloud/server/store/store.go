@@ -92,7 +92,7 @@ var (
 	// stateBuckets are emptied by Reset; meta and events survive it so that revisions and
 	// event sequence numbers never go backwards.
 	stateBuckets = [][]byte{bucketTypes, bucketInstances, bucketInstStates, bucketAttach, bucketVolumes, bucketVolStates,
-		bucketVolNames, bucketSnapshots, bucketSnapNames}
+		bucketVolNames, bucketSnapshots, bucketSnapNames, bucketPhases, bucketPending}
 
 	keyRevision     = []byte("revision")
 	keyEpoch        = []byte("epoch")
@@ -120,6 +120,11 @@ type Options struct {
 	MaxBatchDelay time.Duration
 	// MaxBatchSize caps the mutations per commit; default DefaultMaxBatchSize.
 	MaxBatchSize int
+	// AttachDuration and DetachDuration are how long an attach stays attaching and a detach
+	// detaching on instances whose type sets no duration of its own; 0 (the default)
+	// completes them within the request, as a synchronous cloud would.
+	AttachDuration time.Duration
+	DetachDuration time.Duration
 	// Zones are the zones volumes may be created in although no instance is in them yet:
 	// the server's default zone, where zone-less volumes go and auto-registered instances
 	// appear. The zone of every instance is known anyway.
@@ -141,6 +146,8 @@ type Store struct {
 	tempPath string
 	// zones are Options.Zones.
 	zones []string
+	// attachDuration and detachDuration are Options'.
+	attachDuration, detachDuration time.Duration
 	// epoch names this database: written once when it is created, so readers can tell a
 	// store that started empty again (revisions restarting from 0) from an older reading.
 	epoch string
@@ -150,7 +157,8 @@ type Store struct {
 // temporary file that Close removes: the same code path, but nothing persists, so commits
 // skip fdatasync.
 func Open(dir string, opts Options) (*Store, error) {
-	s := &Store{now: opts.Now, maxEvents: uint64(opts.MaxEvents), zones: slices.Clone(opts.Zones)}
+	s := &Store{now: opts.Now, maxEvents: uint64(opts.MaxEvents), zones: slices.Clone(opts.Zones),
+		attachDuration: max(0, opts.AttachDuration), detachDuration: max(0, opts.DetachDuration)}
 	if s.now == nil {
 		s.now = time.Now
 	}

@@ -32,6 +32,7 @@ type volumeRec struct {
 type volView struct {
 	rec   volumeRec
 	state volumeState
+	phase phase
 }
 
 // volume is vv in the API's shape.
@@ -42,6 +43,11 @@ func (vv *volView) volume() *cloud.Volume {
 	}
 	if v.AttachedTo != "" {
 		v.Device = DevicePrefix + v.ID
+	}
+	vv.phase.apply(v)
+	if v.StateSince == nil && v.State == cloud.StateDetached {
+		// Never attached since this store kept phases: detached since it was created.
+		v.StateSince = &v.CreatedAt
 	}
 	return v
 }
@@ -99,6 +105,9 @@ func (t *txn) decodeVolume(data []byte) (*volView, error) {
 	var err error
 	if vv.state, err = decodeVolumeState(t.tx.Bucket(bucketVolStates).Get([]byte(vv.rec.ID))); err != nil {
 		return nil, fmt.Errorf("volume %s: %w", vv.rec.ID, err)
+	}
+	if vv.phase, err = t.getPhase(vv.rec.ID, vv.state); err != nil {
+		return nil, err
 	}
 	return vv, nil
 }
@@ -283,6 +292,9 @@ func (s *Store) DeleteVolume(id string) (uint64, error) {
 		if err := t.delete(bucketVolNames, []byte(v.rec.Name)); err != nil {
 			return fmt.Errorf("delete volume name: %w", err)
 		}
+		if err := t.delete(bucketPhases, []byte(id)); err != nil {
+			return fmt.Errorf("delete volume phase: %w", err)
+		}
 		q.Volumes.Used--
 		q.CapacityBytes.Used -= v.rec.SizeBytes
 		if err := t.putQuotas(q); err != nil {
@@ -292,147 +304,6 @@ func (s *Store) DeleteVolume(id string) (uint64, error) {
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delete volume %s: %w", id, err)
-	}
-	return rev, nil
-}
-
-// Attach attaches a volume to an instance, checking in one transaction: instance and volume
-// exist (InstanceNotFound, VolumeNotFound), the volume is not on another instance (VolumeInUse;
-// on the same one the existing attachment is returned and nothing changes), zones agree
-// (ZoneMismatch), the instance has a free slot (attached + outOfBandSlots < attachLimit,
-// else AttachmentLimitExceeded) and the account quota has room (AttachmentQuotaExceeded).
-// With register != nil a missing instance is created from it in the same transaction.
-func (s *Store) Attach(volumeID, instanceID string, register *cloud.CreateInstanceRequest) (*cloud.Attachment, error) {
-	if volumeID == "" || instanceID == "" {
-		return nil, cloud.NewError(cloud.CodeInvalidArgument, "attach: volume ID and instanceId are required")
-	}
-	var out *cloud.Attachment
-	err := s.update(func(t *txn) error {
-		var iv *instView
-		var err error
-		if register != nil {
-			iv, err = t.ensureInstance(*register)
-		} else {
-			iv, err = t.loadInstance(instanceID)
-		}
-		if err != nil {
-			return err
-		}
-		v, err := t.getVolume(volumeID)
-		if err != nil {
-			return err
-		}
-		switch v.state.attachedTo {
-		case iv.rec.ID:
-			out = &cloud.Attachment{VolumeID: v.rec.ID, InstanceID: iv.rec.ID, Device: DevicePrefix + v.rec.ID, Revision: v.state.revision}
-			return nil
-		case "":
-		default:
-			return cloud.NewError(cloud.CodeVolumeInUse, "volume %s is attached to %s", v.rec.ID, v.state.attachedTo)
-		}
-		if v.rec.Zone != iv.rec.Zone {
-			return cloud.NewError(cloud.CodeZoneMismatch, "volume %s is in zone %q, instance %s in %q", v.rec.ID, v.rec.Zone, iv.rec.ID, iv.rec.Zone)
-		}
-		if iv.free() <= 0 {
-			return cloud.NewError(cloud.CodeAttachmentLimitExceeded, "instance %s: %d attached + %d out-of-band slots of limit %d",
-				iv.rec.ID, iv.state.attached, iv.rec.OutOfBandSlots, iv.limit)
-		}
-		q, err := t.quotas()
-		if err != nil {
-			return err
-		}
-		if q.Attachments.Used >= q.Attachments.Limit {
-			return cloud.NewError(cloud.CodeAttachmentQuotaExceeded, "attachment quota %d reached", q.Attachments.Limit)
-		}
-		rev, err := t.bump()
-		if err != nil {
-			return err
-		}
-		// Only narrow records change: the volume's and the instance's state, one key in the
-		// instance's attachment bucket and the quota counters.
-		if err := t.putVolumeState(v.rec.ID, volumeState{revision: rev, attachedTo: iv.rec.ID}); err != nil {
-			return err
-		}
-		if err := t.putAttachment(iv.rec.ID, v.rec.ID); err != nil {
-			return err
-		}
-		iv.state.revision = rev
-		iv.state.attached++
-		if err := t.putInstanceState(iv.rec.ID, iv.state); err != nil {
-			return err
-		}
-		q.Attachments.Used++
-		if err := t.putQuotas(q); err != nil {
-			return err
-		}
-		device := DevicePrefix + v.rec.ID
-		attached, limit := int(iv.state.attached), iv.limit-iv.rec.OutOfBandSlots
-		if err := t.event(cloud.Event{Type: "VolumeAttached", VolumeID: v.rec.ID, InstanceID: iv.rec.ID, Attached: &attached, Limit: &limit, Detail: device}); err != nil {
-			return err
-		}
-		out = &cloud.Attachment{VolumeID: v.rec.ID, InstanceID: iv.rec.ID, Device: device, Revision: rev}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("attach %s to %s: %w", volumeID, instanceID, err)
-	}
-	return out, nil
-}
-
-// Detach detaches a volume from an instance. It is idempotent: a volume not attached to that
-// instance (or a missing instance) is success with no change. A missing volume is
-// VolumeNotFound. The returned revision is the new one, or the current one when nothing
-// changed.
-func (s *Store) Detach(volumeID, instanceID string) (uint64, error) {
-	if volumeID == "" || instanceID == "" {
-		return 0, cloud.NewError(cloud.CodeInvalidArgument, "detach: volume ID and instanceId are required")
-	}
-	var rev uint64
-	err := s.update(func(t *txn) error {
-		rev = t.rev
-		// The state record alone says whether and where the volume is attached: the JSON
-		// record is not needed (nor decoded) here.
-		vs, err := t.getVolumeState(volumeID)
-		if err != nil {
-			return err
-		}
-		if vs.attachedTo != instanceID {
-			return nil
-		}
-		iv, err := t.loadInstance(instanceID)
-		if err != nil {
-			return err
-		}
-		if iv.state.attached == 0 {
-			return fmt.Errorf("volume %s is attached to %s, which counts no attachments: damaged store", volumeID, instanceID)
-		}
-		q, err := t.quotas()
-		if err != nil {
-			return err
-		}
-		if rev, err = t.bump(); err != nil {
-			return err
-		}
-		if err := t.putVolumeState(volumeID, volumeState{revision: rev}); err != nil {
-			return err
-		}
-		if err := t.deleteAttachment(iv.rec.ID, volumeID); err != nil {
-			return err
-		}
-		iv.state.revision = rev
-		iv.state.attached--
-		if err := t.putInstanceState(iv.rec.ID, iv.state); err != nil {
-			return err
-		}
-		q.Attachments.Used--
-		if err := t.putQuotas(q); err != nil {
-			return err
-		}
-		attached, limit := int(iv.state.attached), iv.limit-iv.rec.OutOfBandSlots
-		return t.event(cloud.Event{Type: "VolumeDetached", VolumeID: volumeID, InstanceID: iv.rec.ID, Attached: &attached, Limit: &limit})
-	})
-	if err != nil {
-		return 0, fmt.Errorf("detach %s from %s: %w", volumeID, instanceID, err)
 	}
 	return rev, nil
 }

@@ -37,6 +37,10 @@ type Fake struct {
 	errs      map[cloud.Operation][]error
 	hooks     map[cloud.Operation]Hook
 	calls     map[cloud.Operation]int
+	// async leaves attaches attaching and detaches detaching until Complete; started counts
+	// the transitions started (a repeat that joins one starts none).
+	async   bool
+	started int
 }
 
 // Operations the cloud's fault rules do not name but the fake lets tests fail or hook.
@@ -160,6 +164,11 @@ func (f *Fake) AddVolume(v cloud.Volume) {
 		in := f.instances[v.AttachedTo]
 		in.Attachments = insertSorted(in.Attachments, v.ID)
 		f.quotas.Attachments.Used++
+		if v.State == "" {
+			v.State = cloud.StateAttached
+		}
+	} else if v.State == "" {
+		v.State = cloud.StateDetached
 	}
 	f.quotas.Volumes.Used++
 	f.quotas.CapacityBytes.Used += v.SizeBytes
@@ -286,7 +295,7 @@ func (f *Fake) CreateVolume(ctx context.Context, req cloud.CreateVolumeRequest) 
 	f.revision++
 	v := &cloud.Volume{
 		ID: f.newID("vol"), Name: req.Name, SizeBytes: req.SizeBytes, Zone: zone,
-		SourceSnapshotID: req.SourceSnapshotID, CreatedAt: f.now(), Revision: f.revision,
+		SourceSnapshotID: req.SourceSnapshotID, State: cloud.StateDetached, CreatedAt: f.now(), Revision: f.revision,
 	}
 	f.volumes[v.ID] = v
 	f.quotas.Volumes.Used++
@@ -391,7 +400,10 @@ func (f *Fake) AttachVolume(ctx context.Context, volumeID, instanceID string) (*
 		return nil, cloud.NewError(cloud.CodeInstanceNotFound, "instance %s not found", instanceID)
 	}
 	if v.AttachedTo == instanceID {
-		return &cloud.Attachment{VolumeID: v.ID, InstanceID: in.ID, Device: v.Device, Revision: v.Revision}, nil
+		if v.State == cloud.StateDetaching {
+			return nil, cloud.NewError(cloud.CodeIncorrectState, "volume %s is detaching from %s", volumeID, instanceID)
+		}
+		return &cloud.Attachment{VolumeID: v.ID, InstanceID: in.ID, Device: v.Device, State: v.State, Revision: v.Revision}, nil
 	}
 	if v.AttachedTo != "" {
 		return nil, cloud.NewError(cloud.CodeVolumeInUse, "volume %s is attached to %s", volumeID, v.AttachedTo)
@@ -412,34 +424,104 @@ func (f *Fake) AttachVolume(ctx context.Context, volumeID, instanceID string) (*
 	v.AttachedTo = instanceID
 	v.Device = fmt.Sprintf("/dev/fcd%d", len(in.Attachments))
 	v.Revision = f.revision
-	return &cloud.Attachment{VolumeID: v.ID, InstanceID: in.ID, Device: v.Device, Revision: f.revision}, nil
+	v.State, v.ErrorCode, v.ErrorMessage = cloud.StateAttached, "", ""
+	f.started++
+	if f.async {
+		v.State = cloud.StateAttaching
+	}
+	return &cloud.Attachment{VolumeID: v.ID, InstanceID: in.ID, Device: v.Device, State: v.State, Revision: f.revision}, nil
+}
+
+// SetAsync makes attaches stay attaching and detaches detaching (holding their slots) until
+// Complete, like the real cloud with non-zero durations; off (the default), they complete
+// within the call.
+func (f *Fake) SetAsync(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.async = on
+}
+
+// TransitionsStarted is how many attaches and detaches started a transition; a repeat that
+// joins one under way starts none.
+func (f *Fake) TransitionsStarted() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.started
+}
+
+// Complete ends every transition under way and returns how many: attaching volumes become
+// attached, detaching ones detached (releasing their slots). With fail set they end in
+// state error with that code instead: a failed attach releases its slot, a failed detach
+// keeps it.
+func (f *Fake) Complete(fail cloud.Code) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, v := range f.volumes {
+		if !v.State.Transient() {
+			continue
+		}
+		n++
+		f.revision++
+		v.Revision = f.revision
+		attaching := v.State == cloud.StateAttaching
+		switch {
+		case fail != "":
+			v.State, v.ErrorCode, v.ErrorMessage = cloud.StateError, fail, "failed by the fake"
+			if attaching {
+				f.releaseLocked(v)
+			}
+		case attaching:
+			v.State = cloud.StateAttached
+		default:
+			f.releaseLocked(v)
+			v.State = cloud.StateDetached
+		}
+	}
+	return n
+}
+
+// releaseLocked unbinds v from its instance, giving back the slot and the quota.
+func (f *Fake) releaseLocked(v *cloud.Volume) {
+	if in, ok := f.instances[v.AttachedTo]; ok {
+		in.Attachments = removeSorted(in.Attachments, v.ID)
+		in.Revision = f.revision
+	}
+	f.quotas.Attachments.Used--
+	v.AttachedTo, v.Device = "", ""
 }
 
 // DetachVolume detaches a volume from an instance; detaching what is not attached there is a
 // no-op. Errors: VolumeNotFound, InstanceNotFound.
-func (f *Fake) DetachVolume(ctx context.Context, volumeID, instanceID string) error {
+func (f *Fake) DetachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error) {
 	if err := f.begin(ctx, cloud.OperationDetachVolume); err != nil {
-		return err
+		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	v, ok := f.volumes[volumeID]
 	if !ok {
-		return cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", volumeID)
+		return nil, cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", volumeID)
 	}
-	in, ok := f.instances[instanceID]
-	if !ok {
-		return cloud.NewError(cloud.CodeInstanceNotFound, "instance %s not found", instanceID)
+	if _, ok := f.instances[instanceID]; !ok {
+		return nil, cloud.NewError(cloud.CodeInstanceNotFound, "instance %s not found", instanceID)
 	}
 	if v.AttachedTo != instanceID {
-		return nil
+		return &cloud.Attachment{VolumeID: volumeID, InstanceID: instanceID, State: cloud.StateDetached, Revision: f.revision}, nil
+	}
+	if v.State == cloud.StateDetaching {
+		return &cloud.Attachment{VolumeID: volumeID, InstanceID: instanceID, Device: v.Device, State: v.State, Revision: v.Revision}, nil
 	}
 	f.revision++
-	in.Attachments = removeSorted(in.Attachments, v.ID)
-	in.Revision = f.revision
-	f.quotas.Attachments.Used--
-	v.AttachedTo, v.Device, v.Revision = "", "", f.revision
-	return nil
+	f.started++
+	v.Revision = f.revision
+	if f.async {
+		v.State = cloud.StateDetaching
+		return &cloud.Attachment{VolumeID: volumeID, InstanceID: instanceID, Device: v.Device, State: v.State, Revision: v.Revision}, nil
+	}
+	f.releaseLocked(v)
+	v.State = cloud.StateDetached
+	return &cloud.Attachment{VolumeID: volumeID, InstanceID: instanceID, State: v.State, Revision: v.Revision}, nil
 }
 
 // ResizeVolume grows a volume to sizeBytes; shrinking is cloud.ErrInvalidArgument, the same

@@ -1,0 +1,680 @@
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+)
+
+// phase is a volume's attach state (docs/attach.md), stored as JSON in volumePhases: the
+// state, when the volume entered it and, while it is attaching or detaching, the transition
+// under way. A volume without a record is in its format 2 state (attached when its
+// volumeState names an instance, else detached) since an unknown time.
+type phase struct {
+	State cloud.AttachState `json:"s"`
+	Since time.Time         `json:"t,omitzero"`
+	// Due is when the transition completes (zero outside a transition). A transition a fault
+	// rule holds (Stuck) waits past it until the rule is gone.
+	Due   time.Time `json:"d,omitzero"`
+	Stuck bool      `json:"k,omitempty"`
+	// Rule is the fault rule that shaped the transition: holds it (Stuck) or fails it (Fail).
+	Rule string `json:"r,omitempty"`
+	// Fail is the code the transition ends in state error with (empty: it succeeds); in state
+	// error, the code it ended with.
+	Fail cloud.Code `json:"f,omitempty"`
+	// Instance is the instance of the transition, kept in state error after a failed attach
+	// (which releases the slot, so volumeState no longer names it).
+	Instance string `json:"i,omitempty"`
+	// From is, in state error, the transition that failed (attaching or detaching).
+	From cloud.AttachState `json:"o,omitempty"`
+}
+
+// apply writes the phase into v's API shape.
+func (p phase) apply(v *cloud.Volume) {
+	v.State = p.State
+	if !p.Since.IsZero() {
+		t := p.Since
+		v.StateSince = &t
+	}
+	if p.State == cloud.StateError {
+		v.ErrorCode, v.ErrorMessage = p.Fail, p.errorMessage()
+	}
+}
+
+func (p phase) errorMessage() string {
+	if p.State != cloud.StateError {
+		return ""
+	}
+	op := "detach from"
+	if p.From == cloud.StateAttaching {
+		op = "attach to"
+	}
+	msg := fmt.Sprintf("%s %s failed", op, p.Instance)
+	if p.Rule != "" {
+		msg += ": injected by fault rule " + p.Rule
+	}
+	return msg
+}
+
+// getPhase reads a volume's phase, or derives it from its state for a volume without one.
+func (t *txn) getPhase(id string, vs volumeState) (phase, error) {
+	data := t.tx.Bucket(bucketPhases).Get([]byte(id))
+	if data == nil {
+		if vs.attachedTo != "" {
+			return phase{State: cloud.StateAttached}, nil
+		}
+		return phase{State: cloud.StateDetached}, nil
+	}
+	var p phase
+	if err := json.Unmarshal(data, &p); err != nil {
+		return phase{}, fmt.Errorf("volume %s: decode phase: %w", id, err)
+	}
+	return p, nil
+}
+
+// putPhase writes a volume's phase and keeps pendingTransitions in step: a volume is listed
+// there exactly while it is attaching or detaching.
+func (t *txn) putPhase(id string, p phase) error {
+	if err := t.putJSON(bucketPhases, []byte(id), p); err != nil {
+		return err
+	}
+	if p.State.Transient() {
+		return t.put(bucketPending, []byte(id), encodePending(p))
+	}
+	return t.delete(bucketPending, []byte(id))
+}
+
+// encodePending is a pendingTransitions value: what the worker needs to schedule the
+// transition, so that walking the bucket decodes no JSON: the due time (8 bytes of Unix
+// nanoseconds), a stuck flag byte, then the holding rule's ID.
+func encodePending(p phase) []byte {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 9+len(p.Rule)), uint64(p.Due.UnixNano()))
+	stuck := byte(0)
+	if p.Stuck {
+		stuck = 1
+	}
+	return append(append(b, stuck), p.Rule...)
+}
+
+func decodePending(id string, b []byte) (Pending, error) {
+	if len(b) < 9 {
+		return Pending{}, fmt.Errorf("pending transition %s: record is %d bytes, want at least 9", id, len(b))
+	}
+	return Pending{VolumeID: id, Due: time.Unix(0, int64(binary.BigEndian.Uint64(b))).UTC(), Stuck: b[8] == 1, Rule: string(b[9:])}, nil
+}
+
+// TransitionPlan is what the fault rules decided for one transition, asked for only when an
+// attach or detach starts one (see Planner).
+type TransitionPlan struct {
+	// Duration, when set, replaces the instance type's or the store's duration.
+	Duration *time.Duration
+	// Stuck holds the transition until Rule is no longer live (see CompleteDue).
+	Stuck bool
+	// Fail ends the transition in state error with this code; empty: it succeeds.
+	Fail cloud.Code
+	// Rule names the rule that holds or fails the transition.
+	Rule string
+	// Events (the FaultFired events of the rules that fired) are recorded in the commit that
+	// starts the transition.
+	Events []cloud.Event
+}
+
+// Planner returns the plan of a transition that is about to start. A mutation may run more
+// than once (see update), so a Planner with side effects (fault rules firing) must return
+// the same plan on every call: memoize it.
+type Planner func() TransitionPlan
+
+func (p Planner) plan() TransitionPlan {
+	if p == nil {
+		return TransitionPlan{}
+	}
+	return p()
+}
+
+// typeDurations reads the instance type's own attach and detach durations, nil when unset.
+func (t *txn) typeDurations(rec *instanceRec) (attach, detach *int, err error) {
+	var it cloud.InstanceType
+	if _, err := getJSON(t.tx.Bucket(bucketTypes), []byte(rec.InstanceType), &it); err != nil {
+		return nil, nil, err
+	}
+	return it.AttachDurationMS, it.DetachDurationMS, nil
+}
+
+// duration is how long a transition on iv takes: the plan's, else the instance type's, else
+// the store's default.
+func (t *txn) duration(iv *instView, detach bool, plan *TransitionPlan) (time.Duration, error) {
+	if plan.Duration != nil {
+		return *plan.Duration, nil
+	}
+	a, d, err := t.typeDurations(&iv.rec)
+	if err != nil {
+		return 0, err
+	}
+	typed, def := a, t.s.attachDuration
+	if detach {
+		typed, def = d, t.s.detachDuration
+	}
+	if typed != nil {
+		return time.Duration(*typed) * time.Millisecond, nil
+	}
+	return def, nil
+}
+
+// attachment is the answer of an attach or detach for volume vv on instance instID.
+func attachment(vv *volView, instID string) *cloud.Attachment {
+	a := &cloud.Attachment{
+		VolumeID: vv.rec.ID, InstanceID: instID, Device: DevicePrefix + vv.rec.ID, State: vv.phase.State, Since: vv.phase.Since,
+		ErrorCode: vv.volume().ErrorCode, ErrorMessage: vv.phase.errorMessage(), Revision: vv.state.revision,
+	}
+	if vv.phase.State.Transient() && !vv.phase.Stuck {
+		due := vv.phase.Due
+		a.Due = &due
+	}
+	return a
+}
+
+// slotEvent appends an attach or detach event carrying the instance's held-slot count and
+// the limit the driver may use (limit - out-of-band slots).
+func (t *txn) slotEvent(typ string, volID string, iv *instView, detail string) error {
+	attached, limit := int(iv.state.attached), iv.limit-iv.rec.OutOfBandSlots
+	return t.event(cloud.Event{Type: typ, VolumeID: volID, InstanceID: iv.rec.ID, Attached: &attached, Limit: &limit, Detail: detail})
+}
+
+// takeSlot binds the volume to the instance: a slot and a unit of attachment quota.
+func (t *txn) takeSlot(vv *volView, iv *instView, q *cloud.Quotas, rev uint64) error {
+	vv.state = volumeState{revision: rev, attachedTo: iv.rec.ID}
+	if err := t.putVolumeState(vv.rec.ID, vv.state); err != nil {
+		return err
+	}
+	if err := t.putAttachment(iv.rec.ID, vv.rec.ID); err != nil {
+		return err
+	}
+	iv.state.revision = rev
+	iv.state.attached++
+	if err := t.putInstanceState(iv.rec.ID, iv.state); err != nil {
+		return err
+	}
+	q.Attachments.Used++
+	return t.putQuotas(q)
+}
+
+// releaseSlot unbinds the volume from its instance, giving back the slot and the quota.
+func (t *txn) releaseSlot(vv *volView, iv *instView, rev uint64) error {
+	if iv.state.attached == 0 {
+		return fmt.Errorf("volume %s is bound to %s, which counts no attachments: damaged store", vv.rec.ID, iv.rec.ID)
+	}
+	q, err := t.quotas()
+	if err != nil {
+		return err
+	}
+	vv.state = volumeState{revision: rev}
+	if err := t.putVolumeState(vv.rec.ID, vv.state); err != nil {
+		return err
+	}
+	if err := t.deleteAttachment(iv.rec.ID, vv.rec.ID); err != nil {
+		return err
+	}
+	iv.state.revision = rev
+	iv.state.attached--
+	if err := t.putInstanceState(iv.rec.ID, iv.state); err != nil {
+		return err
+	}
+	q.Attachments.Used--
+	return t.putQuotas(q)
+}
+
+// startTransition puts vv into state (attaching or detaching) on iv, planned by plan: it
+// completes at once, in this transaction, when its duration is 0 and no rule holds it.
+func (t *txn) startTransition(vv *volView, iv *instView, state cloud.AttachState, plan *TransitionPlan) error {
+	for _, ev := range plan.Events {
+		if err := t.event(ev); err != nil {
+			return err
+		}
+	}
+	d, err := t.duration(iv, state == cloud.StateDetaching, plan)
+	if err != nil {
+		return err
+	}
+	vv.phase = phase{State: state, Since: t.now, Due: t.now.Add(d), Stuck: plan.Stuck, Rule: plan.Rule, Fail: plan.Fail, Instance: iv.rec.ID}
+	if d == 0 && !plan.Stuck {
+		// A synchronous cloud: the request's own transaction completes it, with only the
+		// completion's event, as before transitions existed.
+		return t.complete(vv, iv)
+	}
+	if err := t.putPhase(vv.rec.ID, vv.phase); err != nil {
+		return err
+	}
+	if vv.state.revision != t.rev {
+		// The volume changed at this revision (its state), as its answer and GET say.
+		vv.state.revision = t.rev
+		if err := t.putVolumeState(vv.rec.ID, vv.state); err != nil {
+			return err
+		}
+	}
+	typ := "VolumeAttaching"
+	if state == cloud.StateDetaching {
+		typ = "VolumeDetaching"
+	}
+	return t.slotEvent(typ, vv.rec.ID, iv, fmt.Sprintf("due=%s%s", vv.phase.Due.Format(time.RFC3339Nano), planDetail(plan)))
+}
+
+func planDetail(plan *TransitionPlan) string {
+	switch {
+	case plan.Stuck:
+		return " stuck by rule=" + plan.Rule
+	case plan.Fail != "":
+		return fmt.Sprintf(" fails with %s by rule=%s", plan.Fail, plan.Rule)
+	}
+	return ""
+}
+
+// complete ends vv's transition on iv: attaching becomes attached (or error, releasing the
+// slot), detaching becomes detached (releasing the slot, or error, keeping it). The caller
+// has loaded both in this transaction.
+func (t *txn) complete(vv *volView, iv *instView) error {
+	rev, err := t.bump()
+	if err != nil {
+		return err
+	}
+	p := vv.phase
+	next := phase{State: cloud.StateAttached, Since: t.now}
+	typ, detail := "VolumeAttached", DevicePrefix+vv.rec.ID
+	switch {
+	case p.State == cloud.StateAttaching && p.Fail == "":
+		vv.state.revision = rev
+		if err := t.putVolumeState(vv.rec.ID, vv.state); err != nil {
+			return err
+		}
+	case p.State == cloud.StateAttaching:
+		next = phase{State: cloud.StateError, Since: t.now, Fail: p.Fail, Rule: p.Rule, Instance: iv.rec.ID, From: p.State}
+		typ, detail = "VolumeAttachFailed", string(p.Fail)
+		if err := t.releaseSlot(vv, iv, rev); err != nil {
+			return err
+		}
+	case p.Fail == "":
+		next = phase{State: cloud.StateDetached, Since: t.now}
+		typ, detail = "VolumeDetached", ""
+		if err := t.releaseSlot(vv, iv, rev); err != nil {
+			return err
+		}
+	default:
+		next = phase{State: cloud.StateError, Since: t.now, Fail: p.Fail, Rule: p.Rule, Instance: iv.rec.ID, From: p.State}
+		typ, detail = "VolumeDetachFailed", string(p.Fail)
+		vv.state.revision = rev
+		if err := t.putVolumeState(vv.rec.ID, vv.state); err != nil {
+			return err
+		}
+	}
+	vv.phase = next
+	if err := t.putPhase(vv.rec.ID, next); err != nil {
+		return err
+	}
+	if iv.state.revision != rev {
+		iv.state.revision = rev
+		if err := t.putInstanceState(iv.rec.ID, iv.state); err != nil {
+			return err
+		}
+	}
+	return t.slotEvent(typ, vv.rec.ID, iv, detail)
+}
+
+// Attach starts attaching a volume to an instance (docs/attach.md), checking in one
+// transaction: instance and volume exist (InstanceNotFound, VolumeNotFound), the volume is
+// not bound to another instance (VolumeInUse), zones agree (ZoneMismatch), the instance has a
+// free slot (slots held + outOfBandSlots < attachLimit, else AttachmentLimitExceeded) and the
+// account quota has room (AttachmentQuotaExceeded). The slot and the quota are taken now.
+// On the same instance: attaching or attached is answered as it is (nothing changes, plan is
+// not asked), detaching is IncorrectState, error after a failed detach attaches again.
+// plan is asked only when a transition starts. With register != nil a missing instance is
+// created from it in the same transaction.
+func (s *Store) Attach(volumeID, instanceID string, register *cloud.CreateInstanceRequest, plan Planner) (*cloud.Attachment, error) {
+	if volumeID == "" || instanceID == "" {
+		return nil, cloud.NewError(cloud.CodeInvalidArgument, "attach: volume ID and instanceId are required")
+	}
+	var out *cloud.Attachment
+	err := s.update(func(t *txn) error {
+		var iv *instView
+		var err error
+		if register != nil {
+			iv, err = t.ensureInstance(*register)
+		} else {
+			iv, err = t.loadInstance(instanceID)
+		}
+		if err != nil {
+			return err
+		}
+		v, err := t.getVolume(volumeID)
+		if err != nil {
+			return err
+		}
+		switch v.state.attachedTo {
+		case iv.rec.ID:
+			switch v.phase.State {
+			case cloud.StateAttaching, cloud.StateAttached:
+				out = attachment(v, iv.rec.ID)
+				return nil
+			case cloud.StateDetaching:
+				return cloud.NewError(cloud.CodeIncorrectState, "volume %s is detaching from %s since %s; attach it again once detached",
+					v.rec.ID, iv.rec.ID, v.phase.Since.Format(time.RFC3339))
+			}
+			// Error after a failed detach: the slot is held already; attach again.
+			if _, err := t.bump(); err != nil {
+				return err
+			}
+			p := plan.plan()
+			if err := t.startTransition(v, iv, cloud.StateAttaching, &p); err != nil {
+				return err
+			}
+			out = attachment(v, iv.rec.ID)
+			return nil
+		case "":
+		default:
+			return cloud.NewError(cloud.CodeVolumeInUse, "volume %s is %s on %s", v.rec.ID, v.phase.State, v.state.attachedTo)
+		}
+		if v.rec.Zone != iv.rec.Zone {
+			return cloud.NewError(cloud.CodeZoneMismatch, "volume %s is in zone %q, instance %s in %q", v.rec.ID, v.rec.Zone, iv.rec.ID, iv.rec.Zone)
+		}
+		if iv.free() <= 0 {
+			return cloud.NewError(cloud.CodeAttachmentLimitExceeded, "instance %s: %d slots held by volumes + %d out-of-band slots of limit %d",
+				iv.rec.ID, iv.state.attached, iv.rec.OutOfBandSlots, iv.limit)
+		}
+		q, err := t.quotas()
+		if err != nil {
+			return err
+		}
+		if q.Attachments.Used >= q.Attachments.Limit {
+			return cloud.NewError(cloud.CodeAttachmentQuotaExceeded, "attachment quota %d reached", q.Attachments.Limit)
+		}
+		rev, err := t.bump()
+		if err != nil {
+			return err
+		}
+		// Only narrow records change: the volume's and the instance's state, one key in the
+		// instance's attachment bucket, the quota counters and the volume's phase.
+		if err := t.takeSlot(v, iv, q, rev); err != nil {
+			return err
+		}
+		p := plan.plan()
+		if err := t.startTransition(v, iv, cloud.StateAttaching, &p); err != nil {
+			return err
+		}
+		out = attachment(v, iv.rec.ID)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attach %s to %s: %w", volumeID, instanceID, err)
+	}
+	return out, nil
+}
+
+// Detach starts detaching a volume from an instance (docs/attach.md). It is idempotent: a
+// volume not bound to that instance (or a missing instance) is answered detached with no
+// change, and a volume detaching already is answered as it is. An attaching, attached or
+// error volume starts detaching; its slot is held until the detach completes. A missing
+// volume is VolumeNotFound. plan is asked only when a transition starts.
+func (s *Store) Detach(volumeID, instanceID string, plan Planner) (*cloud.Attachment, error) {
+	if volumeID == "" || instanceID == "" {
+		return nil, cloud.NewError(cloud.CodeInvalidArgument, "detach: volume ID and instanceId are required")
+	}
+	var out *cloud.Attachment
+	err := s.update(func(t *txn) error {
+		// The state record alone says whether and where the volume is bound: the JSON
+		// record is only decoded when it is bound here.
+		vs, err := t.getVolumeState(volumeID)
+		if err != nil {
+			return err
+		}
+		if vs.attachedTo != instanceID {
+			out = &cloud.Attachment{VolumeID: volumeID, InstanceID: instanceID, State: cloud.StateDetached, Revision: t.rev}
+			if vs.attachedTo == "" {
+				// Detached here and everywhere: since the volume's own state says.
+				v, err := t.getVolume(volumeID)
+				if err != nil {
+					return err
+				}
+				out.Since = *v.volume().StateSince
+			}
+			return nil
+		}
+		v, err := t.getVolume(volumeID)
+		if err != nil {
+			return err
+		}
+		if v.phase.State == cloud.StateDetaching {
+			out = attachment(v, instanceID)
+			return nil
+		}
+		iv, err := t.loadInstance(instanceID)
+		if err != nil {
+			return err
+		}
+		if _, err := t.bump(); err != nil {
+			return err
+		}
+		p := plan.plan()
+		if err := t.startTransition(v, iv, cloud.StateDetaching, &p); err != nil {
+			return err
+		}
+		out = attachment(v, instanceID)
+		if out.State == cloud.StateDetached {
+			out.Device = ""
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("detach %s from %s: %w", volumeID, instanceID, err)
+	}
+	return out, nil
+}
+
+// Pending is one transition under way.
+type Pending struct {
+	VolumeID string
+	Due      time.Time
+	// Rule, when Stuck, is the fault rule that holds the transition past Due.
+	Stuck bool
+	Rule  string
+}
+
+// RuleState tells the store whether a fault rule is live and, when it expires by itself,
+// when (zero: it does not).
+type RuleState func(ruleID string) (live bool, expires time.Time)
+
+// maxCompletionsPerCommit bounds one CompleteDue commit; the rest go in the next ones.
+const maxCompletionsPerCommit = 256
+
+// CompleteDue completes every transition whose time has come (due, and not held by a live
+// rule), at most maxCompletionsPerCommit per commit, and returns how many it completed and
+// when the next one is due (zero: none is, until a new transition starts or a rule holding
+// one goes away without expiring).
+func (s *Store) CompleteDue(rules RuleState) (int, time.Time, error) {
+	total := 0
+	for {
+		pending, err := s.Pending()
+		if err != nil {
+			return total, time.Time{}, err
+		}
+		now := s.now()
+		var due []string
+		var next time.Time
+		for _, p := range pending {
+			at := p.Due
+			if p.Stuck && rules != nil {
+				live, expires := rules(p.Rule)
+				if live && expires.IsZero() {
+					continue
+				}
+				if live && expires.After(at) {
+					at = expires
+				}
+			}
+			if !at.After(now) && len(due) < maxCompletionsPerCommit {
+				due = append(due, p.VolumeID)
+				continue
+			}
+			if next.IsZero() || at.Before(next) {
+				next = at
+			}
+		}
+		if len(due) == 0 {
+			return total, next, nil
+		}
+		n, err := s.completeVolumes(due, now, rules)
+		total += n
+		if err != nil {
+			return total, time.Time{}, err
+		}
+		if len(due) < maxCompletionsPerCommit {
+			return total, next, nil
+		}
+	}
+}
+
+// completeVolumes completes the transitions of ids that are still due at now, in one
+// commit, checking each again inside the transaction (a request may have changed it since
+// Pending read it).
+func (s *Store) completeVolumes(ids []string, now time.Time, rules RuleState) (int, error) {
+	var n int
+	err := s.update(func(t *txn) error {
+		n = 0
+		for _, id := range ids {
+			if t.tx.Bucket(bucketPending).Get([]byte(id)) == nil {
+				continue
+			}
+			v, err := t.getVolume(id)
+			if err != nil {
+				return err
+			}
+			if !v.phase.State.Transient() || v.phase.Due.After(now) {
+				continue
+			}
+			if v.phase.Stuck && rules != nil {
+				if live, expires := rules(v.phase.Rule); live && (expires.IsZero() || expires.After(now)) {
+					continue
+				}
+			}
+			iv, err := t.loadInstance(v.state.attachedTo)
+			if err != nil {
+				return fmt.Errorf("volume %s %s on %s: %w", id, v.phase.State, v.state.attachedTo, err)
+			}
+			if err := t.complete(v, iv); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("complete transitions: %w", err)
+	}
+	return n, nil
+}
+
+// Pending lists the transitions under way, in volume ID order.
+func (s *Store) Pending() ([]Pending, error) {
+	var out []Pending
+	err := s.view(func(t *txn) error {
+		return t.tx.Bucket(bucketPending).ForEach(func(k, v []byte) error {
+			p, err := decodePending(string(k), v)
+			if err != nil {
+				return err
+			}
+			out = append(out, p)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list pending transitions: %w", err)
+	}
+	return out, nil
+}
+
+// ReleaseStuck lets every transition held by a fault rule complete: fault rules live in
+// memory, so after a restart the rule that held one is gone (and its ID may name another
+// rule). Each released transition completes at its own due time, or at once when that has
+// passed, and is recorded as a TransitionReleased event. It returns how many it released.
+func (s *Store) ReleaseStuck(reason string) (int, error) {
+	pending, err := s.Pending()
+	if err != nil {
+		return 0, err
+	}
+	if !slices.ContainsFunc(pending, func(p Pending) bool { return p.Stuck }) {
+		return 0, nil // nothing to release: no commit (and no fsync) at every start
+	}
+	var n int
+	err = s.update(func(t *txn) error {
+		n = 0
+		var ids []string
+		if err := t.tx.Bucket(bucketPending).ForEach(func(k, _ []byte) error {
+			ids = append(ids, string(k))
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			vs, err := t.getVolumeState(id)
+			if err != nil {
+				return err
+			}
+			p, err := t.getPhase(id, vs)
+			if err != nil {
+				return err
+			}
+			if !p.Stuck {
+				continue
+			}
+			if _, err := t.bump(); err != nil {
+				return err
+			}
+			rule := p.Rule
+			p.Stuck, p.Rule = false, ""
+			if err := t.putPhase(id, p); err != nil {
+				return err
+			}
+			if err := t.event(cloud.Event{Type: "TransitionReleased", VolumeID: id, InstanceID: vs.attachedTo,
+				Detail: fmt.Sprintf("%s held by rule=%s: %s", p.State, rule, reason)}); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("release stuck transitions: %w", err)
+	}
+	return n, nil
+}
+
+// slotStates counts the volumes bound to an instance by attach state: attaching, detaching,
+// and error (a failed detach); the rest are attached.
+func (t *txn) slotStates(instID string) (attaching, detaching, failed int, err error) {
+	b := t.tx.Bucket(bucketAttach).Bucket([]byte(instID))
+	if b == nil {
+		return 0, 0, 0, nil
+	}
+	phases := t.tx.Bucket(bucketPhases)
+	err = b.ForEach(func(k, _ []byte) error {
+		data := phases.Get(k)
+		if data == nil {
+			return nil // a format 2 attachment: attached
+		}
+		var p phase
+		if err := json.Unmarshal(data, &p); err != nil {
+			return fmt.Errorf("volume %s: decode phase: %w", k, err)
+		}
+		switch p.State {
+		case cloud.StateAttaching:
+			attaching++
+		case cloud.StateDetaching:
+			detaching++
+		case cloud.StateError:
+			failed++
+		}
+		return nil
+	})
+	return attaching, detaching, failed, err
+}

@@ -1,0 +1,94 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+)
+
+// How ControllerPublishVolume and ControllerUnpublishVolume wait for the cloud's attach or
+// detach (docs/attach.md, "Driver"): they look at the volume after transitionPollMin, then
+// ever less often, up to transitionPollMax between two looks.
+const (
+	transitionPollMin = 50 * time.Millisecond
+	transitionPollMax = time.Second
+)
+
+// Answering before the caller's deadline: the wait ends answerMargin before it (at most a
+// tenth of the time the call had), so the caller reads a DEADLINE_EXCEEDED that says the
+// operation goes on instead of cutting the call itself. A call without a deadline waits at
+// most maxTransitionWait.
+const (
+	answerMargin      = time.Second
+	maxTransitionWait = 2 * time.Minute
+)
+
+// errStillRunning is the end of a wait whose deadline came first.
+var errStillRunning = errors.New("transition still under way")
+
+// waitContext is ctx with the deadline of a wait for a transition: answerMargin (at most a
+// tenth of the time left) before ctx's, or maxTransitionWait without one.
+func waitContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return context.WithTimeout(ctx, maxTransitionWait)
+	}
+	left := time.Until(deadline)
+	return context.WithDeadline(ctx, deadline.Add(-min(answerMargin, left/10)))
+}
+
+// waitTransition looks at the volume until it has left state from on nodeID (attaching or
+// detaching) and returns it as last seen, errStillRunning when the wait's deadline came
+// first, or the cloud's error of a look. The cloud completes the transition whether or not
+// anyone waits, so giving up here abandons nothing.
+func (s *ControllerServer) waitTransition(ctx context.Context, volID, nodeID string, from cloud.AttachState) (*cloud.Volume, error) {
+	wctx, cancel := waitContext(ctx)
+	defer cancel()
+	timer := time.NewTimer(transitionPollMin)
+	defer timer.Stop()
+	delay := transitionPollMin
+	for {
+		select {
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, errStillRunning
+		case <-timer.C:
+		}
+		v, err := s.cloud.GetVolume(wctx, volID)
+		if err := s.ok(err); err != nil {
+			if wctx.Err() != nil && ctx.Err() == nil {
+				return nil, errStillRunning
+			}
+			return nil, err
+		}
+		if v.State != from || v.AttachedTo != nodeID {
+			return v, nil
+		}
+		delay = min(2*delay, transitionPollMax)
+		timer.Reset(delay)
+	}
+}
+
+// stillRunning is the answer to a caller whose deadline comes before the cloud's attach or
+// detach ends: DEADLINE_EXCEEDED, which the external-attacher reads as "may still be in
+// progress" (not final: it retries, and keeps the VolumeAttachment's finalizer on a detach);
+// the retry joins the transition and returns OK once it is over.
+func stillRunning(what, volID, nodeID string) error {
+	return status.Errorf(codes.DeadlineExceeded, "%s of %s on %s still in progress in the cloud; a retry joins it", what, volID, nodeID)
+}
+
+// transitionError is the status of a transition that ended in state error: the cloud's code
+// of the failure, mapped like any cloud error of the call.
+func transitionError(op cloudOp, code cloud.Code, msg, format string, args ...any) error {
+	if code == "" {
+		code = cloud.CodeInternalError
+	}
+	return cloudStatus(op, cloud.NewError(code, "%s", msg), format, args...)
+}
