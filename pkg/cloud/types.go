@@ -27,6 +27,13 @@ type Instance struct {
 	CreatedAt   time.Time `json:"createdAt"`
 	// Revision is the global revision of the instance's last change.
 	Revision uint64 `json:"revision"`
+	// Health is the instance's health now: the worse of what PUT /v1/instances/{id}/health
+	// set and any live health fault rule; "ok" when neither says otherwise. Not part of the
+	// revisioned state: health is test configuration held in the server's memory, as fault
+	// rules are, so it changes no revision.
+	Health InstanceHealth `json:"health,omitempty"`
+	// HealthMessage says why Health is not ok; empty when it is.
+	HealthMessage string `json:"healthMessage,omitempty"`
 }
 
 // CreateInstanceRequest is the body of POST /v1/instances. Creating an existing ID with the
@@ -72,6 +79,10 @@ type Capacity struct {
 	Instances int `json:"instances"`
 	// Revision is the global revision this reading was taken at.
 	Revision uint64 `json:"revision"`
+	// Health is the instance's health (Instance.Health) when the reading was taken: an
+	// impaired or stopped instance takes no attaches whatever its free slots, and the
+	// driver's capacity policy reads it (docs/design.md, "Capacity model").
+	Health InstanceHealth `json:"health,omitempty"`
 	// Epoch names the cloud's store: it is fixed when a data dir is first created and changes
 	// only when the store starts empty again, where revisions restart. Revisions are
 	// comparable only within one epoch.
@@ -90,6 +101,12 @@ type Volume struct {
 	Device           string    `json:"device,omitempty"`
 	CreatedAt        time.Time `json:"createdAt"`
 	Revision         uint64    `json:"revision"`
+	// Health is the volume's health now: the worse of what PUT /v1/volumes/{id}/health set
+	// and any live health fault rule; "ok" when neither says otherwise. In memory, like
+	// Instance.Health: it changes no revision.
+	Health VolumeHealth `json:"health,omitempty"`
+	// HealthMessage says why Health is not ok; empty when it is.
+	HealthMessage string `json:"healthMessage,omitempty"`
 }
 
 // CreateVolumeRequest is the body of POST /v1/volumes. Name is the idempotency key: the same
@@ -231,6 +248,12 @@ type FaultRule struct {
 	TTLSeconds int `json:"ttlSeconds,omitempty"`
 	// Seed seeds the rule's own random source for Probability, so runs repeat.
 	Seed int64 `json:"seed,omitempty"`
+	// Health makes the rule a health rule: while it lives (TTLSeconds), the one instance
+	// (InstanceID, an InstanceHealth) or volume (VolumeID, a VolumeHealth) it names reads
+	// with this health, unless something worse is set. A health rule fires on no call: it
+	// takes no Error, LatencyMS, Probability, AfterCount or Count, and its Operation is "*"
+	// (an empty one is filled in).
+	Health string `json:"health,omitempty"`
 	// Fired is how often the rule has fired (read only).
 	Fired     int        `json:"fired"`
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`

@@ -65,6 +65,10 @@ func cloudCode(op cloudOp, err error) codes.Code {
 		return codes.InvalidArgument
 	case cloud.ClassThrottled, cloud.ClassUnavailable, cloud.ClassNetwork:
 		return codes.Unavailable
+	case cloud.ClassInstanceHealth:
+		// An impaired or stopped instance is not full: UNAVAILABLE makes the
+		// external-attacher retry, and the kubelet fails no pod for it.
+		return codes.Unavailable
 	case cloud.ClassTimeout:
 		return codes.DeadlineExceeded
 	case cloud.ClassCanceled:

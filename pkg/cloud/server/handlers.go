@@ -46,6 +46,10 @@ func (s *Server) listInstances(*http.Request, caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
+	h := s.faults.Health()
+	for i := range list {
+		s.instanceHealth(h, &list[i])
+	}
 	return ok(cloud.InstanceList{Instances: list}, 0), nil
 }
 
@@ -80,6 +84,7 @@ func (s *Server) getInstance(r *http.Request, c caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.instanceHealth(s.faults.Health(), inst)
 	return ok(inst, inst.Revision), nil
 }
 
@@ -96,6 +101,7 @@ func (s *Server) patchInstance(r *http.Request, _ caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.instanceHealth(s.faults.Health(), inst)
 	return ok(inst, inst.Revision), nil
 }
 
@@ -111,6 +117,7 @@ func (s *Server) getCapacity(r *http.Request, c caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
+	capacity.Health, _ = s.faults.Health().Instance(id)
 	return ok(capacity, capacity.Revision), nil
 }
 
@@ -147,6 +154,10 @@ func (s *Server) listVolumes(r *http.Request, _ caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
+	h := s.faults.Health()
+	for i := range list.Volumes {
+		s.volumeHealth(h, &list.Volumes[i])
+	}
 	return ok(list, 0), nil
 }
 
@@ -159,6 +170,7 @@ func (s *Server) getVolume(r *http.Request, _ caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.volumeHealth(s.faults.Health(), v)
 	return ok(v, v.Revision), nil
 }
 
@@ -234,6 +246,7 @@ func (s *Server) resizeVolume(r *http.Request, _ caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.volumeHealth(s.faults.Health(), v)
 	return ok(v, v.Revision), nil
 }
 
