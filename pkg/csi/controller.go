@@ -436,6 +436,18 @@ func (s *ControllerServer) CreateSnapshot(ctx context.Context, req *csi.CreateSn
 	return &csi.CreateSnapshotResponse{Snapshot: csiSnapshot(snap)}, nil
 }
 
+// GetSnapshot returns one snapshot (GET_SNAPSHOT); NOT_FOUND when it does not exist.
+func (s *ControllerServer) GetSnapshot(ctx context.Context, req *csi.GetSnapshotRequest) (*csi.GetSnapshotResponse, error) {
+	if err := validateGetSnapshotRequest(req); err != nil {
+		return nil, err
+	}
+	snap, err := s.cloud.GetSnapshot(ctx, req.GetSnapshotId())
+	if err := s.ok(err); err != nil {
+		return nil, cloudStatus(opDefault, err, "get snapshot %s", req.GetSnapshotId())
+	}
+	return &csi.GetSnapshotResponse{Snapshot: csiSnapshot(snap)}, nil
+}
+
 // DeleteSnapshot deletes a snapshot; one that does not exist is success.
 func (s *ControllerServer) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshotRequest) (*csi.DeleteSnapshotResponse, error) {
 	if err := validateDeleteSnapshotRequest(req); err != nil {
@@ -528,6 +540,7 @@ func (s *ControllerServer) ControllerGetCapabilities(context.Context, *csi.Contr
 		csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS,
 		csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
 		csi.ControllerServiceCapability_RPC_GET_VOLUME,
+		csi.ControllerServiceCapability_RPC_GET_SNAPSHOT,
 		csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
 	} {
 		caps = append(caps, &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{

@@ -316,6 +316,10 @@ func validateCreateSnapshotRequest(req *csi.CreateSnapshotRequest) error {
 		checkMap("parameters", req.GetParameters()), checkMap("secrets", req.GetSecrets()))
 }
 
+func validateGetSnapshotRequest(req *csi.GetSnapshotRequest) error {
+	return firstError(checkID("snapshot_id", req.GetSnapshotId()), checkMap("secrets", req.GetSecrets()))
+}
+
 func validateDeleteSnapshotRequest(req *csi.DeleteSnapshotRequest) error {
 	return firstError(checkID("snapshot_id", req.GetSnapshotId()), checkMap("secrets", req.GetSecrets()))
 }
