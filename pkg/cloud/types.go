@@ -92,15 +92,17 @@ type Capacity struct {
 
 // Volume is a block volume. A volume is attached to at most one instance (AttachedTo).
 type Volume struct {
-	ID               string    `json:"id"`
-	Name             string    `json:"name"`
-	SizeBytes        int64     `json:"sizeBytes"`
-	Zone             string    `json:"zone"`
-	SourceSnapshotID string    `json:"sourceSnapshotId,omitempty"`
-	AttachedTo       string    `json:"attachedTo,omitempty"`
-	Device           string    `json:"device,omitempty"`
-	CreatedAt        time.Time `json:"createdAt"`
-	Revision         uint64    `json:"revision"`
+	ID               string `json:"id"`
+	Name             string `json:"name"`
+	SizeBytes        int64  `json:"sizeBytes"`
+	Zone             string `json:"zone"`
+	SourceSnapshotID string `json:"sourceSnapshotId,omitempty"`
+	// SourceVolumeID is the volume this one was cloned from, if any.
+	SourceVolumeID string    `json:"sourceVolumeId,omitempty"`
+	AttachedTo     string    `json:"attachedTo,omitempty"`
+	Device         string    `json:"device,omitempty"`
+	CreatedAt      time.Time `json:"createdAt"`
+	Revision       uint64    `json:"revision"`
 	// Health is the volume's health now: the worse of what PUT /v1/volumes/{id}/health set
 	// and any live health fault rule; "ok" when neither says otherwise. In memory, like
 	// Instance.Health: it changes no revision.
@@ -115,12 +117,15 @@ type Volume struct {
 // control characters U+0000-U+0008, U+000B, U+000C, U+000E-U+001F, U+007F-U+009F. Zone must
 // be known: the zone of an instance, or the server's default zone (which an empty Zone
 // means); else InvalidArgument. SizeBytes is in bytes, > 0; the account's bytes quota is
-// CapacityQuotaExceeded.
+// CapacityQuotaExceeded. SourceSnapshotID and SourceVolumeID (a clone) are exclusive; a
+// clone is in its source's zone (an empty Zone means it) and at least its size, else
+// InvalidArgument; a missing source is SnapshotNotFound or VolumeNotFound.
 type CreateVolumeRequest struct {
 	Name             string `json:"name"`
 	SizeBytes        int64  `json:"sizeBytes"`
 	Zone             string `json:"zone"`
 	SourceSnapshotID string `json:"sourceSnapshotId,omitempty"`
+	SourceVolumeID   string `json:"sourceVolumeId,omitempty"`
 }
 
 // VolumeList is one page of GET /v1/volumes. NextPageToken is empty on the last page.

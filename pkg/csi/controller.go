@@ -28,6 +28,9 @@ const (
 	// VolumeContextSizeBytes is the volume_context key holding the size, in bytes, the volume
 	// was created with; the node sizes a block volume's backing file from it.
 	VolumeContextSizeBytes = "sizeBytes"
+	// VolumeContextSourceVolume is the volume_context key of a clone (CLONE_VOLUME): the ID
+	// of its source volume, whose backing data the node copies when it first stages the clone.
+	VolumeContextSourceVolume = "sourceVolumeId"
 
 	// GiB is a gibibyte; volume sizes are whole GiB.
 	GiB int64 = 1 << 30
@@ -123,6 +126,20 @@ func zoneFor(req *csi.TopologyRequirement) string {
 	return ""
 }
 
+// topologyAllows reports whether a volume in zone meets req: no requisite topology, or one
+// with that zone (or without a zone segment).
+func topologyAllows(req *csi.TopologyRequirement, zone string) bool {
+	if len(req.GetRequisite()) == 0 {
+		return true
+	}
+	for _, t := range req.GetRequisite() {
+		if z, ok := t.GetSegments()[TopologyZoneKey]; !ok || z == zone {
+			return true
+		}
+	}
+	return false
+}
+
 func topologyOf(zone string) []*csi.Topology {
 	if zone == "" {
 		return nil
@@ -142,6 +159,12 @@ func csiVolume(v *cloud.Volume) *csi.Volume {
 			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: v.SourceSnapshotID},
 		}}
 	}
+	if v.SourceVolumeID != "" {
+		out.ContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
+			Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: v.SourceVolumeID},
+		}}
+		out.VolumeContext[VolumeContextSourceVolume] = v.SourceVolumeID
+	}
 	return out
 }
 
@@ -156,8 +179,9 @@ func publishedNodes(v *cloud.Volume) []string {
 // the same name and parameters return the same volume, other parameters ALREADY_EXISTS. The
 // size is capacity_range rounded up to whole GiB (OUT_OF_RANGE when the range cannot be met);
 // the zone comes from accessibility_requirements (preferred first, then requisite). A missing
-// source snapshot is NOT_FOUND; only the cloud's volume and capacity quotas are
-// RESOURCE_EXHAUSTED.
+// source snapshot or volume is NOT_FOUND; only the cloud's volume and capacity quotas are
+// RESOURCE_EXHAUSTED. A clone (CLONE_VOLUME) is in its source's zone, which the requisite
+// topology must allow (else INVALID_ARGUMENT), and at least its size (OUT_OF_RANGE).
 func (s *ControllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	if err := validateCreateVolumeRequest(req); err != nil {
 		return nil, err
@@ -177,12 +201,24 @@ func (s *ControllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 		}
 		atLeast = snap.SizeBytes
 	}
+	zone := zoneFor(req.GetAccessibilityRequirements())
+	srcID := req.GetVolumeContentSource().GetVolume().GetVolumeId()
+	if srcID != "" {
+		src, err := s.cloud.GetVolume(ctx, srcID)
+		if err := s.ok(err); err != nil {
+			return nil, cloudStatus(opDefault, err, "get source volume %s", srcID)
+		}
+		if !topologyAllows(req.GetAccessibilityRequirements(), src.Zone) {
+			return nil, status.Errorf(codes.InvalidArgument, "source volume %s is in zone %s, which accessibility_requirements.requisite does not allow; a clone is in its source's zone", srcID, src.Zone)
+		}
+		zone, atLeast = src.Zone, src.SizeBytes
+	}
 	size, err := volumeSize(req.GetCapacityRange(), atLeast)
 	if err != nil {
 		return nil, err
 	}
 	v, err := s.cloud.CreateVolume(ctx, cloud.CreateVolumeRequest{
-		Name: req.GetName(), SizeBytes: size, Zone: zoneFor(req.GetAccessibilityRequirements()), SourceSnapshotID: snapID,
+		Name: req.GetName(), SizeBytes: size, Zone: zone, SourceSnapshotID: snapID, SourceVolumeID: srcID,
 	})
 	if err := s.ok(err); err != nil {
 		return nil, cloudStatus(opDefault, err, "create volume %s", req.GetName())
@@ -541,6 +577,7 @@ func (s *ControllerServer) ControllerGetCapabilities(context.Context, *csi.Contr
 		csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
 		csi.ControllerServiceCapability_RPC_GET_VOLUME,
 		csi.ControllerServiceCapability_RPC_GET_SNAPSHOT,
+		csi.ControllerServiceCapability_RPC_CLONE_VOLUME,
 		csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
 	} {
 		caps = append(caps, &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{

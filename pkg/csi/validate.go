@@ -217,7 +217,9 @@ func validateCreateVolumeRequest(req *csi.CreateVolumeRequest) error {
 				return err
 			}
 		case src.GetVolume() != nil:
-			return invalid("cloning volumes is not supported")
+			if err := checkID("volume_content_source.volume.volume_id", src.GetVolume().GetVolumeId()); err != nil {
+				return err
+			}
 		default:
 			return invalid("volume_content_source has no source")
 		}

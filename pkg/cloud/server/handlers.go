@@ -126,11 +126,21 @@ func (s *Server) createVolume(r *http.Request, _ caller) (*reply, error) {
 	if err := decode(r, &req); err != nil {
 		return nil, err
 	}
-	if err := cloud.CheckOptionalID("sourceSnapshotId", req.SourceSnapshotID); err != nil {
-		return nil, cloud.NewError(cloud.CodeInvalidArgument, "create volume: %v", err)
+	for _, f := range []struct{ name, v string }{{"sourceSnapshotId", req.SourceSnapshotID}, {"sourceVolumeId", req.SourceVolumeID}} {
+		if err := cloud.CheckOptionalID(f.name, f.v); err != nil {
+			return nil, cloud.NewError(cloud.CodeInvalidArgument, "create volume: %v", err)
+		}
 	}
 	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationCreateVolume}); err != nil {
 		return nil, err
+	}
+	if req.Zone == "" && req.SourceVolumeID != "" {
+		// A clone is where its source is.
+		src, err := s.store.GetVolume(req.SourceVolumeID)
+		if err != nil {
+			return nil, err
+		}
+		req.Zone = src.Zone
 	}
 	if req.Zone == "" {
 		req.Zone = s.cfg.DefaultZone

@@ -143,3 +143,42 @@ func TestHealthBadInput(t *testing.T) {
 		t.Errorf("refused rules were stored: %+v", rules)
 	}
 }
+
+// TestCloneOverHTTP: a clone is in its source's zone (an empty zone means it) and at least its
+// size; the same request again is the same volume; a missing source, a smaller size, another
+// zone, both sources at once and the same name from another source are refused.
+func TestCloneOverHTTP(t *testing.T) {
+	tc := startCloud(t, server.Config{})
+	ctx := context.Background()
+	src := must[*cloud.Volume](t)(tc.driver.CreateVolume(ctx, cloud.CreateVolumeRequest{Name: "src", SizeBytes: 10, Zone: "zone-b"}))
+	clone := must[*cloud.Volume](t)(tc.driver.CreateVolume(ctx, cloud.CreateVolumeRequest{Name: "clone", SizeBytes: 10, SourceVolumeID: src.ID}))
+	if clone.Zone != "zone-b" || clone.SourceVolumeID != src.ID {
+		t.Errorf("clone = %+v, want zone-b and source %s", clone, src.ID)
+	}
+	again := must[*cloud.Volume](t)(tc.driver.CreateVolume(ctx, cloud.CreateVolumeRequest{Name: "clone", SizeBytes: 10, SourceVolumeID: src.ID}))
+	if again.ID != clone.ID {
+		t.Errorf("repeated clone is %s, first %s", again.ID, clone.ID)
+	}
+	if got := must[*cloud.Volume](t)(tc.reader.GetVolume(ctx, clone.ID)); got.SourceVolumeID != src.ID {
+		t.Errorf("GET clone source %q, want %q", got.SourceVolumeID, src.ID)
+	}
+	for _, c := range []struct {
+		name string
+		req  cloud.CreateVolumeRequest
+		want cloud.Code
+	}{
+		{"missing source", cloud.CreateVolumeRequest{Name: "c1", SizeBytes: 10, SourceVolumeID: "vol-404"}, cloud.CodeVolumeNotFound},
+		{"smaller", cloud.CreateVolumeRequest{Name: "c2", SizeBytes: 9, SourceVolumeID: src.ID}, cloud.CodeInvalidArgument},
+		{"other zone", cloud.CreateVolumeRequest{Name: "c3", SizeBytes: 10, Zone: "zone-a", SourceVolumeID: src.ID}, cloud.CodeInvalidArgument},
+		{"both sources", cloud.CreateVolumeRequest{Name: "c4", SizeBytes: 10, SourceVolumeID: src.ID, SourceSnapshotID: "snap-1"}, cloud.CodeInvalidArgument},
+		{"same name, no source", cloud.CreateVolumeRequest{Name: "clone", SizeBytes: 10, Zone: "zone-b"}, cloud.CodeAlreadyExists},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := tc.driver.CreateVolume(ctx, c.req)
+			wantCode(t, err, c.want)
+		})
+	}
+	if list := must[*cloud.VolumeList](t)(tc.reader.ListVolumes(ctx, 0, "")); len(list.Volumes) != 2 {
+		t.Errorf("%d volumes after the refused clones, want 2", len(list.Volumes))
+	}
+}

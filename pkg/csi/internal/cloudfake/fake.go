@@ -258,7 +258,7 @@ func (f *Fake) CreateVolume(ctx context.Context, req cloud.CreateVolumeRequest) 
 		if v.Name != req.Name {
 			continue
 		}
-		if v.SizeBytes != req.SizeBytes || (req.Zone != "" && v.Zone != req.Zone) || v.SourceSnapshotID != req.SourceSnapshotID {
+		if v.SizeBytes != req.SizeBytes || (req.Zone != "" && v.Zone != req.Zone) || v.SourceSnapshotID != req.SourceSnapshotID || v.SourceVolumeID != req.SourceVolumeID {
 			return nil, cloud.NewError(cloud.CodeAlreadyExists, "volume %s exists with other parameters", req.Name)
 		}
 		c := *v
@@ -273,20 +273,32 @@ func (f *Fake) CreateVolume(ctx context.Context, req cloud.CreateVolumeRequest) 
 			return nil, cloud.NewError(cloud.CodeInvalidArgument, "volume smaller than its snapshot")
 		}
 	}
+	zone := req.Zone
+	if req.SourceVolumeID != "" {
+		src, ok := f.volumes[req.SourceVolumeID]
+		switch {
+		case !ok:
+			return nil, cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", req.SourceVolumeID)
+		case zone != "" && zone != src.Zone:
+			return nil, cloud.NewError(cloud.CodeInvalidArgument, "clone of %s must be in zone %s", src.ID, src.Zone)
+		case req.SizeBytes < src.SizeBytes:
+			return nil, cloud.NewError(cloud.CodeInvalidArgument, "clone smaller than its source")
+		}
+		zone = src.Zone
+	}
 	if f.quotas.Volumes.Used+1 > f.quotas.Volumes.Limit {
 		return nil, cloud.NewError(cloud.CodeVolumeQuotaExceeded, "volume quota %d reached", f.quotas.Volumes.Limit)
 	}
 	if f.quotas.CapacityBytes.Used+req.SizeBytes > f.quotas.CapacityBytes.Limit {
 		return nil, cloud.NewError(cloud.CodeCapacityQuotaExceeded, "capacity quota %d bytes reached", f.quotas.CapacityBytes.Limit)
 	}
-	zone := req.Zone
 	if zone == "" {
 		zone = "zone-a"
 	}
 	f.revision++
 	v := &cloud.Volume{
 		ID: f.newID("vol"), Name: req.Name, SizeBytes: req.SizeBytes, Zone: zone,
-		SourceSnapshotID: req.SourceSnapshotID, CreatedAt: f.now(), Revision: f.revision,
+		SourceSnapshotID: req.SourceSnapshotID, SourceVolumeID: req.SourceVolumeID, CreatedAt: f.now(), Revision: f.revision,
 	}
 	f.volumes[v.ID] = v
 	f.quotas.Volumes.Used++
