@@ -127,11 +127,20 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 			return nil, err
 		}
 	}
+	src, err := cloneSource(id, req.GetVolumeContext())
+	if err != nil {
+		return nil, err
+	}
 	unlock, err := n.lock(id)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	if src != "" {
+		if err := n.seedClone(ctx, id, src); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(staging, 0o750); err != nil {
 		return nil, internalf("create staging path %s: %v", staging, err)
 	}
