@@ -753,3 +753,18 @@ func (c *Client) SetInstanceHealth(ctx context.Context, instanceID string, h Ins
 	}
 	return &out, nil
 }
+
+// ModifyVolume calls POST /v1/volumes/{id}/modify: the volume's mutable parameters (type,
+// IOPS); what it has already is a success that changes nothing. Codes: InvalidArgument,
+// VolumeNotFound, Unauthenticated, AccessDenied, plus faults on ModifyVolume.
+func (c *Client) ModifyVolume(ctx context.Context, volumeID string, req ModifyVolumeRequest) (*Volume, error) {
+	seg, err := pathID("volume ID", volumeID)
+	if err != nil {
+		return nil, err
+	}
+	var out Volume
+	if err := c.do(ctx, http.MethodPost, "/v1/volumes/"+seg+"/modify", nil, req, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

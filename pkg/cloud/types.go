@@ -98,11 +98,15 @@ type Volume struct {
 	Zone             string `json:"zone"`
 	SourceSnapshotID string `json:"sourceSnapshotId,omitempty"`
 	// SourceVolumeID is the volume this one was cloned from, if any.
-	SourceVolumeID string    `json:"sourceVolumeId,omitempty"`
-	AttachedTo     string    `json:"attachedTo,omitempty"`
-	Device         string    `json:"device,omitempty"`
-	CreatedAt      time.Time `json:"createdAt"`
-	Revision       uint64    `json:"revision"`
+	SourceVolumeID string `json:"sourceVolumeId,omitempty"`
+	// Type is one of VolumeTypes ("standard" when empty) and IOPS its provisioned IOPS (0:
+	// the type's baseline): the mutable parameters, changed by POST /v1/volumes/{id}/modify.
+	Type       string    `json:"type,omitempty"`
+	IOPS       int       `json:"iops,omitempty"`
+	AttachedTo string    `json:"attachedTo,omitempty"`
+	Device     string    `json:"device,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
+	Revision   uint64    `json:"revision"`
 	// Health is the volume's health now: the worse of what PUT /v1/volumes/{id}/health set
 	// and any live health fault rule; "ok" when neither says otherwise. In memory, like
 	// Instance.Health: it changes no revision.
@@ -214,6 +218,7 @@ const (
 	OperationAttachVolume   Operation = "AttachVolume"
 	OperationDetachVolume   Operation = "DetachVolume"
 	OperationResizeVolume   Operation = "ResizeVolume"
+	OperationModifyVolume   Operation = "ModifyVolume"
 	OperationGetCapacity    Operation = "GetCapacity"
 	OperationGetInstance    Operation = "GetInstance"
 	OperationCreateSnapshot Operation = "CreateSnapshot"

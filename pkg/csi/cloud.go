@@ -18,6 +18,7 @@ type ControllerCloud interface {
 	AttachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error)
 	DetachVolume(ctx context.Context, volumeID, instanceID string) error
 	ResizeVolume(ctx context.Context, volumeID string, sizeBytes int64) (*cloud.Volume, error)
+	ModifyVolume(ctx context.Context, volumeID string, req cloud.ModifyVolumeRequest) (*cloud.Volume, error)
 	CreateSnapshot(ctx context.Context, req cloud.CreateSnapshotRequest) (*cloud.Snapshot, error)
 	GetSnapshot(ctx context.Context, id string) (*cloud.Snapshot, error)
 	ListSnapshots(ctx context.Context, opts cloud.ListSnapshotsOptions) (*cloud.SnapshotList, error)

@@ -186,6 +186,20 @@ func (s *ControllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 	if err := validateCreateVolumeRequest(req); err != nil {
 		return nil, err
 	}
+	mutable, err := parseMutableParameters("mutable_parameters", req.GetMutableParameters())
+	if err != nil {
+		return nil, err
+	}
+	if mutable.IOPS != nil && *mutable.IOPS != 0 && mutable.Type == nil {
+		// A new volume is standard, which takes no IOPS: refused before anything is made.
+		return nil, status.Errorf(codes.InvalidArgument, "mutable_parameters: %s needs a %s that takes it (%s or %s)",
+			MutableParameterIOPS, MutableParameterType, cloud.VolumeTypeSSD, cloud.VolumeTypeNVMe)
+	}
+	if mutable.Type != nil && mutable.IOPS != nil {
+		if err := cloud.CheckVolumeParameters(*mutable.Type, *mutable.IOPS); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "mutable_parameters: %v", err)
+		}
+	}
 	key := "create/" + req.GetName()
 	if !s.inflight.tryAcquire(key) {
 		return nil, aborted(req.GetName())
@@ -222,6 +236,14 @@ func (s *ControllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 	})
 	if err := s.ok(err); err != nil {
 		return nil, cloudStatus(opDefault, err, "create volume %s", req.GetName())
+	}
+	if mod := mutable; mod.Type != nil || mod.IOPS != nil {
+		// The cloud creates volumes standard; the VolumeAttributesClass's parameters are a
+		// modify right after, idempotent like the create (a retry applies the same values).
+		v, err = s.cloud.ModifyVolume(ctx, v.ID, mod)
+		if err := s.ok(err); err != nil {
+			return nil, cloudStatus(opDefault, err, "apply mutable_parameters to volume %s", req.GetName())
+		}
 	}
 	klog.FromContext(ctx).V(2).Info("Volume created", "volumeID", v.ID, "name", v.Name, "sizeBytes", v.SizeBytes, "zone", v.Zone)
 	return &csi.CreateVolumeResponse{Volume: csiVolume(v)}, nil
@@ -563,6 +585,29 @@ func (s *ControllerServer) ControllerExpandVolume(ctx context.Context, req *csi.
 	return &csi.ControllerExpandVolumeResponse{CapacityBytes: v.SizeBytes, NodeExpansionRequired: true}, nil
 }
 
+// ControllerModifyVolume sets a volume's mutable parameters (MODIFY_VOLUME: "type", "iops",
+// from a VolumeAttributesClass); asking for what the volume has is OK and changes nothing.
+// Unknown keys and bad values are INVALID_ARGUMENT, a missing volume NOT_FOUND. No type
+// takes more than one attach slot, so a modify never changes the node's capacity
+// (docs/design.md, "Volume types and attach slots").
+func (s *ControllerServer) ControllerModifyVolume(ctx context.Context, req *csi.ControllerModifyVolumeRequest) (*csi.ControllerModifyVolumeResponse, error) {
+	mod, err := validateControllerModifyVolumeRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	id := req.GetVolumeId()
+	if !s.inflight.tryAcquire(id) {
+		return nil, aborted(id)
+	}
+	defer s.inflight.release(id)
+	v, err := s.cloud.ModifyVolume(ctx, id, mod)
+	if err := s.ok(err); err != nil {
+		return nil, cloudStatus(opDefault, err, "modify volume %s", id)
+	}
+	klog.FromContext(ctx).V(2).Info("Volume modified", "volumeID", id, "type", v.Type, "iops", v.IOPS)
+	return &csi.ControllerModifyVolumeResponse{}, nil
+}
+
 // ControllerGetCapabilities advertises exactly the RPCs this service implements.
 func (s *ControllerServer) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
 	var caps []*csi.ControllerServiceCapability
@@ -578,6 +623,7 @@ func (s *ControllerServer) ControllerGetCapabilities(context.Context, *csi.Contr
 		csi.ControllerServiceCapability_RPC_GET_VOLUME,
 		csi.ControllerServiceCapability_RPC_GET_SNAPSHOT,
 		csi.ControllerServiceCapability_RPC_CLONE_VOLUME,
+		csi.ControllerServiceCapability_RPC_MODIFY_VOLUME,
 		csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
 	} {
 		caps = append(caps, &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{

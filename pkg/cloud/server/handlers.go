@@ -260,6 +260,23 @@ func (s *Server) resizeVolume(r *http.Request, _ caller) (*reply, error) {
 	return ok(v, v.Revision), nil
 }
 
+func (s *Server) modifyVolume(r *http.Request, _ caller) (*reply, error) {
+	id := pathVar(r, "id")
+	var req cloud.ModifyVolumeRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationModifyVolume, VolumeID: id}); err != nil {
+		return nil, err
+	}
+	v, err := s.store.ModifyVolume(id, req)
+	if err != nil {
+		return nil, err
+	}
+	s.volumeHealth(s.faults.Health(), v)
+	return ok(v, v.Revision), nil
+}
+
 func (s *Server) createSnapshot(r *http.Request, _ caller) (*reply, error) {
 	var req cloud.CreateSnapshotRequest
 	if err := decode(r, &req); err != nil {

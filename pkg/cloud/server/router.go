@@ -62,6 +62,7 @@ func (s *Server) router() *mux.Router {
 	handleBody(http.MethodPost, "/v1/volumes/{id}/attach", "attachVolume", RoleDriver, s.attachVolume)
 	handleBody(http.MethodPost, "/v1/volumes/{id}/detach", "detachVolume", RoleDriver, s.detachVolume)
 	handleBody(http.MethodPost, "/v1/volumes/{id}/resize", "resizeVolume", RoleDriver, s.resizeVolume)
+	handleBody(http.MethodPost, "/v1/volumes/{id}/modify", "modifyVolume", RoleDriver, s.modifyVolume)
 	handleBody(http.MethodPut, "/v1/volumes/{id}/health", "setVolumeHealth", RoleAdmin, s.setVolumeHealth)
 
 	handleBody(http.MethodPost, "/v1/snapshots", "createSnapshot", RoleDriver, s.createSnapshot)

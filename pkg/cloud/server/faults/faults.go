@@ -47,7 +47,7 @@ func Operations() []cloud.Operation {
 	return []cloud.Operation{
 		cloud.OperationCreateVolume, cloud.OperationDeleteVolume, cloud.OperationGetVolume,
 		cloud.OperationListVolumes, cloud.OperationAttachVolume, cloud.OperationDetachVolume,
-		cloud.OperationResizeVolume, cloud.OperationGetCapacity, cloud.OperationGetInstance,
+		cloud.OperationResizeVolume, cloud.OperationModifyVolume, cloud.OperationGetCapacity, cloud.OperationGetInstance,
 		cloud.OperationCreateSnapshot, cloud.OperationDeleteSnapshot, cloud.OperationListSnapshots,
 	}
 }

@@ -25,6 +25,8 @@ type volumeRec struct {
 	Zone               string    `json:"zone"`
 	SourceSnapshotID   string    `json:"sourceSnapshotId,omitempty"`
 	SourceVolumeID     string    `json:"sourceVolumeId,omitempty"`
+	Type               string    `json:"type,omitempty"`
+	IOPS               int       `json:"iops,omitempty"`
 	CreatedAt          time.Time `json:"createdAt"`
 	RequestedSizeBytes int64     `json:"requestedSizeBytes"`
 }
@@ -39,7 +41,7 @@ type volView struct {
 func (vv *volView) volume() *cloud.Volume {
 	v := &cloud.Volume{
 		ID: vv.rec.ID, Name: vv.rec.Name, SizeBytes: vv.rec.SizeBytes, Zone: vv.rec.Zone, SourceSnapshotID: vv.rec.SourceSnapshotID,
-		SourceVolumeID: vv.rec.SourceVolumeID, AttachedTo: vv.state.attachedTo, CreatedAt: vv.rec.CreatedAt, Revision: vv.state.revision,
+		SourceVolumeID: vv.rec.SourceVolumeID, Type: vv.rec.Type, IOPS: vv.rec.IOPS, AttachedTo: vv.state.attachedTo, CreatedAt: vv.rec.CreatedAt, Revision: vv.state.revision,
 	}
 	if v.AttachedTo != "" {
 		v.Device = DevicePrefix + v.ID
@@ -515,4 +517,58 @@ func (t *txn) checkCloneSource(req cloud.CreateVolumeRequest) error {
 		return cloud.NewError(cloud.CodeInvalidArgument, "sizeBytes %d is smaller than source volume %s (%d bytes)", req.SizeBytes, src.rec.ID, src.rec.SizeBytes)
 	}
 	return nil
+}
+
+// ModifyVolume sets a volume's mutable parameters (cloud.ModifyVolumeRequest): the fields
+// given replace the volume's, and the result must pass cloud.CheckVolumeParameters
+// (InvalidArgument, nothing changed). What the volume already has is a success without a
+// revision or an event; a change is a VolumeModified event. VolumeNotFound if absent. The
+// type never changes the slots a volume takes (one), so attachments are not looked at.
+func (s *Store) ModifyVolume(volumeID string, req cloud.ModifyVolumeRequest) (*cloud.Volume, error) {
+	var out *cloud.Volume
+	err := s.update(func(t *txn) error {
+		v, err := t.getVolume(volumeID)
+		if err != nil {
+			return err
+		}
+		typ, iops := v.rec.Type, v.rec.IOPS
+		if typ == "" {
+			typ = cloud.VolumeTypeStandard
+		}
+		if req.Type != nil {
+			typ = *req.Type
+		}
+		if req.IOPS != nil {
+			iops = *req.IOPS
+		}
+		if err := cloud.CheckVolumeParameters(typ, iops); err != nil {
+			return cloud.NewError(cloud.CodeInvalidArgument, "%v", err)
+		}
+		oldType := v.rec.Type
+		if oldType == "" {
+			oldType = cloud.VolumeTypeStandard
+		}
+		if typ == oldType && iops == v.rec.IOPS {
+			out = v.volume()
+			return nil
+		}
+		rev, err := t.bump()
+		if err != nil {
+			return err
+		}
+		old := fmt.Sprintf("type=%s iops=%d", oldType, v.rec.IOPS)
+		v.rec.Type, v.rec.IOPS, v.state.revision = typ, iops, rev
+		if err := t.putVolume(&v.rec, v.state); err != nil {
+			return err
+		}
+		if err := t.event(cloud.Event{Type: "VolumeModified", VolumeID: v.rec.ID, Detail: fmt.Sprintf("%s -> type=%s iops=%d", old, typ, iops)}); err != nil {
+			return err
+		}
+		out = v.volume()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("modify %s: %w", volumeID, err)
+	}
+	return out, nil
 }

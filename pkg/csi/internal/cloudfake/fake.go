@@ -481,6 +481,39 @@ func (f *Fake) ResizeVolume(ctx context.Context, volumeID string, sizeBytes int6
 	return &c, nil
 }
 
+// ModifyVolume sets a volume's type and IOPS as the cloud does (cloud.CheckVolumeParameters);
+// the same values change nothing.
+func (f *Fake) ModifyVolume(ctx context.Context, volumeID string, req cloud.ModifyVolumeRequest) (*cloud.Volume, error) {
+	if err := f.begin(ctx, cloud.OperationModifyVolume); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.volumes[volumeID]
+	if !ok {
+		return nil, cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", volumeID)
+	}
+	typ, iops := v.Type, v.IOPS
+	if typ == "" {
+		typ = cloud.VolumeTypeStandard
+	}
+	if req.Type != nil {
+		typ = *req.Type
+	}
+	if req.IOPS != nil {
+		iops = *req.IOPS
+	}
+	if err := cloud.CheckVolumeParameters(typ, iops); err != nil {
+		return nil, cloud.NewError(cloud.CodeInvalidArgument, "%v", err)
+	}
+	if typ != v.Type || iops != v.IOPS {
+		f.revision++
+		v.Type, v.IOPS, v.Revision = typ, iops, f.revision
+	}
+	c := *v
+	return &c, nil
+}
+
 // CreateSnapshot snapshots a volume, idempotent by name (same source: the existing snapshot;
 // other source: AlreadyExists). A missing source is VolumeNotFound.
 func (f *Fake) CreateSnapshot(ctx context.Context, req cloud.CreateSnapshotRequest) (*cloud.Snapshot, error) {
