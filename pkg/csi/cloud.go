@@ -27,9 +27,11 @@ type ControllerCloud interface {
 }
 
 // NodeCloud is what the node service needs from the fake cloud: its own instance, for the
-// zone it reports as topology. *cloud.Client implements it.
+// zone it reports as topology, and volumes, for their health. *cloud.Client implements it.
 type NodeCloud interface {
 	GetInstance(ctx context.Context, id string) (*cloud.Instance, error)
+	// GetVolume is the cloud's view of a volume's health, for NodeGetVolumeHealth.
+	GetVolume(ctx context.Context, id string) (*cloud.Volume, error)
 }
 
 // Cloud is everything a driver process asks of the fake cloud: the controller's and the node's

@@ -47,7 +47,8 @@ type NodeConfig struct {
 	// clean paths strictly inside it (checkNodePath). Empty: DefaultKubeletRoot.
 	KubeletRoot string
 	// Cloud is used once (until it succeeds) to learn the instance's zone, or to check the
-	// zone persisted in the state dir (see Topology). Ignored when Topology is set.
+	// zone persisted in the state dir (see Topology; not for that when Topology is set), and
+	// by NodeGetVolumeHealth for the cloud's volume health. Required.
 	Cloud NodeCloud
 	// Mounter makes the bind mounts.
 	Mounter mount.Mounter
@@ -414,6 +415,7 @@ func (n *NodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabiliti
 		csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME,
 		csi.NodeServiceCapability_RPC_GET_VOLUME_STATS,
 		csi.NodeServiceCapability_RPC_EXPAND_VOLUME,
+		csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH,
 		csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
 	} {
 		caps = append(caps, &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{

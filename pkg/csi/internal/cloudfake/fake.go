@@ -149,6 +149,18 @@ func (f *Fake) Volumes() []cloud.Volume {
 	return out
 }
 
+// SetVolumeHealth sets a volume's health and message, as PUT /v1/volumes/{id}/health does;
+// false when there is no such volume.
+func (f *Fake) SetVolumeHealth(id string, h cloud.VolumeHealth, message string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.volumes[id]
+	if ok {
+		v.Health, v.HealthMessage = h, message
+	}
+	return ok
+}
+
 // AddVolume stores a volume as given (ID and Name required), for tests that need one without
 // going through CreateVolume; an AttachedTo instance must exist.
 func (f *Fake) AddVolume(v cloud.Volume) {
