@@ -125,3 +125,66 @@ func (n *NodeServer) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVo
 	}
 	return &csi.NodeGetVolumeHealthResponse{VolumeHealth: &csi.VolumeHealth{VolumeId: id, HealthStatuses: entries}}, nil
 }
+
+// Reasons of the storage health entries (CSI StorageBackendHealth.reason).
+const (
+	StorageReasonInstanceImpaired = "InstanceImpaired"
+	StorageReasonInstanceStopped  = "InstanceStopped"
+	StorageReasonDataDirUnusable  = "DataDirUnusable"
+)
+
+// volumesRoot is the folder every volume's backing data lives in on this node.
+func (n *NodeServer) volumesRoot() string {
+	if n.cfg.DataDir != "" {
+		return n.cfg.DataDir
+	}
+	return filepath.Dir(n.dir.VolumeDir("probe"))
+}
+
+// NodeGetStorageHealth reports this node's storage backend (GET_STORAGE_HEALTH): the cloud's
+// health of its instance (impaired: STORAGE_DEGRADED, no new attaches; stopped:
+// STORAGE_UNREACHABLE) and whether the volumes' data folder takes a file (created and removed
+// again; STORAGE_UNREACHABLE, DataDirUnusable, when not). No entry: healthy. Errors: the
+// cloud's, mapped as for the controller (the instance's health is then unknown).
+func (n *NodeServer) NodeGetStorageHealth(ctx context.Context, _ *csi.NodeGetStorageHealthRequest) (*csi.NodeGetStorageHealthResponse, error) {
+	inst, err := n.cfg.Cloud.GetInstance(ctx, n.cfg.NodeID)
+	if err != nil {
+		return nil, cloudStatus(opDefault, err, "get instance %s", n.cfg.NodeID)
+	}
+	resp := &csi.NodeGetStorageHealthResponse{}
+	add := func(st csi.StorageHealthErrorType, reason, msg string) {
+		resp.BackendHealth = append(resp.BackendHealth, &csi.NodeGetStorageHealthResponse_StorageBackendHealth{Status: st, Reason: reason, Message: msg})
+	}
+	msg := "cloud instance health " + string(inst.Health)
+	if inst.HealthMessage != "" {
+		msg += ": " + inst.HealthMessage
+	}
+	switch inst.Health {
+	case cloud.InstanceHealthImpaired:
+		add(csi.StorageHealthErrorType_STORAGE_DEGRADED, StorageReasonInstanceImpaired, msg+"; attaches wait until it returns")
+	case cloud.InstanceHealthStopped:
+		add(csi.StorageHealthErrorType_STORAGE_UNREACHABLE, StorageReasonInstanceStopped, msg)
+	}
+	root := n.volumesRoot()
+	if err := probeDir(root); err != nil {
+		add(csi.StorageHealthErrorType_STORAGE_UNREACHABLE, StorageReasonDataDirUnusable, "the volumes' data folder "+root+" takes no file: "+err.Error())
+	}
+	return resp, nil
+}
+
+// probeDir creates dir if missing and a file in it, and removes the file again.
+func probeDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".health-probe-*")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	if err := f.Close(); err != nil {
+		_ = os.Remove(name)
+		return err
+	}
+	return os.Remove(name)
+}

@@ -100,3 +100,50 @@ func TestNodeVolumeHealth(t *testing.T) {
 	_, err = get("a/b")
 	wantCode(t, err, codes.InvalidArgument)
 }
+
+// TestNodeStorageHealth: no entry while the instance is ok and the data folder takes files;
+// an impaired instance is STORAGE_DEGRADED, a stopped one STORAGE_UNREACHABLE; a data folder
+// that takes no file is STORAGE_UNREACHABLE; a cloud outage is UNAVAILABLE.
+func TestNodeStorageHealth(t *testing.T) {
+	ctx := context.Background()
+	e := newNode(t, mount.NewFake(), nil)
+	get := func() []csi.StorageHealthErrorType {
+		t.Helper()
+		resp, err := e.srv.NodeGetStorageHealth(ctx, &csi.NodeGetStorageHealthRequest{})
+		wantCode(t, err, codes.OK)
+		var out []csi.StorageHealthErrorType
+		for _, b := range resp.GetBackendHealth() {
+			out = append(out, b.GetStatus())
+		}
+		return out
+	}
+	if st := get(); len(st) != 0 {
+		t.Errorf("healthy node reports %v", st)
+	}
+	e.fake.SetInstanceHealth("i-1", cloud.InstanceHealthImpaired, "maintenance")
+	if st := get(); len(st) != 1 || st[0] != csi.StorageHealthErrorType_STORAGE_DEGRADED {
+		t.Errorf("impaired instance reports %v, want STORAGE_DEGRADED", st)
+	}
+	e.fake.SetInstanceHealth("i-1", cloud.InstanceHealthStopped, "")
+	if st := get(); len(st) != 1 || st[0] != csi.StorageHealthErrorType_STORAGE_UNREACHABLE {
+		t.Errorf("stopped instance reports %v, want STORAGE_UNREACHABLE", st)
+	}
+	e.fake.SetInstanceHealth("i-1", cloud.InstanceHealthOK, "")
+	// The data folder's place taken by a file: nothing can be created in it.
+	root := e.srv.volumesRoot()
+	if err := os.MkdirAll(filepath.Dir(root), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(root); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(root, nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if st := get(); len(st) != 1 || st[0] != csi.StorageHealthErrorType_STORAGE_UNREACHABLE {
+		t.Errorf("unusable data folder reports %v, want STORAGE_UNREACHABLE", st)
+	}
+	e.fake.FailNext(cloud.OperationGetInstance, cloud.NewError(cloud.CodeUnavailable, "down"))
+	_, err := e.srv.NodeGetStorageHealth(ctx, &csi.NodeGetStorageHealthRequest{})
+	wantCode(t, err, codes.Unavailable)
+}

@@ -149,6 +149,19 @@ func (f *Fake) Volumes() []cloud.Volume {
 	return out
 }
 
+// SetInstanceHealth sets an instance's health and message, as PUT /v1/instances/{id}/health
+// does (it does not refuse attaches: the real cloud's refusal is tested there); false when
+// there is no such instance.
+func (f *Fake) SetInstanceHealth(id string, h cloud.InstanceHealth, message string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	in, ok := f.instances[id]
+	if ok {
+		in.Health, in.HealthMessage = h, message
+	}
+	return ok
+}
+
 // SetVolumeHealth sets a volume's health and message, as PUT /v1/volumes/{id}/health does;
 // false when there is no such volume.
 func (f *Fake) SetVolumeHealth(id string, h cloud.VolumeHealth, message string) bool {
