@@ -50,6 +50,8 @@ if [[ $(id -u) -ne 0 ]]; then
   echo "sanity: not root, so the Node Service specs (they bind-mount and attach loop devices) are skipped"
   skip=(--ginkgo.skip="Node Service")
 fi
+# A VolumeAttributesClass's parameters for the MODIFY_VOLUME specs, as deploy/kind's "fast" class.
+printf 'type: ssd\niops: "3000"\n' >"$work/mutable.yaml"
 for access in mount block; do
   echo "== csi-sanity with $access volumes"
   go tool -modfile=tools/go.mod csi-sanity \
@@ -57,5 +59,6 @@ for access in mount block; do
     --csi.mountdir="$work/kubelet/target-$access" --csi.stagingdir="$work/kubelet/staging-$access" \
     --csi.testvolumeaccesstype="$access" \
     --csi.testnodevolumeattachlimit \
+    --csi.testvolumemutableparameters="$work/mutable.yaml" \
     --ginkgo.no-color "${skip[@]}"
 done

@@ -91,6 +91,11 @@ func (o *options) params() (params, error) {
 
 var reporterNames = []string{"static", "naive", "policy", "oracle (reference)"}
 
+// reporterHealthBlind is the policy with the instance health stripped from its readings: it
+// holds its value for an impaired node, the alternative to the floor it takes
+// (docs/policy.md, "Impaired instances"). Run on the health traces only.
+const reporterHealthBlind = "policy, health ignored"
+
 func newReporter(name string, p params, w *world) (reporter, error) {
 	switch name {
 	case "static":
@@ -103,6 +108,8 @@ func newReporter(name string, p params, w *world) (reporter, error) {
 		return &naiveReporter{w: w, share: p.Capacity.QuotaShare, last: make([]int64, p.Nodes)}, nil
 	case "policy":
 		return newPolicyReporter(p, w)
+	case reporterHealthBlind:
+		return newPolicyReporterSeeing(p, w, true)
 	default:
 		return &oracleReporter{w: w, share: p.Capacity.QuotaShare}, nil
 	}
@@ -114,7 +121,7 @@ func compare(ctx context.Context, p params) (map[string]map[string]result, error
 	for i, sc := range scenarios(p.Nodes) {
 		wl := newWorkload(p, sc, i)
 		out[sc.name] = map[string]result{}
-		for _, name := range reporterNames {
+		for _, name := range sc.reporters() {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
@@ -176,7 +183,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if sc.extra != extra {
 				continue
 			}
-			for _, name := range reporterNames {
+			for _, name := range sc.reporters() {
 				r := res[sc.name][name]
 				if !extra {
 					total[name].add(r)

@@ -120,3 +120,33 @@ func TestLiveFloorFollowsDetachesDuringAnOutage(t *testing.T) {
 		t.Errorf("pods started: live floor %d, last-reading floor %d; the same workload must finish", live.Started, last.Started)
 	}
 }
+
+// TestImpairedNodesGetNoNewPods replays the impaired trace: the policy's floor for an
+// impaired node keeps new pods off it, so far fewer pods wait on refused attaches than when
+// the policy holds its value (health ignored), the total waiting stays near the oracle's, no
+// pod is rejected, and every reporter starts the same pods.
+func TestImpairedNodesGetNoNewPods(t *testing.T) {
+	p := defaultParams()
+	p.Nodes = 4
+	p.ArrivalPS /= 2
+	a, err := compare(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := a["impaired"]
+	policy, blind, oracle := r["policy"], r[reporterHealthBlind], r["oracle (reference)"]
+	if policy.StuckPodMin*5 > blind.StuckPodMin {
+		t.Errorf("stuck pod-min: policy %.0f, health ignored %.0f; want at most a fifth", policy.StuckPodMin, blind.StuckPodMin)
+	}
+	if wait, ref := policy.StuckPodMin+policy.PendingPodMin, oracle.StuckPodMin+oracle.PendingPodMin; wait > 1.2*ref {
+		t.Errorf("waiting pod-min: policy %.0f, oracle %.0f; want at most 1.2×", wait, ref)
+	}
+	for name, res := range r {
+		if res.Rejected != 0 {
+			t.Errorf("%s: %d pods rejected; an impaired node's refusals are retryable", name, res.Rejected)
+		}
+		if res.Started != oracle.Started {
+			t.Errorf("%s: %d pods started, oracle %d", name, res.Started, oracle.Started)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,6 +57,9 @@ type world struct {
 	// from flaky; 0: lookups fail only while lookupDown.
 	lookupFailP float64
 	flaky       *rand.Rand
+	// impaired nodes take no attaches (InstanceImpaired: retryable, so the kubelet rejects
+	// no pod for it) and their readings say so.
+	impaired []bool
 }
 
 // lookupFails says whether the capacity lookup being made now fails.
@@ -69,6 +73,7 @@ func newWorld(p params) *world {
 		w.limit = append(w.limit, p.Limit)
 		w.oob = append(w.oob, p.OutOfBand)
 		w.attached = append(w.attached, 0)
+		w.impaired = append(w.impaired, false)
 	}
 	return w
 }
@@ -85,18 +90,29 @@ func (w *world) capacity(i int) cloud.Capacity {
 	return cloud.Capacity{
 		InstanceID: fmt.Sprintf("node-%d", i), AttachLimit: w.limit[i], OutOfBandSlots: w.oob[i],
 		Attached: w.attached[i], QuotaHeadroom: max(0, w.quota-w.used()), Instances: len(w.limit),
-		Revision: w.rev,
+		Revision: w.rev, Health: health(w.impaired[i]),
 	}
 }
 
-// attach is the cloud's atomic check: the node's slots and the account quota.
-func (w *world) attach(i int) bool {
+func health(impaired bool) cloud.InstanceHealth {
+	if impaired {
+		return cloud.InstanceHealthImpaired
+	}
+	return cloud.InstanceHealthOK
+}
+
+// attach is the cloud's atomic check: the node's health, its slots and the account quota.
+// unhealthy says the refusal was the node's health (retryable), not capacity.
+func (w *world) attach(i int) (ok, unhealthy bool) {
+	if w.impaired[i] {
+		return false, true
+	}
 	if w.attached[i] >= w.limit[i]-w.oob[i] || w.used() >= w.quota {
-		return false
+		return false, false
 	}
 	w.attached[i]++
 	w.rev++
-	return true
+	return true, false
 }
 
 func (w *world) detach(i int) { w.attached[i]--; w.rev++ }
@@ -115,6 +131,17 @@ type scenario struct {
 	// extra traces are left out of the **all** rows and the goals, which were set on the
 	// others: a variant of another trace would only dilute them.
 	extra bool
+	// health traces also run the policy with the instance health stripped from its
+	// readings (reporterHealthBlind): the alternative of holding the value.
+	health bool
+}
+
+// reporters are the reporters the trace runs.
+func (sc scenario) reporters() []string {
+	if sc.health {
+		return append(slices.Clone(reporterNames), reporterHealthBlind)
+	}
+	return reporterNames
 }
 
 type event struct {
@@ -128,6 +155,15 @@ func setLimit(nodes []int, limit int) func(*world) {
 			w.limit[n] = limit
 		}
 		w.rev++
+	}
+}
+
+func setImpaired(nodes []int, impaired bool) func(*world) {
+	return func(w *world) {
+		for _, n := range nodes {
+			w.impaired[n] = impaired
+		}
+		// Health changes no revision in the fake cloud.
 	}
 }
 
@@ -171,6 +207,10 @@ func scenarios(nodes int) []scenario {
 		{name: "flaky", about: "the step trace with 30% of capacity lookups failing throughout (each independently)",
 			lookupFailP: 0.3, extra: true,
 			events: []event{{1200, setLimit(half, 8)}, {3000, setLimit(half, 16)}, {4200, addOOB(quarter, 6)}, {6000, addOOB(quarter, -6)}}},
+		{name: "impaired", about: "a quarter of the nodes impaired (attaches refused, retryable) 20m–40m, then again 60m–62m",
+			extra: true, health: true,
+			events: []event{{1200, setImpaired(quarter, true)}, {2400, setImpaired(quarter, false)},
+				{3600, setImpaired(quarter, true)}, {3720, setImpaired(quarter, false)}}},
 	}
 }
 
@@ -254,13 +294,18 @@ func (r *naiveReporter) value(n int) int64 {
 }
 func (r *naiveReporter) step() {}
 
-// oracleReporter sees the truth even during an outage: the reference for "needed" waiting.
+// oracleReporter sees the truth even during an outage, health included: the reference for
+// "needed" waiting.
 type oracleReporter struct {
 	w     *world
 	share capacity.QuotaShare
 }
 
 func (r *oracleReporter) value(n int) int64 {
+	if r.w.impaired[n] {
+		// An impaired node takes nothing more; what it holds stays.
+		return capacity.Reportable(int64(r.w.attached[n]))
+	}
 	return capacity.Reportable(capacity.Raw(r.w.capacity(n), r.share))
 }
 func (r *oracleReporter) step() {}
@@ -278,6 +323,8 @@ type policyReporter struct {
 type simSource struct {
 	w *world
 	n int
+	// healthBlind strips the health from every reading.
+	healthBlind bool
 }
 
 func (s simSource) GetCapacity(_ context.Context, _ string) (*cloud.Capacity, error) {
@@ -285,10 +332,19 @@ func (s simSource) GetCapacity(_ context.Context, _ string) (*cloud.Capacity, er
 		return nil, cloud.NewError(cloud.CodeUnavailable, "outage")
 	}
 	c := s.w.capacity(s.n)
+	if s.healthBlind {
+		c.Health = ""
+	}
 	return &c, nil
 }
 
 func newPolicyReporter(p params, w *world) (*policyReporter, error) {
+	return newPolicyReporterSeeing(p, w, false)
+}
+
+// newPolicyReporterSeeing is newPolicyReporter whose readings carry no health when
+// healthBlind.
+func newPolicyReporterSeeing(p params, w *world, healthBlind bool) (*policyReporter, error) {
 	pr := &policyReporter{clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), refresh: p.Refresh,
 		ctx: klog.NewContext(context.Background(), klog.Logger{})}
 	for n := range p.Nodes {
@@ -298,7 +354,7 @@ func newPolicyReporter(p params, w *world) (*policyReporter, error) {
 			// exactly while its pod runs, which is while the cloud has it attached.
 			here = func() (int, error) { return w.attached[n], nil }
 		}
-		r, err := capacity.NewReporter(p.Capacity, simSource{w, n}, fmt.Sprintf("node-%d", n), here, pr.clk, prometheus.NewRegistry())
+		r, err := capacity.NewReporter(p.Capacity, simSource{w: w, n: n, healthBlind: healthBlind}, fmt.Sprintf("node-%d", n), here, pr.clk, prometheus.NewRegistry())
 		if err != nil {
 			return nil, err
 		}
@@ -327,7 +383,7 @@ type result struct {
 	Rejected       int     // pods the kubelet failed after RejectWait (VolumeAttachmentLimitExceeded)
 	Writes         int     // CSINode allocatable.count changes after registration
 	PendingPodMin  float64 // pod-minutes Pending (no node with a free count)
-	StuckPodMin    float64 // pod-minutes on a node waiting for a refused attach
+	StuckPodMin    float64 // pod-minutes on a node waiting for a refused attach (capacity or health)
 	Started        int
 }
 
@@ -356,7 +412,10 @@ type pod struct {
 	placedAt int
 	nextTry  int
 	failed   bool
-	endAt    int
+	// waiting: the last attach was refused for the node's health; the attacher retries,
+	// the kubelet rejects nothing for it.
+	waiting bool
+	endAt   int
 }
 
 // simulate replays one scenario against one reporter, second by second: the cloud changes,
@@ -436,11 +495,17 @@ func simulate(p params, sc scenario, wl workload, w *world, rep reporter) result
 			if pd.state != attaching || pd.nextTry > t {
 				continue
 			}
-			if w.attach(pd.node) {
-				pd.state, pd.endAt = running, t+pd.life
+			ok, unhealthy := w.attach(pd.node)
+			if ok {
+				pd.state, pd.endAt, pd.waiting = running, t+pd.life, false
 				res.Started++
 				continue
 			}
+			if unhealthy {
+				pd.waiting, pd.nextTry = true, t+p.RetryEvery
+				continue
+			}
+			pd.waiting = false
 			if !pd.failed {
 				pd.failed = true
 				res.AttachFailures++
@@ -466,7 +531,7 @@ func simulate(p params, sc scenario, wl workload, w *world, rep reporter) result
 			pods = live
 		}
 		for _, pd := range pods {
-			if pd.state == attaching && pd.failed {
+			if pd.state == attaching && (pd.failed || pd.waiting) {
 				res.StuckPodMin += 1.0 / 60
 			}
 		}

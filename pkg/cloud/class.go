@@ -43,6 +43,10 @@ const (
 	// apart from ClassObjectNotFound because for the node plugin it is its own identity
 	// that is missing.
 	ClassInstanceNotFound Class = "instanceNotFound"
+	// ClassInstanceHealth: the instance is impaired or stopped and takes no attaches now
+	// (InstanceImpaired, InstanceStopped). Retryable, and never capacity: the instance is
+	// not full, and its health returns without the caller changing anything.
+	ClassInstanceHealth Class = "instanceHealth"
 	// ClassNoRoute: the cloud has no such route (NotFound): a client and server of
 	// different API versions.
 	ClassNoRoute Class = "noRoute"

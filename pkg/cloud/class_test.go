@@ -95,6 +95,8 @@ func TestErrorTable(t *testing.T) {
 		CodeVolumeNotFound:          {404, false, ClassObjectNotFound},
 		CodeSnapshotNotFound:        {404, false, ClassObjectNotFound},
 		CodeInstanceNotFound:        {404, false, ClassInstanceNotFound},
+		CodeInstanceImpaired:        {409, true, ClassInstanceHealth},
+		CodeInstanceStopped:         {409, true, ClassInstanceHealth},
 		CodeNotFound:                {404, false, ClassNoRoute},
 		CodeAlreadyExists:           {409, false, ClassAlreadyExists},
 		CodeInvalidArgument:         {400, false, ClassInvalid},

@@ -730,3 +730,50 @@ func (c *Client) ListEventsPage(ctx context.Context, eq EventQuery) (*EventList,
 func (c *Client) Reset(ctx context.Context) error {
 	return c.do(ctx, http.MethodPost, "/v1/reset", nil, nil, nil, nil)
 }
+
+// SetVolumeHealth calls PUT /v1/volumes/{id}/health (admin): the volume reads with health h
+// and message until set again or the cloud is reset; VolumeHealthOK clears it. Codes:
+// InvalidArgument (no such health, message over MaxHealthMessageBytes), VolumeNotFound,
+// ServerLimitExceeded, Unauthenticated, AccessDenied.
+func (c *Client) SetVolumeHealth(ctx context.Context, volumeID string, h VolumeHealth, message string) (*Volume, error) {
+	seg, err := pathID("volume ID", volumeID)
+	if err != nil {
+		return nil, err
+	}
+	var out Volume
+	if err := c.do(ctx, http.MethodPut, "/v1/volumes/"+seg+"/health", nil, HealthRequest{Health: string(h), Message: message}, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SetInstanceHealth calls PUT /v1/instances/{id}/health (admin), as SetVolumeHealth for an
+// instance; an impaired or stopped instance refuses attaches with InstanceImpaired or
+// InstanceStopped (409, retryable). Codes: InvalidArgument, InstanceNotFound,
+// ServerLimitExceeded, Unauthenticated, AccessDenied.
+func (c *Client) SetInstanceHealth(ctx context.Context, instanceID string, h InstanceHealth, message string) (*Instance, error) {
+	seg, err := pathID("instance ID", instanceID)
+	if err != nil {
+		return nil, err
+	}
+	var out Instance
+	if err := c.do(ctx, http.MethodPut, "/v1/instances/"+seg+"/health", nil, HealthRequest{Health: string(h), Message: message}, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ModifyVolume calls POST /v1/volumes/{id}/modify: the volume's mutable parameters (type,
+// IOPS); what it has already is a success that changes nothing. Codes: InvalidArgument,
+// VolumeNotFound, Unauthenticated, AccessDenied, plus faults on ModifyVolume.
+func (c *Client) ModifyVolume(ctx context.Context, volumeID string, req ModifyVolumeRequest) (*Volume, error) {
+	seg, err := pathID("volume ID", volumeID)
+	if err != nil {
+		return nil, err
+	}
+	var out Volume
+	if err := c.do(ctx, http.MethodPost, "/v1/volumes/"+seg+"/modify", nil, req, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

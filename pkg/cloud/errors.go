@@ -24,6 +24,8 @@ const (
 	CodeVolumeInUse             Code = "VolumeInUse"             // 409: attached elsewhere, or delete while attached
 	CodeVolumeNotFound          Code = "VolumeNotFound"          // 404
 	CodeInstanceNotFound        Code = "InstanceNotFound"        // 404
+	CodeInstanceImpaired        Code = "InstanceImpaired"        // 409, retryable: the instance's health is impaired; it takes no attaches
+	CodeInstanceStopped         Code = "InstanceStopped"         // 409, retryable: the instance is stopped; it takes no attaches
 	CodeSnapshotNotFound        Code = "SnapshotNotFound"        // 404
 	CodeFaultNotFound           Code = "FaultNotFound"           // 404
 	CodeServerLimitExceeded     Code = "ServerLimitExceeded"     // 409: a count bound of the server (fault rules, instances) is reached
@@ -65,6 +67,8 @@ var errorTable = map[Code]codeRow{
 	CodeVolumeNotFound:          {http.StatusNotFound, false, ClassObjectNotFound},
 	CodeSnapshotNotFound:        {http.StatusNotFound, false, ClassObjectNotFound},
 	CodeInstanceNotFound:        {http.StatusNotFound, false, ClassInstanceNotFound},
+	CodeInstanceImpaired:        {http.StatusConflict, true, ClassInstanceHealth},
+	CodeInstanceStopped:         {http.StatusConflict, true, ClassInstanceHealth},
 	CodeNotFound:                {http.StatusNotFound, false, ClassNoRoute},
 	CodeAlreadyExists:           {http.StatusConflict, false, ClassAlreadyExists},
 	CodeInvalidArgument:         {http.StatusBadRequest, false, ClassInvalid},
@@ -179,6 +183,8 @@ var (
 	ErrVolumeInUse             = &Error{Code: CodeVolumeInUse}
 	ErrVolumeNotFound          = &Error{Code: CodeVolumeNotFound}
 	ErrInstanceNotFound        = &Error{Code: CodeInstanceNotFound}
+	ErrInstanceImpaired        = &Error{Code: CodeInstanceImpaired}
+	ErrInstanceStopped         = &Error{Code: CodeInstanceStopped}
 	ErrSnapshotNotFound        = &Error{Code: CodeSnapshotNotFound}
 	ErrFaultNotFound           = &Error{Code: CodeFaultNotFound}
 	ErrServerLimitExceeded     = &Error{Code: CodeServerLimitExceeded}

@@ -61,6 +61,13 @@ type Instance struct {
 	CreatedAt   time.Time `json:"createdAt"`
 	// Revision is the global revision of the instance's last change.
 	Revision uint64 `json:"revision"`
+	// Health is the instance's health now: the worse of what PUT /v1/instances/{id}/health
+	// set and any live health fault rule; "ok" when neither says otherwise. Not part of the
+	// revisioned state: health is test configuration held in the server's memory, as fault
+	// rules are, so it changes no revision.
+	Health InstanceHealth `json:"health,omitempty"`
+	// HealthMessage says why Health is not ok; empty when it is.
+	HealthMessage string `json:"healthMessage,omitempty"`
 }
 
 // CreateInstanceRequest is the body of POST /v1/instances. Creating an existing ID with the
@@ -113,6 +120,10 @@ type Capacity struct {
 	Instances int `json:"instances"`
 	// Revision is the global revision this reading was taken at.
 	Revision uint64 `json:"revision"`
+	// Health is the instance's health (Instance.Health) when the reading was taken: an
+	// impaired or stopped instance takes no attaches whatever its free slots, and the
+	// driver's capacity policy reads it (docs/design.md, "Capacity model").
+	Health InstanceHealth `json:"health,omitempty"`
 	// Epoch names the cloud's store: it is fixed when a data dir is first created and changes
 	// only when the store starts empty again, where revisions restart. Revisions are
 	// comparable only within one epoch.
@@ -128,8 +139,14 @@ type Volume struct {
 	SizeBytes        int64  `json:"sizeBytes"`
 	Zone             string `json:"zone"`
 	SourceSnapshotID string `json:"sourceSnapshotId,omitempty"`
-	AttachedTo       string `json:"attachedTo,omitempty"`
-	Device           string `json:"device,omitempty"`
+	// SourceVolumeID is the volume this one was cloned from, if any.
+	SourceVolumeID string `json:"sourceVolumeId,omitempty"`
+	// Type is one of VolumeTypes ("standard" when empty) and IOPS its provisioned IOPS (0:
+	// the type's baseline): the mutable parameters, changed by POST /v1/volumes/{id}/modify.
+	Type       string `json:"type,omitempty"`
+	IOPS       int    `json:"iops,omitempty"`
+	AttachedTo string `json:"attachedTo,omitempty"`
+	Device     string `json:"device,omitempty"`
 	// State is the attach state; StateSince is when the volume entered it (absent for a
 	// volume that never changed state since this was recorded).
 	State      AttachState `json:"state"`
@@ -139,6 +156,12 @@ type Volume struct {
 	ErrorMessage string    `json:"errorMessage,omitempty"`
 	CreatedAt    time.Time `json:"createdAt"`
 	Revision     uint64    `json:"revision"`
+	// Health is the volume's health now: the worse of what PUT /v1/volumes/{id}/health set
+	// and any live health fault rule; "ok" when neither says otherwise. In memory, like
+	// Instance.Health: it changes no revision.
+	Health VolumeHealth `json:"health,omitempty"`
+	// HealthMessage says why Health is not ok; empty when it is.
+	HealthMessage string `json:"healthMessage,omitempty"`
 }
 
 // CreateVolumeRequest is the body of POST /v1/volumes. Name is the idempotency key: the same
@@ -147,12 +170,15 @@ type Volume struct {
 // control characters U+0000-U+0008, U+000B, U+000C, U+000E-U+001F, U+007F-U+009F. Zone must
 // be known: the zone of an instance, or the server's default zone (which an empty Zone
 // means); else InvalidArgument. SizeBytes is in bytes, > 0; the account's bytes quota is
-// CapacityQuotaExceeded.
+// CapacityQuotaExceeded. SourceSnapshotID and SourceVolumeID (a clone) are exclusive; a
+// clone is in its source's zone (an empty Zone means it) and at least its size, else
+// InvalidArgument; a missing source is SnapshotNotFound or VolumeNotFound.
 type CreateVolumeRequest struct {
 	Name             string `json:"name"`
 	SizeBytes        int64  `json:"sizeBytes"`
 	Zone             string `json:"zone"`
 	SourceSnapshotID string `json:"sourceSnapshotId,omitempty"`
+	SourceVolumeID   string `json:"sourceVolumeId,omitempty"`
 }
 
 // VolumeList is one page of GET /v1/volumes. NextPageToken is empty on the last page.
@@ -252,6 +278,7 @@ const (
 	OperationAttachVolume   Operation = "AttachVolume"
 	OperationDetachVolume   Operation = "DetachVolume"
 	OperationResizeVolume   Operation = "ResizeVolume"
+	OperationModifyVolume   Operation = "ModifyVolume"
 	OperationGetCapacity    Operation = "GetCapacity"
 	OperationGetInstance    Operation = "GetInstance"
 	OperationCreateSnapshot Operation = "CreateSnapshot"
@@ -302,6 +329,12 @@ type FaultRule struct {
 	// DurationMS is the transition's duration for TransitionSlow (required, > 0) and
 	// TransitionFail, in milliseconds, at most MaxTransitionMS.
 	DurationMS int `json:"durationMs,omitempty"`
+	// Health makes the rule a health rule: while it lives (TTLSeconds), the one instance
+	// (InstanceID, an InstanceHealth) or volume (VolumeID, a VolumeHealth) it names reads
+	// with this health, unless something worse is set. A health rule fires on no call: it
+	// takes no Error, LatencyMS, Probability, AfterCount or Count, and its Operation is "*"
+	// (an empty one is filled in).
+	Health string `json:"health,omitempty"`
 	// Fired is how often the rule has fired (read only).
 	Fired     int        `json:"fired"`
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`

@@ -18,6 +18,7 @@ type ControllerCloud interface {
 	AttachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error)
 	DetachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error)
 	ResizeVolume(ctx context.Context, volumeID string, sizeBytes int64) (*cloud.Volume, error)
+	ModifyVolume(ctx context.Context, volumeID string, req cloud.ModifyVolumeRequest) (*cloud.Volume, error)
 	CreateSnapshot(ctx context.Context, req cloud.CreateSnapshotRequest) (*cloud.Snapshot, error)
 	GetSnapshot(ctx context.Context, id string) (*cloud.Snapshot, error)
 	ListSnapshots(ctx context.Context, opts cloud.ListSnapshotsOptions) (*cloud.SnapshotList, error)
@@ -26,9 +27,11 @@ type ControllerCloud interface {
 }
 
 // NodeCloud is what the node service needs from the fake cloud: its own instance, for the
-// zone it reports as topology. *cloud.Client implements it.
+// zone it reports as topology, and volumes, for their health. *cloud.Client implements it.
 type NodeCloud interface {
 	GetInstance(ctx context.Context, id string) (*cloud.Instance, error)
+	// GetVolume is the cloud's view of a volume's health, for NodeGetVolumeHealth.
+	GetVolume(ctx context.Context, id string) (*cloud.Volume, error)
 }
 
 // Cloud is everything a driver process asks of the fake cloud: the controller's and the node's

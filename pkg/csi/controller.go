@@ -28,6 +28,9 @@ const (
 	// VolumeContextSizeBytes is the volume_context key holding the size, in bytes, the volume
 	// was created with; the node sizes a block volume's backing file from it.
 	VolumeContextSizeBytes = "sizeBytes"
+	// VolumeContextSourceVolume is the volume_context key of a clone (CLONE_VOLUME): the ID
+	// of its source volume, whose backing data the node copies when it first stages the clone.
+	VolumeContextSourceVolume = "sourceVolumeId"
 
 	// GiB is a gibibyte; volume sizes are whole GiB.
 	GiB int64 = 1 << 30
@@ -123,6 +126,20 @@ func zoneFor(req *csi.TopologyRequirement) string {
 	return ""
 }
 
+// topologyAllows reports whether a volume in zone meets req: no requisite topology, or one
+// with that zone (or without a zone segment).
+func topologyAllows(req *csi.TopologyRequirement, zone string) bool {
+	if len(req.GetRequisite()) == 0 {
+		return true
+	}
+	for _, t := range req.GetRequisite() {
+		if z, ok := t.GetSegments()[TopologyZoneKey]; !ok || z == zone {
+			return true
+		}
+	}
+	return false
+}
+
 func topologyOf(zone string) []*csi.Topology {
 	if zone == "" {
 		return nil
@@ -142,6 +159,12 @@ func csiVolume(v *cloud.Volume) *csi.Volume {
 			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: v.SourceSnapshotID},
 		}}
 	}
+	if v.SourceVolumeID != "" {
+		out.ContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
+			Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: v.SourceVolumeID},
+		}}
+		out.VolumeContext[VolumeContextSourceVolume] = v.SourceVolumeID
+	}
 	return out
 }
 
@@ -156,11 +179,26 @@ func publishedNodes(v *cloud.Volume) []string {
 // the same name and parameters return the same volume, other parameters ALREADY_EXISTS. The
 // size is capacity_range rounded up to whole GiB (OUT_OF_RANGE when the range cannot be met);
 // the zone comes from accessibility_requirements (preferred first, then requisite). A missing
-// source snapshot is NOT_FOUND; only the cloud's volume and capacity quotas are
-// RESOURCE_EXHAUSTED.
+// source snapshot or volume is NOT_FOUND; only the cloud's volume and capacity quotas are
+// RESOURCE_EXHAUSTED. A clone (CLONE_VOLUME) is in its source's zone, which the requisite
+// topology must allow (else INVALID_ARGUMENT), and at least its size (OUT_OF_RANGE).
 func (s *ControllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	if err := validateCreateVolumeRequest(req); err != nil {
 		return nil, err
+	}
+	mutable, err := parseMutableParameters("mutable_parameters", req.GetMutableParameters())
+	if err != nil {
+		return nil, err
+	}
+	if mutable.IOPS != nil && *mutable.IOPS != 0 && mutable.Type == nil {
+		// A new volume is standard, which takes no IOPS: refused before anything is made.
+		return nil, status.Errorf(codes.InvalidArgument, "mutable_parameters: %s needs a %s that takes it (%s or %s)",
+			MutableParameterIOPS, MutableParameterType, cloud.VolumeTypeSSD, cloud.VolumeTypeNVMe)
+	}
+	if mutable.Type != nil && mutable.IOPS != nil {
+		if err := cloud.CheckVolumeParameters(*mutable.Type, *mutable.IOPS); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "mutable_parameters: %v", err)
+		}
 	}
 	key := "create/" + req.GetName()
 	if !s.inflight.tryAcquire(key) {
@@ -177,15 +215,35 @@ func (s *ControllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 		}
 		atLeast = snap.SizeBytes
 	}
+	zone := zoneFor(req.GetAccessibilityRequirements())
+	srcID := req.GetVolumeContentSource().GetVolume().GetVolumeId()
+	if srcID != "" {
+		src, err := s.cloud.GetVolume(ctx, srcID)
+		if err := s.ok(err); err != nil {
+			return nil, cloudStatus(opDefault, err, "get source volume %s", srcID)
+		}
+		if !topologyAllows(req.GetAccessibilityRequirements(), src.Zone) {
+			return nil, status.Errorf(codes.InvalidArgument, "source volume %s is in zone %s, which accessibility_requirements.requisite does not allow; a clone is in its source's zone", srcID, src.Zone)
+		}
+		zone, atLeast = src.Zone, src.SizeBytes
+	}
 	size, err := volumeSize(req.GetCapacityRange(), atLeast)
 	if err != nil {
 		return nil, err
 	}
 	v, err := s.cloud.CreateVolume(ctx, cloud.CreateVolumeRequest{
-		Name: req.GetName(), SizeBytes: size, Zone: zoneFor(req.GetAccessibilityRequirements()), SourceSnapshotID: snapID,
+		Name: req.GetName(), SizeBytes: size, Zone: zone, SourceSnapshotID: snapID, SourceVolumeID: srcID,
 	})
 	if err := s.ok(err); err != nil {
 		return nil, cloudStatus(opDefault, err, "create volume %s", req.GetName())
+	}
+	if mod := mutable; mod.Type != nil || mod.IOPS != nil {
+		// The cloud creates volumes standard; the VolumeAttributesClass's parameters are a
+		// modify right after, idempotent like the create (a retry applies the same values).
+		v, err = s.cloud.ModifyVolume(ctx, v.ID, mod)
+		if err := s.ok(err); err != nil {
+			return nil, cloudStatus(opDefault, err, "apply mutable_parameters to volume %s", req.GetName())
+		}
 	}
 	klog.FromContext(ctx).V(2).Info("Volume created", "volumeID", v.ID, "name", v.Name, "sizeBytes", v.SizeBytes, "zone", v.Zone)
 	return &csi.CreateVolumeResponse{Volume: csiVolume(v)}, nil
@@ -508,6 +566,18 @@ func (s *ControllerServer) CreateSnapshot(ctx context.Context, req *csi.CreateSn
 	return &csi.CreateSnapshotResponse{Snapshot: csiSnapshot(snap)}, nil
 }
 
+// GetSnapshot returns one snapshot (GET_SNAPSHOT); NOT_FOUND when it does not exist.
+func (s *ControllerServer) GetSnapshot(ctx context.Context, req *csi.GetSnapshotRequest) (*csi.GetSnapshotResponse, error) {
+	if err := validateGetSnapshotRequest(req); err != nil {
+		return nil, err
+	}
+	snap, err := s.cloud.GetSnapshot(ctx, req.GetSnapshotId())
+	if err := s.ok(err); err != nil {
+		return nil, cloudStatus(opDefault, err, "get snapshot %s", req.GetSnapshotId())
+	}
+	return &csi.GetSnapshotResponse{Snapshot: csiSnapshot(snap)}, nil
+}
+
 // DeleteSnapshot deletes a snapshot; one that does not exist is success.
 func (s *ControllerServer) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshotRequest) (*csi.DeleteSnapshotResponse, error) {
 	if err := validateDeleteSnapshotRequest(req); err != nil {
@@ -587,6 +657,29 @@ func (s *ControllerServer) ControllerExpandVolume(ctx context.Context, req *csi.
 	return &csi.ControllerExpandVolumeResponse{CapacityBytes: v.SizeBytes, NodeExpansionRequired: true}, nil
 }
 
+// ControllerModifyVolume sets a volume's mutable parameters (MODIFY_VOLUME: "type", "iops",
+// from a VolumeAttributesClass); asking for what the volume has is OK and changes nothing.
+// Unknown keys and bad values are INVALID_ARGUMENT, a missing volume NOT_FOUND. No type
+// takes more than one attach slot, so a modify never changes the node's capacity
+// (docs/design.md, "Volume types and attach slots").
+func (s *ControllerServer) ControllerModifyVolume(ctx context.Context, req *csi.ControllerModifyVolumeRequest) (*csi.ControllerModifyVolumeResponse, error) {
+	mod, err := validateControllerModifyVolumeRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	id := req.GetVolumeId()
+	if !s.inflight.tryAcquire(id) {
+		return nil, aborted(id)
+	}
+	defer s.inflight.release(id)
+	v, err := s.cloud.ModifyVolume(ctx, id, mod)
+	if err := s.ok(err); err != nil {
+		return nil, cloudStatus(opDefault, err, "modify volume %s", id)
+	}
+	klog.FromContext(ctx).V(2).Info("Volume modified", "volumeID", id, "type", v.Type, "iops", v.IOPS)
+	return &csi.ControllerModifyVolumeResponse{}, nil
+}
+
 // ControllerGetCapabilities advertises exactly the RPCs this service implements.
 func (s *ControllerServer) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
 	var caps []*csi.ControllerServiceCapability
@@ -600,6 +693,11 @@ func (s *ControllerServer) ControllerGetCapabilities(context.Context, *csi.Contr
 		csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS,
 		csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
 		csi.ControllerServiceCapability_RPC_GET_VOLUME,
+		csi.ControllerServiceCapability_RPC_GET_SNAPSHOT,
+		csi.ControllerServiceCapability_RPC_CLONE_VOLUME,
+		csi.ControllerServiceCapability_RPC_MODIFY_VOLUME,
+		csi.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH,
+		csi.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH,
 		csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
 	} {
 		caps = append(caps, &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{

@@ -28,6 +28,7 @@ const (
 	classNotFound   = "notFound"   // VolumeNotFound, InstanceNotFound, ...
 	classThrottled  = "throttled"  // Throttled
 	classServer     = "server"     // InternalError, Unavailable
+	classHealth     = "health"     // InstanceImpaired, InstanceStopped
 	classTimeout    = "timeout"    // deadline or transport timeout, no cloud answer
 	classCanceled   = "canceled"   // the caller's context ended
 	classNetwork    = "network"    // any other transport failure
@@ -58,6 +59,8 @@ func cloudClass(err error) string {
 		return classThrottled
 	case cloud.ClassInternal, cloud.ClassUnavailable:
 		return classServer
+	case cloud.ClassInstanceHealth:
+		return classHealth
 	case cloud.ClassTimeout:
 		return classTimeout
 	case cloud.ClassCanceled:

@@ -163,6 +163,7 @@ func TestCloudClassCoversEveryCode(t *testing.T) {
 		cloud.CodeZoneMismatch: classTopology, cloud.CodeVolumeInUse: classConflict, cloud.CodePreconditionFailed: classConflict,
 		cloud.CodeVolumeNotFound: classNotFound, cloud.CodeSnapshotNotFound: classNotFound,
 		cloud.CodeInstanceNotFound: classNotFound, cloud.CodeNotFound: classNotFound,
+		cloud.CodeInstanceImpaired: classHealth, cloud.CodeInstanceStopped: classHealth,
 		cloud.CodeAlreadyExists: classOther, cloud.CodeInvalidArgument: classOther, cloud.CodePayloadTooLarge: classOther,
 		cloud.CodeFaultNotFound: classOther, cloud.CodeServerLimitExceeded: classOther, cloud.CodeMethodNotAllowed: classOther,
 		cloud.CodeThrottled: classThrottled, cloud.CodeInternalError: classServer, cloud.CodeUnavailable: classServer,

@@ -93,9 +93,9 @@ func TestControllerValidationChangesNothing(t *testing.T) {
 				CapacityRange: &csi.CapacityRange{RequiredBytes: -1}})
 			return err
 		},
-		"create clone": func(s *ControllerServer) error {
+		"create clone without a source ID": func(s *ControllerServer) error {
 			_, err := s.CreateVolume(context.Background(), &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: []*csi.VolumeCapability{rwo},
-				VolumeContentSource: &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: "vol-0001"}}}})
+				VolumeContentSource: &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{Volume: &csi.VolumeContentSource_VolumeSource{}}}})
 			return err
 		},
 		"delete without id": func(s *ControllerServer) error {

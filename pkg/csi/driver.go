@@ -110,7 +110,7 @@ func New(opts Options, deps Deps) (*Driver, error) {
 		dir := nodestate.NewDir(opts.StateDir)
 		d.node = NewNodeServer(NodeConfig{
 			NodeID: opts.NodeID, State: dir, DataDir: opts.VolumeDataDir, KubeletRoot: opts.KubeletRoot,
-			Mounter: deps.Mounter, Capacity: deps.Capacity, Staged: deps.Staged,
+			Cloud: deps.NodeCloud, Mounter: deps.Mounter, Capacity: deps.Capacity, Staged: deps.Staged,
 			Topology: NewTopology(opts.NodeID, dir, deps.NodeCloud, d.ready.NodeReady),
 		})
 	}

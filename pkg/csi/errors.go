@@ -69,6 +69,10 @@ func cloudCode(op cloudOp, err error) codes.Code {
 		// The volume is in the cloud's opposite transition (attach while detaching): CSI's
 		// "operation pending for volume", which the caller retries with backoff.
 		return codes.Aborted
+	case cloud.ClassInstanceHealth:
+		// An impaired or stopped instance is not full: UNAVAILABLE makes the
+		// external-attacher retry, and the kubelet fails no pod for it.
+		return codes.Unavailable
 	case cloud.ClassTimeout:
 		return codes.DeadlineExceeded
 	case cloud.ClassCanceled:

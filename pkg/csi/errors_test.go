@@ -35,6 +35,8 @@ func TestCloudCodeMatrix(t *testing.T) {
 		"PreconditionFailed":      same(wrap(cloud.CodePreconditionFailed), codes.FailedPrecondition),
 		"VolumeNotFound":          {wrap(cloud.CodeVolumeNotFound), codes.NotFound, codes.OK, codes.NotFound},
 		"InstanceNotFound":        {wrap(cloud.CodeInstanceNotFound), codes.NotFound, codes.OK, codes.NotFound},
+		"InstanceImpaired":        same(wrap(cloud.CodeInstanceImpaired), codes.Unavailable),
+		"InstanceStopped":         same(wrap(cloud.CodeInstanceStopped), codes.Unavailable),
 		"SnapshotNotFound":        {wrap(cloud.CodeSnapshotNotFound), codes.NotFound, codes.OK, codes.NotFound},
 		"FaultNotFound":           same(wrap(cloud.CodeFaultNotFound), codes.Internal),
 		"ServerLimitExceeded":     same(wrap(cloud.CodeServerLimitExceeded), codes.Internal),

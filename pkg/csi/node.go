@@ -47,7 +47,8 @@ type NodeConfig struct {
 	// clean paths strictly inside it (checkNodePath). Empty: DefaultKubeletRoot.
 	KubeletRoot string
 	// Cloud is used once (until it succeeds) to learn the instance's zone, or to check the
-	// zone persisted in the state dir (see Topology). Ignored when Topology is set.
+	// zone persisted in the state dir (see Topology; not for that when Topology is set), and
+	// by NodeGetVolumeHealth for the cloud's volume health. Required.
 	Cloud NodeCloud
 	// Mounter makes the bind mounts.
 	Mounter mount.Mounter
@@ -127,11 +128,20 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 			return nil, err
 		}
 	}
+	src, err := cloneSource(id, req.GetVolumeContext())
+	if err != nil {
+		return nil, err
+	}
 	unlock, err := n.lock(id)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	if src != "" {
+		if err := n.seedClone(ctx, id, src); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(staging, 0o750); err != nil {
 		return nil, internalf("create staging path %s: %v", staging, err)
 	}
@@ -405,6 +415,8 @@ func (n *NodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabiliti
 		csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME,
 		csi.NodeServiceCapability_RPC_GET_VOLUME_STATS,
 		csi.NodeServiceCapability_RPC_EXPAND_VOLUME,
+		csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH,
+		csi.NodeServiceCapability_RPC_GET_STORAGE_HEALTH,
 		csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
 	} {
 		caps = append(caps, &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{

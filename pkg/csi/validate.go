@@ -2,7 +2,10 @@ package csi
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -217,7 +220,9 @@ func validateCreateVolumeRequest(req *csi.CreateVolumeRequest) error {
 				return err
 			}
 		case src.GetVolume() != nil:
-			return invalid("cloning volumes is not supported")
+			if err := checkID("volume_content_source.volume.volume_id", src.GetVolume().GetVolumeId()); err != nil {
+				return err
+			}
 		default:
 			return invalid("volume_content_source has no source")
 		}
@@ -316,6 +321,10 @@ func validateCreateSnapshotRequest(req *csi.CreateSnapshotRequest) error {
 		checkMap("parameters", req.GetParameters()), checkMap("secrets", req.GetSecrets()))
 }
 
+func validateGetSnapshotRequest(req *csi.GetSnapshotRequest) error {
+	return firstError(checkID("snapshot_id", req.GetSnapshotId()), checkMap("secrets", req.GetSecrets()))
+}
+
 func validateDeleteSnapshotRequest(req *csi.DeleteSnapshotRequest) error {
 	return firstError(checkID("snapshot_id", req.GetSnapshotId()), checkMap("secrets", req.GetSecrets()))
 }
@@ -329,6 +338,63 @@ func validateListSnapshotsRequest(req *csi.ListSnapshotsRequest) error {
 	}
 	return firstError(checkOptionalID("snapshot_id", req.GetSnapshotId()), checkOptionalID("source_volume_id", req.GetSourceVolumeId()),
 		checkMap("secrets", req.GetSecrets()), checkPageToken(req.GetStartingToken()))
+}
+
+// The mutable parameter keys (MODIFY_VOLUME: VolumeAttributesClass parameters and
+// CreateVolume's mutable_parameters).
+const (
+	MutableParameterType = "type"
+	MutableParameterIOPS = "iops"
+)
+
+// parseMutableParameters turns mutable_parameters into the cloud's request: "type" (one of
+// cloud.VolumeTypes) and "iops" (a whole number, 0 or cloud.MinIOPS to cloud.MaxIOPS). Any
+// other key or a malformed value is INVALID_ARGUMENT (CSI spec, ControllerModifyVolume).
+func parseMutableParameters(field string, m map[string]string) (cloud.ModifyVolumeRequest, error) {
+	var out cloud.ModifyVolumeRequest
+	if err := checkMap(field, m); err != nil {
+		return out, err
+	}
+	var errs []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		v := m[k]
+		switch k {
+		case MutableParameterType:
+			out.Type = &v
+		case MutableParameterIOPS:
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("%s %s is not a whole number", k, cloud.Quote(v)))
+				continue
+			}
+			out.IOPS = &n
+		default:
+			errs = append(errs, fmt.Sprintf("unknown key %s (mutable parameters: %s, %s)", cloud.Quote(k), MutableParameterType, MutableParameterIOPS))
+		}
+	}
+	// Each value on its own; whether they fit the volume's other parameter (iops on a
+	// standard volume) is the cloud's check, also INVALID_ARGUMENT.
+	if out.Type != nil {
+		if err := cloud.CheckVolumeParameters(*out.Type, 0); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if out.IOPS != nil {
+		if err := cloud.CheckVolumeParameters(cloud.VolumeTypeSSD, *out.IOPS); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return out, invalid("%s: %s", field, strings.Join(errs, "; "))
+	}
+	return out, nil
+}
+
+func validateControllerModifyVolumeRequest(req *csi.ControllerModifyVolumeRequest) (cloud.ModifyVolumeRequest, error) {
+	if err := firstError(checkID("volume_id", req.GetVolumeId()), checkMap("secrets", req.GetSecrets())); err != nil {
+		return cloud.ModifyVolumeRequest{}, err
+	}
+	return parseMutableParameters("mutable_parameters", req.GetMutableParameters())
 }
 
 func validateControllerExpandVolumeRequest(req *csi.ControllerExpandVolumeRequest) error {

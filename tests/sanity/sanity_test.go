@@ -43,6 +43,8 @@ func TestSanity(t *testing.T) {
 	cfg.TestVolumeExpandSize = 4 * gib
 	cfg.IdempotentCount = 2
 	cfg.TestNodeVolumeAttachLimit = true
+	// A VolumeAttributesClass's parameters (MODIFY_VOLUME), as deploy/kind's "fast" class.
+	cfg.TestVolumeMutableParameters = map[string]string{"type": "ssd", "iops": "3000"}
 	sanity.Test(t, cfg)
 }
 

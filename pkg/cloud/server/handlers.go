@@ -46,6 +46,10 @@ func (s *Server) listInstances(*http.Request, caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
+	h := s.faults.Health()
+	for i := range list {
+		s.instanceHealth(h, &list[i])
+	}
 	return ok(cloud.InstanceList{Instances: list}, 0), nil
 }
 
@@ -80,6 +84,7 @@ func (s *Server) getInstance(r *http.Request, c caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.instanceHealth(s.faults.Health(), inst)
 	return ok(inst, inst.Revision), nil
 }
 
@@ -96,6 +101,7 @@ func (s *Server) patchInstance(r *http.Request, _ caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.instanceHealth(s.faults.Health(), inst)
 	return ok(inst, inst.Revision), nil
 }
 
@@ -111,6 +117,7 @@ func (s *Server) getCapacity(r *http.Request, c caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
+	capacity.Health, _ = s.faults.Health().Instance(id)
 	return ok(capacity, capacity.Revision), nil
 }
 
@@ -119,11 +126,21 @@ func (s *Server) createVolume(r *http.Request, _ caller) (*reply, error) {
 	if err := decode(r, &req); err != nil {
 		return nil, err
 	}
-	if err := cloud.CheckOptionalID("sourceSnapshotId", req.SourceSnapshotID); err != nil {
-		return nil, cloud.NewError(cloud.CodeInvalidArgument, "create volume: %v", err)
+	for _, f := range []struct{ name, v string }{{"sourceSnapshotId", req.SourceSnapshotID}, {"sourceVolumeId", req.SourceVolumeID}} {
+		if err := cloud.CheckOptionalID(f.name, f.v); err != nil {
+			return nil, cloud.NewError(cloud.CodeInvalidArgument, "create volume: %v", err)
+		}
 	}
 	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationCreateVolume}); err != nil {
 		return nil, err
+	}
+	if req.Zone == "" && req.SourceVolumeID != "" {
+		// A clone is where its source is.
+		src, err := s.store.GetVolume(req.SourceVolumeID)
+		if err != nil {
+			return nil, err
+		}
+		req.Zone = src.Zone
 	}
 	if req.Zone == "" {
 		req.Zone = s.cfg.DefaultZone
@@ -147,6 +164,10 @@ func (s *Server) listVolumes(r *http.Request, _ caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
+	h := s.faults.Health()
+	for i := range list.Volumes {
+		s.volumeHealth(h, &list.Volumes[i])
+	}
 	return ok(list, 0), nil
 }
 
@@ -159,6 +180,7 @@ func (s *Server) getVolume(r *http.Request, _ caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.volumeHealth(s.faults.Health(), v)
 	return ok(v, v.Revision), nil
 }
 
@@ -242,6 +264,24 @@ func (s *Server) resizeVolume(r *http.Request, _ caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.volumeHealth(s.faults.Health(), v)
+	return ok(v, v.Revision), nil
+}
+
+func (s *Server) modifyVolume(r *http.Request, _ caller) (*reply, error) {
+	id := pathVar(r, "id")
+	var req cloud.ModifyVolumeRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationModifyVolume, VolumeID: id}); err != nil {
+		return nil, err
+	}
+	v, err := s.store.ModifyVolume(id, req)
+	if err != nil {
+		return nil, err
+	}
+	s.volumeHealth(s.faults.Health(), v)
 	return ok(v, v.Revision), nil
 }
 

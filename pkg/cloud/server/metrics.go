@@ -32,7 +32,7 @@ func newMetrics(st *store.Store, fe *faults.Engine) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"route"}),
 	}
-	m.registry.MustRegister(m.requests, m.latency, newStateCollector(st), newFaultsCollector(fe),
+	m.registry.MustRegister(m.requests, m.latency, newStateCollector(st), newFaultsCollector(fe), newHealthCollector(st, fe),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -123,5 +123,50 @@ func (c *faultsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 func (c *faultsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, f := range c.engine.FiredCounts() {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(f.Count), f.RuleID, string(f.Operation))
+	}
+}
+
+// healthCollector reads the fault engine's health at scrape time (what was set and the live
+// health rules), so a health rule's effect goes from /metrics when its TTL passes.
+type healthCollector struct {
+	store                    *store.Store
+	engine                   *faults.Engine
+	descInstance, descVolume *prometheus.Desc
+}
+
+func newHealthCollector(st *store.Store, fe *faults.Engine) *healthCollector {
+	return &healthCollector{store: st, engine: fe,
+		descInstance: prometheus.NewDesc("fakecloud_instance_health",
+			"Health of an instance, by its rank: 0 ok, 1 impaired, 2 stopped.", []string{"instance_id"}, nil),
+		descVolume: prometheus.NewDesc("fakecloud_volumes_unhealthy",
+			"Volumes whose health is not ok, by health (degraded, failed).", []string{"health"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *healthCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.descInstance
+	ch <- c.descVolume
+}
+
+// Collect implements prometheus.Collector: every instance's health rank, and the volume
+// counts, 0 included, so that an alert can read them.
+func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
+	h := c.engine.Health()
+	instances, err := c.store.ListInstances()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.descInstance, err)
+		return
+	}
+	for _, inst := range instances {
+		ih, _ := h.Instance(inst.ID)
+		ch <- prometheus.MustNewConstMetric(c.descInstance, prometheus.GaugeValue, float64(ih.Rank()), inst.ID)
+	}
+	counts := map[cloud.VolumeHealth]int{}
+	for _, s := range h.Volumes {
+		counts[cloud.VolumeHealth(s.Health)]++
+	}
+	for _, vh := range cloud.VolumeHealths()[1:] {
+		ch <- prometheus.MustNewConstMetric(c.descVolume, prometheus.GaugeValue, float64(counts[vh]), string(vh))
 	}
 }

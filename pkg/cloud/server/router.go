@@ -54,6 +54,7 @@ func (s *Server) router() *mux.Router {
 	handle(http.MethodGet, "/v1/instances/{id}", "getInstance", RoleReader, s.getInstance)
 	handleBody(http.MethodPatch, "/v1/instances/{id}", "patchInstance", RoleAdmin, s.patchInstance)
 	handle(http.MethodGet, "/v1/instances/{id}/capacity", "getCapacity", RoleReader, s.getCapacity)
+	handleBody(http.MethodPut, "/v1/instances/{id}/health", "setInstanceHealth", RoleAdmin, s.setInstanceHealth)
 
 	handleBody(http.MethodPost, "/v1/volumes", "createVolume", RoleDriver, s.createVolume)
 	handle(http.MethodGet, "/v1/volumes", "listVolumes", RoleReader, s.listVolumes)
@@ -62,6 +63,8 @@ func (s *Server) router() *mux.Router {
 	handleBody(http.MethodPost, "/v1/volumes/{id}/attach", "attachVolume", RoleDriver, s.attachVolume)
 	handleBody(http.MethodPost, "/v1/volumes/{id}/detach", "detachVolume", RoleDriver, s.detachVolume)
 	handleBody(http.MethodPost, "/v1/volumes/{id}/resize", "resizeVolume", RoleDriver, s.resizeVolume)
+	handleBody(http.MethodPost, "/v1/volumes/{id}/modify", "modifyVolume", RoleDriver, s.modifyVolume)
+	handleBody(http.MethodPut, "/v1/volumes/{id}/health", "setVolumeHealth", RoleAdmin, s.setVolumeHealth)
 
 	handleBody(http.MethodPost, "/v1/snapshots", "createSnapshot", RoleDriver, s.createSnapshot)
 	handle(http.MethodGet, "/v1/snapshots", "listSnapshots", RoleReader, s.listSnapshots)

@@ -422,5 +422,5 @@ func (s *Server) inject(ctx context.Context, call faults.Call) error {
 	if out.Err != nil {
 		return out.Err
 	}
-	return nil
+	return s.refuseUnhealthyAttach(ctx, call)
 }

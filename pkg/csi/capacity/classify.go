@@ -60,7 +60,8 @@ func Classify(err error) ErrorClass {
 		return ClassNetwork
 	default:
 		// The storage quotas, topology, conflicts, volume and snapshot lookups, invalid
-		// requests: nothing a capacity lookup of an instance should see.
+		// requests, instance health (an attach answer; a capacity reading carries the
+		// instance's health instead): nothing a capacity lookup of an instance should see.
 		return ClassOther
 	}
 }

@@ -112,6 +112,7 @@ func TestClassifyCoversEveryCode(t *testing.T) {
 		cloud.CodeZoneMismatch: ClassOther, cloud.CodeVolumeInUse: ClassOther, cloud.CodePreconditionFailed: ClassOther,
 		cloud.CodeVolumeNotFound: ClassOther, cloud.CodeSnapshotNotFound: ClassOther,
 		cloud.CodeInstanceNotFound: ClassNotFound, cloud.CodeNotFound: ClassNotFound,
+		cloud.CodeInstanceImpaired: ClassOther, cloud.CodeInstanceStopped: ClassOther,
 		cloud.CodeAlreadyExists: ClassOther, cloud.CodeInvalidArgument: ClassOther, cloud.CodePayloadTooLarge: ClassOther,
 		cloud.CodeFaultNotFound: ClassOther, cloud.CodeServerLimitExceeded: ClassOther, cloud.CodeMethodNotAllowed: ClassOther,
 		cloud.CodeThrottled: ClassThrottled, cloud.CodeInternalError: ClassServer, cloud.CodeUnavailable: ClassServer,

@@ -88,18 +88,23 @@ type Policy struct {
 	raw     int64
 	target  int64 // Reportable(raw) of the last accepted reading
 
-	rising     bool // every accepted reading since riseSince had a target above reported
-	riseSince  time.Time
-	riseLow    int64 // lowest target since riseSince
-	lastRaise  time.Time
-	damping    int       // the stability window is StabilityWindow·2^damping, at most MaxStabilityWindow
-	lastFlap   time.Time // last increase undone within the window, or last damping decay
-	unknown    bool      // the last lookup failed, or no lookup since restore
-	floored    bool      // a capacity error put the value at the floor
-	lastErr    ErrorClass
-	lastErrAt  time.Time
-	lastChange time.Time
-	reason     string // why reported last changed (Reason)
+	rising    bool // every accepted reading since riseSince had a target above reported
+	riseSince time.Time
+	riseLow   int64 // lowest target since riseSince
+	lastRaise time.Time
+	damping   int       // the stability window is StabilityWindow·2^damping, at most MaxStabilityWindow
+	lastFlap  time.Time // last increase undone within the window, or last damping decay
+	unknown   bool      // the last lookup failed, or no lookup since restore
+	floored   bool      // a capacity error put the value at the floor
+	// impaired is set while the last accepted reading said the instance is impaired or
+	// stopped (cloud.Capacity.Health); beforeImpaired is the value reported when it began,
+	// restored (up to the fresh target) when health returns.
+	impaired       bool
+	beforeImpaired int64
+	lastErr        ErrorClass
+	lastErrAt      time.Time
+	lastChange     time.Time
+	reason         string // why reported last changed (Reason)
 }
 
 // NewPolicy returns a policy with no knowledge: it reports 1 (mode floor) until the first
@@ -184,6 +189,37 @@ func (p *Policy) ObserveReading(now time.Time, c cloud.Capacity) (class ErrorCla
 		p.epoch = c.Epoch
 	}
 
+	if !c.Health.Normal() {
+		// The instance takes no attaches whatever its slots: the floor keeps new pods off it
+		// (the scheduler counts volumes) instead of sending them to wait on refused
+		// attaches; pods already placed retry (UNAVAILABLE), none is rejected.
+		// docs/design.md, "Capacity model".
+		if !p.impaired {
+			p.impaired, p.beforeImpaired = true, p.reported
+			if !p.known {
+				p.beforeImpaired = p.target
+			}
+		}
+		p.known, p.rising = true, false
+		p.reported = min(p.reported, p.floor())
+		return ClassNone, p.noteChange(now, before, ReasonImpaired)
+	}
+	if p.impaired {
+		// Health is back. The slots never changed because of it, and the value before the
+		// impairment was trusted: restore it, no higher than the fresh target, without the
+		// stability window (which guards against readings, not against health). Anything
+		// above it ramps as usual.
+		p.impaired = false
+		if restored := min(p.beforeImpaired, p.target); restored > p.reported {
+			p.reported = restored
+			reason = ReasonHealthReturned
+		}
+		if p.target <= p.reported {
+			p.reported, p.rising = p.target, false
+			return ClassNone, p.noteChange(now, before, reason)
+		}
+	}
+
 	switch {
 	case !p.known:
 		// Nothing to protect yet: the first reading is the truth.
@@ -261,8 +297,11 @@ func (p *Policy) Value(now time.Time) Snapshot {
 	if s.Mode == ModeFloor {
 		// Recovery from the floor ramps from there after a fresh hold, as it always did.
 		before, reason := p.reported, ReasonStale
-		if p.floored {
+		switch {
+		case p.floored:
 			reason = ReasonCapacityError
+		case p.impaired:
+			reason = ReasonImpaired
 		}
 		p.reported, p.rising = s.Value, false
 		p.noteChange(now, before, reason)
@@ -273,7 +312,7 @@ func (p *Policy) Value(now time.Time) Snapshot {
 // Peek returns what Value would at time now without changing anything: for metrics before
 // the node's live attached count is known, which a floor taken now would not see.
 func (p *Policy) Peek(now time.Time) Snapshot {
-	if !p.hasGood || p.age(now) > p.cfg.StaleAfter || p.floored {
+	if !p.hasGood || p.age(now) > p.cfg.StaleAfter || p.floored || p.impaired {
 		return Snapshot{Value: min(p.reported, p.floor()), Mode: ModeFloor}
 	}
 	switch {
@@ -360,6 +399,9 @@ const (
 	ReasonCapacityError = "cloud refused for lack of capacity (floor: max(1, attached here))"
 	ReasonStale         = "no good reading within stale-after (floor: max(1, attached here))"
 	ReasonRestored      = "restored from the state file"
+	// ReasonImpaired and ReasonHealthReturned follow the instance's health in the reading.
+	ReasonImpaired       = "instance impaired or stopped: it takes no attaches (floor: max(1, attached here))"
+	ReasonHealthReturned = "instance health returned (the value before the impairment, up to the reading's target)"
 )
 
 // Reason says why the reported value last changed, one of the Reason constants; "" while

@@ -23,6 +23,12 @@ func inEpoch(c *cloud.Capacity, epoch string) *cloud.Capacity {
 
 func here(n int64) *int64 { return &n }
 
+// unhealthy sets a reading's instance health.
+func unhealthy(c *cloud.Capacity, h cloud.InstanceHealth) *cloud.Capacity {
+	c.Health = h
+	return c
+}
+
 // tick is one instant of a scripted timeline: optionally the node's live count, then
 // optionally a reading or a failed lookup, then the expected answer of Value.
 type tick struct {
@@ -47,6 +53,35 @@ func TestPolicyTimelines(t *testing.T) {
 			ticks: []tick{
 				{at: 0, want: 1, wantMode: ModeFloor},
 				{at: time.Second, read: reading(16, 1, 3, 100, 1), want: 15, wantMode: ModeFresh},
+			},
+		},
+		{
+			name: "an impaired instance drops to the floor at once and gets its value back when health returns",
+			ticks: []tick{
+				{at: 0, read: reading(16, 1, 3, 100, 1), want: 15, wantMode: ModeFresh},
+				{at: 5 * time.Second, here: here(4), read: unhealthy(reading(16, 1, 4, 100, 2), cloud.InstanceHealthImpaired), want: 4, wantMode: ModeFloor},
+				// Lookups failing while impaired keep the floor: the health is not known to be back.
+				{at: 10 * time.Second, err: ClassServer, want: 4, wantMode: ModeFloor},
+				{at: 15 * time.Second, read: unhealthy(reading(16, 1, 4, 100, 3), cloud.InstanceHealthStopped), want: 4, wantMode: ModeFloor},
+				// Back: the value before the impairment, without the stability window.
+				{at: 20 * time.Second, read: reading(16, 1, 4, 100, 4), want: 15, wantMode: ModeFresh},
+			},
+		},
+		{
+			name: "health returning restores no more than the fresh target; a higher target ramps",
+			ticks: []tick{
+				{at: 0, read: reading(16, 1, 0, 100, 1), want: 15, wantMode: ModeFresh},
+				{at: 5 * time.Second, here: here(2), read: unhealthy(reading(16, 1, 2, 100, 2), cloud.InstanceHealthImpaired), want: 2, wantMode: ModeFloor},
+				{at: 10 * time.Second, read: reading(10, 1, 2, 100, 3), want: 9, wantMode: ModeFresh},
+				{at: 15 * time.Second, read: unhealthy(reading(10, 1, 2, 100, 4), cloud.InstanceHealthImpaired), want: 2, wantMode: ModeFloor},
+				{at: 20 * time.Second, read: reading(32, 1, 2, 100, 5), want: 9, wantMode: ModeRamping},
+			},
+		},
+		{
+			name: "a first reading of an impaired instance reports the floor, then the truth",
+			ticks: []tick{
+				{at: 0, here: here(0), read: unhealthy(reading(16, 1, 0, 100, 1), cloud.InstanceHealthImpaired), want: 1, wantMode: ModeFloor},
+				{at: 5 * time.Second, read: reading(16, 1, 0, 100, 2), want: 15, wantMode: ModeFresh},
 			},
 		},
 		{

@@ -156,7 +156,7 @@ func countDocs(t *testing.T, path string) int {
 func TestRenderedObjects(t *testing.T) {
 	r := render(t)
 	clusterScoped := map[string]bool{"Namespace": true, "CSIDriver": true, "StorageClass": true, "ClusterRole": true,
-		"ClusterRoleBinding": true, "VolumeSnapshotClass": true}
+		"ClusterRoleBinding": true, "VolumeSnapshotClass": true, "VolumeAttributesClass": true}
 	for _, o := range r.objs {
 		switch {
 		case clusterScoped[o.GetKind()] && o.GetNamespace() != "":
@@ -172,6 +172,10 @@ func TestRenderedObjects(t *testing.T) {
 	}
 	if p := csiDriver.Spec.NodeAllocatableUpdatePeriodSeconds; p == nil || *p < 10 {
 		t.Errorf("CSIDriver: nodeAllocatableUpdatePeriodSeconds must be set and >= 10, got %v", p)
+	}
+	vac := get[*storagev1.VolumeAttributesClass](t, r, "VolumeAttributesClass fakecloud-fast")
+	if vac.DriverName != driverName || vac.Parameters["type"] != "ssd" || vac.Parameters["iops"] != "3000" {
+		t.Errorf("VolumeAttributesClass: want driver %s with type ssd, iops 3000; got %s %v", driverName, vac.DriverName, vac.Parameters)
 	}
 	sc := get[*storagev1.StorageClass](t, r, "StorageClass fakecloud-disk")
 	if sc.Provisioner != driverName || sc.VolumeBindingMode == nil || *sc.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer ||

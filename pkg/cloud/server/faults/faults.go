@@ -47,7 +47,7 @@ func Operations() []cloud.Operation {
 	return []cloud.Operation{
 		cloud.OperationCreateVolume, cloud.OperationDeleteVolume, cloud.OperationGetVolume,
 		cloud.OperationListVolumes, cloud.OperationAttachVolume, cloud.OperationDetachVolume,
-		cloud.OperationResizeVolume, cloud.OperationGetCapacity, cloud.OperationGetInstance,
+		cloud.OperationResizeVolume, cloud.OperationModifyVolume, cloud.OperationGetCapacity, cloud.OperationGetInstance,
 		cloud.OperationCreateSnapshot, cloud.OperationDeleteSnapshot, cloud.OperationListSnapshots,
 	}
 }
@@ -60,7 +60,13 @@ func Operations() []cloud.Operation {
 // (the Go client omits zeros). Messages quote at most a bounded prefix of any field.
 func Validate(r cloud.FaultRule) error {
 	var errs []error
+	health := r.Health != ""
+	if health {
+		errs = append(errs, validateHealthRule(r)...)
+	}
 	switch {
+	case health:
+		// validateHealthRule checked the operation.
 	case r.Operation == "":
 		errs = append(errs, fmt.Errorf("operation is required: \"*\" or one of %v", Operations()))
 	case r.Operation != cloud.OperationAny && !slices.Contains(Operations(), r.Operation):
@@ -75,7 +81,7 @@ func Validate(r cloud.FaultRule) error {
 		}
 	}
 	errs = append(errs, validateTransition(r)...)
-	if r.Transition == "" && r.Error == "" && r.LatencyMS == 0 {
+	if r.Transition == "" && r.Error == "" && r.LatencyMS == 0 && !health {
 		errs = append(errs, errors.New("rule does nothing: set error, latencyMs or both"))
 	}
 	// Compared as integers: converted to a Duration first, a huge value would wrap around.
@@ -190,6 +196,9 @@ type Engine struct {
 	byOp    map[cloud.Operation][]*rule
 	nextID  int
 	nextSeq uint64
+	// volHealth and instHealth are the health set by SetVolumeHealth and
+	// SetInstanceHealth, by object ID; never "ok" (which deletes the entry).
+	volHealth, instHealth map[string]HealthState
 }
 
 // New returns an engine with no rules that holds at most DefaultMaxRules; now is its clock
@@ -244,6 +253,9 @@ func (e *Engine) addLocked(r cloud.FaultRule, reserved map[string]bool) cloud.Fa
 			r.ID = id
 		}
 	}
+	if r.Health != "" && r.Operation == "" {
+		r.Operation = cloud.OperationAny
+	}
 	if r.Probability == nil {
 		one := 1.0
 		r.Probability = &one
@@ -255,7 +267,10 @@ func (e *Engine) addLocked(r cloud.FaultRule, reserved map[string]bool) cloud.Fa
 		ru.expires = e.now().Add(time.Duration(r.TTLSeconds) * time.Second)
 	}
 	e.rules = append(e.rules, ru)
-	e.byOp[r.Operation] = append(e.byOp[r.Operation], ru)
+	if r.Health == "" {
+		// A health rule fires on no call (Health reads it), so Evaluate never sees it.
+		e.byOp[r.Operation] = append(e.byOp[r.Operation], ru)
+	}
 	return ru.view()
 }
 
@@ -270,7 +285,8 @@ func (r *rule) view() cloud.FaultRule {
 	return out
 }
 
-// Reset replaces every rule by the given ones (the seeded rules) with fresh counters. Seeded
+// Reset replaces every rule by the given ones (the seeded rules) with fresh counters, and
+// forgets the health set with SetVolumeHealth and SetInstanceHealth. Seeded
 // rules may carry their own IDs, which must be unique; the others get "fault-N" IDs numbered
 // from 1 again (skipping the seeded IDs), the same after every reset. More seeded rules than
 // MaxRules is InvalidArgument.
@@ -297,6 +313,8 @@ func (e *Engine) Reset(seeded []cloud.FaultRule) error {
 	// Numbering starts again, so a seeded rule without an ID gets the same one after every
 	// reset (and restart), and scripts can name it.
 	e.rules, e.byOp, e.nextID = nil, map[cloud.Operation][]*rule{}, 0
+	// Health set by hand is test configuration too: a reset brings back a healthy cloud.
+	e.volHealth, e.instHealth = nil, nil
 	for _, r := range seeded {
 		e.addLocked(r, ids)
 	}

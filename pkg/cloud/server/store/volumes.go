@@ -24,6 +24,9 @@ type volumeRec struct {
 	SizeBytes          int64     `json:"sizeBytes"`
 	Zone               string    `json:"zone"`
 	SourceSnapshotID   string    `json:"sourceSnapshotId,omitempty"`
+	SourceVolumeID     string    `json:"sourceVolumeId,omitempty"`
+	Type               string    `json:"type,omitempty"`
+	IOPS               int       `json:"iops,omitempty"`
 	CreatedAt          time.Time `json:"createdAt"`
 	RequestedSizeBytes int64     `json:"requestedSizeBytes"`
 }
@@ -39,7 +42,7 @@ type volView struct {
 func (vv *volView) volume() *cloud.Volume {
 	v := &cloud.Volume{
 		ID: vv.rec.ID, Name: vv.rec.Name, SizeBytes: vv.rec.SizeBytes, Zone: vv.rec.Zone, SourceSnapshotID: vv.rec.SourceSnapshotID,
-		AttachedTo: vv.state.attachedTo, CreatedAt: vv.rec.CreatedAt, Revision: vv.state.revision,
+		SourceVolumeID: vv.rec.SourceVolumeID, Type: vv.rec.Type, IOPS: vv.rec.IOPS, AttachedTo: vv.state.attachedTo, CreatedAt: vv.rec.CreatedAt, Revision: vv.state.revision,
 	}
 	if v.AttachedTo != "" {
 		v.Device = DevicePrefix + v.ID
@@ -141,6 +144,9 @@ func (s *Store) CreateVolume(req cloud.CreateVolumeRequest) (*cloud.Volume, erro
 	if req.SizeBytes <= 0 {
 		errs = append(errs, fmt.Errorf("sizeBytes must be > 0, got %d", req.SizeBytes))
 	}
+	if req.SourceSnapshotID != "" && req.SourceVolumeID != "" {
+		errs = append(errs, errors.New("sourceSnapshotId and sourceVolumeId are exclusive"))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "create volume: %v", err)
 	}
@@ -151,9 +157,10 @@ func (s *Store) CreateVolume(req cloud.CreateVolumeRequest) (*cloud.Volume, erro
 			if err != nil {
 				return err
 			}
-			if v.rec.RequestedSizeBytes != req.SizeBytes || v.rec.Zone != req.Zone || v.rec.SourceSnapshotID != req.SourceSnapshotID {
-				return cloud.NewError(cloud.CodeAlreadyExists, "volume %q exists as %s with sizeBytes %d, zone %q, sourceSnapshotId %q",
-					req.Name, v.rec.ID, v.rec.RequestedSizeBytes, v.rec.Zone, v.rec.SourceSnapshotID)
+			if v.rec.RequestedSizeBytes != req.SizeBytes || v.rec.Zone != req.Zone || v.rec.SourceSnapshotID != req.SourceSnapshotID ||
+				v.rec.SourceVolumeID != req.SourceVolumeID {
+				return cloud.NewError(cloud.CodeAlreadyExists, "volume %q exists as %s with sizeBytes %d, zone %q, sourceSnapshotId %q, sourceVolumeId %q",
+					req.Name, v.rec.ID, v.rec.RequestedSizeBytes, v.rec.Zone, v.rec.SourceSnapshotID, v.rec.SourceVolumeID)
 			}
 			out = v.volume()
 			return nil
@@ -174,6 +181,11 @@ func (s *Store) CreateVolume(req cloud.CreateVolumeRequest) (*cloud.Volume, erro
 			}
 			if req.SizeBytes < snap.SizeBytes {
 				return cloud.NewError(cloud.CodeInvalidArgument, "sizeBytes %d is smaller than snapshot %s (%d bytes)", req.SizeBytes, snap.ID, snap.SizeBytes)
+			}
+		}
+		if req.SourceVolumeID != "" {
+			if err := t.checkCloneSource(req); err != nil {
+				return err
 			}
 		}
 		q, err := t.quotas()
@@ -199,7 +211,7 @@ func (s *Store) CreateVolume(req cloud.CreateVolumeRequest) (*cloud.Volume, erro
 		}
 		v := &volView{
 			rec: volumeRec{ID: id, Name: req.Name, SizeBytes: req.SizeBytes, Zone: req.Zone, SourceSnapshotID: req.SourceSnapshotID,
-				CreatedAt: t.now, RequestedSizeBytes: req.SizeBytes},
+				SourceVolumeID: req.SourceVolumeID, CreatedAt: t.now, RequestedSizeBytes: req.SizeBytes},
 			state: volumeState{revision: rev},
 		}
 		if err := t.putVolume(&v.rec, v.state); err != nil {
@@ -357,6 +369,77 @@ func (s *Store) Resize(volumeID string, sizeBytes int64) (*cloud.Volume, error) 
 	})
 	if err != nil {
 		return nil, fmt.Errorf("resize %s: %w", volumeID, err)
+	}
+	return out, nil
+}
+
+// checkCloneSource checks a clone's source volume: it exists (VolumeNotFound), is in the
+// clone's zone and is no larger than the clone (InvalidArgument). The cloud copies no data:
+// the driver's node side copies the source's backing data when it first stages the clone.
+func (t *txn) checkCloneSource(req cloud.CreateVolumeRequest) error {
+	src, err := t.getVolume(req.SourceVolumeID)
+	if err != nil {
+		return err
+	}
+	if src.rec.Zone != req.Zone {
+		return cloud.NewError(cloud.CodeInvalidArgument, "clone of %s must be in its zone %s, not %s", src.rec.ID, cloud.Quote(src.rec.Zone), cloud.Quote(req.Zone))
+	}
+	if req.SizeBytes < src.rec.SizeBytes {
+		return cloud.NewError(cloud.CodeInvalidArgument, "sizeBytes %d is smaller than source volume %s (%d bytes)", req.SizeBytes, src.rec.ID, src.rec.SizeBytes)
+	}
+	return nil
+}
+
+// ModifyVolume sets a volume's mutable parameters (cloud.ModifyVolumeRequest): the fields
+// given replace the volume's, and the result must pass cloud.CheckVolumeParameters
+// (InvalidArgument, nothing changed). What the volume already has is a success without a
+// revision or an event; a change is a VolumeModified event. VolumeNotFound if absent. The
+// type never changes the slots a volume takes (one), so attachments are not looked at.
+func (s *Store) ModifyVolume(volumeID string, req cloud.ModifyVolumeRequest) (*cloud.Volume, error) {
+	var out *cloud.Volume
+	err := s.update(func(t *txn) error {
+		v, err := t.getVolume(volumeID)
+		if err != nil {
+			return err
+		}
+		typ, iops := v.rec.Type, v.rec.IOPS
+		if typ == "" {
+			typ = cloud.VolumeTypeStandard
+		}
+		if req.Type != nil {
+			typ = *req.Type
+		}
+		if req.IOPS != nil {
+			iops = *req.IOPS
+		}
+		if err := cloud.CheckVolumeParameters(typ, iops); err != nil {
+			return cloud.NewError(cloud.CodeInvalidArgument, "%v", err)
+		}
+		oldType := v.rec.Type
+		if oldType == "" {
+			oldType = cloud.VolumeTypeStandard
+		}
+		if typ == oldType && iops == v.rec.IOPS {
+			out = v.volume()
+			return nil
+		}
+		rev, err := t.bump()
+		if err != nil {
+			return err
+		}
+		old := fmt.Sprintf("type=%s iops=%d", oldType, v.rec.IOPS)
+		v.rec.Type, v.rec.IOPS, v.state.revision = typ, iops, rev
+		if err := t.putVolume(&v.rec, v.state); err != nil {
+			return err
+		}
+		if err := t.event(cloud.Event{Type: "VolumeModified", VolumeID: v.rec.ID, Detail: fmt.Sprintf("%s -> type=%s iops=%d", old, typ, iops)}); err != nil {
+			return err
+		}
+		out = v.volume()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("modify %s: %w", volumeID, err)
 	}
 	return out, nil
 }

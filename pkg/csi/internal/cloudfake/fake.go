@@ -153,6 +153,31 @@ func (f *Fake) Volumes() []cloud.Volume {
 	return out
 }
 
+// SetInstanceHealth sets an instance's health and message, as PUT /v1/instances/{id}/health
+// does (it does not refuse attaches: the real cloud's refusal is tested there); false when
+// there is no such instance.
+func (f *Fake) SetInstanceHealth(id string, h cloud.InstanceHealth, message string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	in, ok := f.instances[id]
+	if ok {
+		in.Health, in.HealthMessage = h, message
+	}
+	return ok
+}
+
+// SetVolumeHealth sets a volume's health and message, as PUT /v1/volumes/{id}/health does;
+// false when there is no such volume.
+func (f *Fake) SetVolumeHealth(id string, h cloud.VolumeHealth, message string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.volumes[id]
+	if ok {
+		v.Health, v.HealthMessage = h, message
+	}
+	return ok
+}
+
 // AddVolume stores a volume as given (ID and Name required), for tests that need one without
 // going through CreateVolume; an AttachedTo instance must exist.
 func (f *Fake) AddVolume(v cloud.Volume) {
@@ -267,7 +292,7 @@ func (f *Fake) CreateVolume(ctx context.Context, req cloud.CreateVolumeRequest) 
 		if v.Name != req.Name {
 			continue
 		}
-		if v.SizeBytes != req.SizeBytes || (req.Zone != "" && v.Zone != req.Zone) || v.SourceSnapshotID != req.SourceSnapshotID {
+		if v.SizeBytes != req.SizeBytes || (req.Zone != "" && v.Zone != req.Zone) || v.SourceSnapshotID != req.SourceSnapshotID || v.SourceVolumeID != req.SourceVolumeID {
 			return nil, cloud.NewError(cloud.CodeAlreadyExists, "volume %s exists with other parameters", req.Name)
 		}
 		c := *v
@@ -282,20 +307,32 @@ func (f *Fake) CreateVolume(ctx context.Context, req cloud.CreateVolumeRequest) 
 			return nil, cloud.NewError(cloud.CodeInvalidArgument, "volume smaller than its snapshot")
 		}
 	}
+	zone := req.Zone
+	if req.SourceVolumeID != "" {
+		src, ok := f.volumes[req.SourceVolumeID]
+		switch {
+		case !ok:
+			return nil, cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", req.SourceVolumeID)
+		case zone != "" && zone != src.Zone:
+			return nil, cloud.NewError(cloud.CodeInvalidArgument, "clone of %s must be in zone %s", src.ID, src.Zone)
+		case req.SizeBytes < src.SizeBytes:
+			return nil, cloud.NewError(cloud.CodeInvalidArgument, "clone smaller than its source")
+		}
+		zone = src.Zone
+	}
 	if f.quotas.Volumes.Used+1 > f.quotas.Volumes.Limit {
 		return nil, cloud.NewError(cloud.CodeVolumeQuotaExceeded, "volume quota %d reached", f.quotas.Volumes.Limit)
 	}
 	if f.quotas.CapacityBytes.Used+req.SizeBytes > f.quotas.CapacityBytes.Limit {
 		return nil, cloud.NewError(cloud.CodeCapacityQuotaExceeded, "capacity quota %d bytes reached", f.quotas.CapacityBytes.Limit)
 	}
-	zone := req.Zone
 	if zone == "" {
 		zone = "zone-a"
 	}
 	f.revision++
 	v := &cloud.Volume{
 		ID: f.newID("vol"), Name: req.Name, SizeBytes: req.SizeBytes, Zone: zone,
-		SourceSnapshotID: req.SourceSnapshotID, State: cloud.StateDetached, CreatedAt: f.now(), Revision: f.revision,
+		SourceSnapshotID: req.SourceSnapshotID, SourceVolumeID: req.SourceVolumeID, State: cloud.StateDetached, CreatedAt: f.now(), Revision: f.revision,
 	}
 	f.volumes[v.ID] = v
 	f.quotas.Volumes.Used++
@@ -546,6 +583,39 @@ func (f *Fake) ResizeVolume(ctx context.Context, volumeID string, sizeBytes int6
 		f.revision++
 		f.quotas.CapacityBytes.Used += sizeBytes - v.SizeBytes
 		v.SizeBytes, v.Revision = sizeBytes, f.revision
+	}
+	c := *v
+	return &c, nil
+}
+
+// ModifyVolume sets a volume's type and IOPS as the cloud does (cloud.CheckVolumeParameters);
+// the same values change nothing.
+func (f *Fake) ModifyVolume(ctx context.Context, volumeID string, req cloud.ModifyVolumeRequest) (*cloud.Volume, error) {
+	if err := f.begin(ctx, cloud.OperationModifyVolume); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.volumes[volumeID]
+	if !ok {
+		return nil, cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", volumeID)
+	}
+	typ, iops := v.Type, v.IOPS
+	if typ == "" {
+		typ = cloud.VolumeTypeStandard
+	}
+	if req.Type != nil {
+		typ = *req.Type
+	}
+	if req.IOPS != nil {
+		iops = *req.IOPS
+	}
+	if err := cloud.CheckVolumeParameters(typ, iops); err != nil {
+		return nil, cloud.NewError(cloud.CodeInvalidArgument, "%v", err)
+	}
+	if typ != v.Type || iops != v.IOPS {
+		f.revision++
+		v.Type, v.IOPS, v.Revision = typ, iops, f.revision
 	}
 	c := *v
 	return &c, nil
