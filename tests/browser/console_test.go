@@ -123,7 +123,7 @@ func (p *pluginHandler) start(t *testing.T, cloudURL string, cfg capacity.Config
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := capacity.NewReporter(cfg, client, node, nil, nil)
+	rep, err := capacity.NewReporter(cfg, client, node, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
