@@ -97,10 +97,12 @@ func NewManager(opts ManagerOptions) *Manager {
 	return &Manager{opts: opts, ctx: ctx, cancel: cancel, runs: map[string]*run{}}
 }
 
-// Start runs sc against api in the background and returns its first status. onStep, when
-// set, is called after each step (from the run's goroutine). Errors: ServerLimitExceeded
-// with MaxRunning runs going, Unavailable after Close.
-func (m *Manager) Start(sc *Scenario, api API, onStep func(id string, r StepResult)) (Status, error) {
+// Start runs sc against api in the background and returns its first status. onStart, when
+// set, is called with that status before the first step can run (so that what it records,
+// the ScenarioStarted event, comes before every step's mutation); its error cancels the run
+// and is returned. onStep, when set, is called after each step (from the run's goroutine).
+// Errors: ServerLimitExceeded with MaxRunning runs going, Unavailable after Close, onStart's.
+func (m *Manager) Start(sc *Scenario, api API, onStart func(Status) error, onStep func(id string, r StepResult)) (Status, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.ctx.Err() != nil {
@@ -143,6 +145,14 @@ func (m *Manager) Start(sc *Scenario, api API, onStep func(id string, r StepResu
 			onStep(id, res)
 		}
 	}}
+	if onStart != nil {
+		if err := onStart(r.status); err != nil {
+			cancel()
+			delete(m.runs, id)
+			m.order = m.order[:len(m.order)-1]
+			return Status{}, err
+		}
+	}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()

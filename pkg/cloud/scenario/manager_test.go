@@ -36,7 +36,7 @@ func TestManagerForgetsOldRuns(t *testing.T) {
 	}
 	var first, last string
 	for i := range scenario.MaxKept + 3 {
-		st, err := m.Start(sc, nopAPI{}, nil)
+		st, err := m.Start(sc, nopAPI{}, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +59,7 @@ func TestManagerForgetsOldRuns(t *testing.T) {
 		t.Fatalf("Cancel of an unknown run: %v", err)
 	}
 	m.Close()
-	if _, err := m.Start(sc, nopAPI{}, nil); cloud.CodeOf(err) != cloud.CodeUnavailable {
+	if _, err := m.Start(sc, nopAPI{}, nil, nil); cloud.CodeOf(err) != cloud.CodeUnavailable {
 		t.Fatalf("Start after Close: %v, want Unavailable", err)
 	}
 }

@@ -44,7 +44,12 @@ func (s *Server) createScenario(r *http.Request, _ caller) (*reply, error) {
 		return nil, err
 	}
 	logger := klog.FromContext(r.Context())
-	st, err := s.scenarios.Start(sc, api, func(id string, res scenario.StepResult) {
+	started := func(st scenario.Status) error {
+		_, err := s.store.RecordEvents([]cloud.Event{{Type: "ScenarioStarted",
+			Detail: cloud.TruncateMessage(fmt.Sprintf("%s name=%s steps=%d", st.ID, sc.Name, st.Steps))}})
+		return err
+	}
+	st, err := s.scenarios.Start(sc, api, started, func(id string, res scenario.StepResult) {
 		detail := fmt.Sprintf("%s +%v %s", id, res.At, res.Step)
 		if res.Error != "" {
 			detail += " failed: " + res.Error
@@ -54,10 +59,6 @@ func (s *Server) createScenario(r *http.Request, _ caller) (*reply, error) {
 		}
 	})
 	if err != nil {
-		return nil, err
-	}
-	if _, err := s.store.RecordEvents([]cloud.Event{{Type: "ScenarioStarted",
-		Detail: cloud.TruncateMessage(fmt.Sprintf("%s name=%s steps=%d", st.ID, sc.Name, st.Steps))}}); err != nil {
 		return nil, err
 	}
 	logger.Info("Scenario started", "scenario", st.ID, "name", sc.Name, "steps", st.Steps)
