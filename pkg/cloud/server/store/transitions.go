@@ -180,7 +180,7 @@ func attachment(vv *volView, instID string) *cloud.Attachment {
 // slotEvent appends an attach or detach event carrying the instance's held-slot count and
 // the limit the driver may use (limit - out-of-band slots).
 func (t *txn) slotEvent(typ string, volID string, iv *instView, detail string) error {
-	attached, limit := int(iv.state.attached), iv.limit-iv.rec.OutOfBandSlots
+	attached, limit := int(iv.state.attached), iv.slots().Slots()
 	return t.event(cloud.Event{Type: typ, VolumeID: volID, InstanceID: iv.rec.ID, Attached: &attached, Limit: &limit, Detail: detail})
 }
 
@@ -378,7 +378,7 @@ func (s *Store) Attach(volumeID, instanceID string, register *cloud.CreateInstan
 		if v.rec.Zone != iv.rec.Zone {
 			return cloud.NewError(cloud.CodeZoneMismatch, "volume %s is in zone %q, instance %s in %q", v.rec.ID, v.rec.Zone, iv.rec.ID, iv.rec.Zone)
 		}
-		if iv.free() <= 0 {
+		if iv.slots().FreeSlots() <= 0 {
 			return cloud.NewError(cloud.CodeAttachmentLimitExceeded, "instance %s: %d slots held by volumes + %d out-of-band slots of limit %d",
 				iv.rec.ID, iv.state.attached, iv.rec.OutOfBandSlots, iv.limit)
 		}

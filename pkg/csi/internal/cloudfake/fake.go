@@ -256,11 +256,16 @@ func (f *Fake) GetCapacity(ctx context.Context, instanceID string) (*cloud.Capac
 	if !ok {
 		return nil, cloud.NewError(cloud.CodeInstanceNotFound, "instance %s not found", instanceID)
 	}
+	return f.capacityLocked(in), nil
+}
+
+// capacityLocked is the instance's capacity facts, as the store reads them.
+func (f *Fake) capacityLocked(in *cloud.Instance) *cloud.Capacity {
 	return &cloud.Capacity{
 		InstanceID: in.ID, AttachLimit: in.AttachLimit, OutOfBandSlots: in.OutOfBandSlots,
 		Attached: len(in.Attachments), QuotaHeadroom: max(0, f.quotas.Attachments.Limit-f.quotas.Attachments.Used),
 		Instances: len(f.instances), Revision: f.revision, ObservedAt: f.now(),
-	}, nil
+	}
 }
 
 // GetQuotas returns the account quotas (operation OperationGetQuotas).
@@ -448,7 +453,7 @@ func (f *Fake) AttachVolume(ctx context.Context, volumeID, instanceID string) (*
 	if v.Zone != in.Zone {
 		return nil, cloud.NewError(cloud.CodeZoneMismatch, "volume zone %s, instance zone %s", v.Zone, in.Zone)
 	}
-	if len(in.Attachments)+in.OutOfBandSlots >= in.AttachLimit {
+	if f.capacityLocked(in).FreeSlots() <= 0 {
 		return nil, cloud.NewError(cloud.CodeAttachmentLimitExceeded, "instance %s has no free slot", instanceID)
 	}
 	if f.quotas.Attachments.Used >= f.quotas.Attachments.Limit {
