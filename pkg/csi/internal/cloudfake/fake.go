@@ -2,8 +2,11 @@
 // pkg/csi and its subpackages. It implements the method set of *cloud.Client that the driver
 // uses, with the same semantics as the real server (docs/fakecloud-api.md): idempotent create by
 // name, atomic attach checks (zone, single attach, instance slots, account quota), idempotent
-// detach, delete refused while attached. Tests can inject errors per operation, block an
-// operation with a hook, and change instance limits, out-of-band slots and quotas.
+// detach, delete refused while attached. The contract suite pkg/cloud/cloudtest runs the same
+// cases against this fake and the real server (contract_test.go here and in
+// pkg/cloud/server), so a difference fails a test: fix the fake, not the case. Tests can
+// inject errors per operation, block an operation with a hook, and change instance limits,
+// out-of-band slots and quotas.
 //
 // All methods are safe for concurrent use; a single mutex guards the state.
 package cloudfake
