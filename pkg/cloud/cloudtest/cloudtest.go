@@ -244,6 +244,18 @@ func cases() []testCase {
 			{op: opAttach, vol: "v1", inst: "node-2", state: cloud.StateAttached},
 			{op: opVolume, vol: "v1", state: cloud.StateAttached, on: "node-2"},
 		}},
+		{name: "a volume keeps its device across attaches", world: world(), steps: []step{
+			{op: opCreate, vol: "v1", size: 1},
+			{op: opCreate, vol: "v2", size: 1},
+			{op: opAttach, vol: "v1", inst: "node-1", state: cloud.StateAttached},
+			{op: opAttach, vol: "v2", inst: "node-1", state: cloud.StateAttached},
+			{op: opVolume, vol: "v2", state: cloud.StateAttached, on: "node-1"},
+			{op: opDetach, vol: "v1", inst: "node-1", state: cloud.StateDetached},
+			{op: opDetach, vol: "v2", inst: "node-1", state: cloud.StateDetached},
+			{op: opAttach, vol: "v2", inst: "node-1", state: cloud.StateAttached},
+			{op: opDetach, vol: "v2", inst: "node-1", state: cloud.StateDetached},
+			{op: opAttach, vol: "v2", inst: "node-2", state: cloud.StateAttached},
+		}},
 		{name: "delete is refused while attached", world: world(), steps: []step{
 			{op: opCreate, vol: "v1", size: 100},
 			{op: opAttach, vol: "v1", inst: "node-1", state: cloud.StateAttached},
@@ -282,7 +294,7 @@ func cases() []testCase {
 func Run(t *testing.T, newCloud func(t *testing.T, w World) Cloud) {
 	for _, tc := range cases() {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &runner{t: t, c: newCloud(t, tc.world), ids: map[string]string{}}
+			r := &runner{t: t, c: newCloud(t, tc.world), ids: map[string]string{}, devices: map[string]string{}}
 			for i, s := range tc.steps {
 				r.step(i, s)
 			}
@@ -290,11 +302,23 @@ func Run(t *testing.T, newCloud func(t *testing.T, w World) Cloud) {
 	}
 }
 
-// runner runs the steps of one case, keeping the IDs of the volumes created by name.
+// runner runs the steps of one case, keeping the IDs of the volumes created by name and the
+// device each volume was first attached as.
 type runner struct {
-	t   *testing.T
-	c   Cloud
-	ids map[string]string
+	t       *testing.T
+	c       Cloud
+	ids     map[string]string
+	devices map[string]string
+}
+
+// device checks that a volume attached as dev keeps the device of its first attach: the
+// driver's publish_context carries it, the same for every publish of the volume.
+func (r *runner) device(i int, s step, dev string) {
+	r.t.Helper()
+	if first, ok := r.devices[s.vol]; ok && dev != first {
+		r.t.Errorf("step %d (%s %s): device %q, expected %q as at its first attach", i, s.op, s.vol, dev, first)
+	}
+	r.devices[s.vol] = dev
 }
 
 // id is the ID of the volume created under name, or a volume ID no cloud holds.
@@ -398,6 +422,9 @@ func (r *runner) volume(i int, s step, v *cloud.Volume) {
 	if s.op == opVolume && s.state != "" && (v.State != s.state || v.AttachedTo != s.on) {
 		t.Errorf("step %d (volume %s): %q on %q, expected %q on %q", i, s.vol, v.State, v.AttachedTo, s.state, s.on)
 	}
+	if s.op == opVolume && v.State == cloud.StateAttached {
+		r.device(i, s, v.Device)
+	}
 }
 
 func (r *runner) attachment(i int, s step, a *cloud.Attachment) {
@@ -409,8 +436,12 @@ func (r *runner) attachment(i int, s step, a *cloud.Attachment) {
 	if a.State != s.state {
 		t.Errorf("step %d (%s %s to %s): state %q, expected %q", i, s.op, s.vol, s.inst, a.State, s.state)
 	}
-	if attached := a.State == cloud.StateAttached; attached != (a.Device != "") {
+	attached := a.State == cloud.StateAttached
+	if attached != (a.Device != "") {
 		t.Errorf("step %d (%s %s to %s): %q with device %q: an attached volume has a device, a detached one none", i, s.op, s.vol, s.inst, a.State, a.Device)
+	}
+	if attached {
+		r.device(i, s, a.Device)
 	}
 }
 

@@ -56,6 +56,11 @@ const (
 // server.DefaultZoneName); volumes may be created in it and in the zone of any instance.
 const DefaultZone = "zone-a"
 
+// DevicePrefix is where an attached volume appears on its instance, DevicePrefix + volume ID:
+// the device is the volume's own, the same at every attach (the real cloud's
+// store.DevicePrefix), so the driver's publish_context is too.
+const DevicePrefix = "/dev/disk/by-id/fakecloud-"
+
 // DefaultQuotaLimit is the limit of every account quota of a new Fake, large enough not to
 // matter unless a test lowers it.
 const DefaultQuotaLimit = 1 << 50
@@ -519,7 +524,7 @@ func (f *Fake) AttachVolume(ctx context.Context, volumeID, instanceID string) (*
 	in.Revision = f.revision
 	f.quotas.Attachments.Used++
 	v.AttachedTo = instanceID
-	v.Device = fmt.Sprintf("/dev/fcd%d", len(in.Attachments))
+	v.Device = DevicePrefix + v.ID
 	v.Revision = f.revision
 	v.State, v.ErrorCode, v.ErrorMessage = cloud.StateAttached, "", ""
 	f.started++
