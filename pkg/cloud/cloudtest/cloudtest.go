@@ -405,7 +405,7 @@ func (r *runner) volume(i int, s step, v *cloud.Volume) {
 			t.Errorf("step %d: create %s of %d bytes: got %+v", i, s.vol, s.size, v)
 		}
 		// Not its State: the real cloud's create answer carries none (a GetVolume says
-		// detached; a volume step checks that).
+		// detached; a volume step checks that), nor its health.
 		if v.AttachedTo != "" || v.Device != "" {
 			t.Errorf("step %d: a new volume is on %q with device %q, expected unbound", i, v.AttachedTo, v.Device)
 		}
@@ -421,6 +421,10 @@ func (r *runner) volume(i int, s step, v *cloud.Volume) {
 	}
 	if s.op == opVolume && s.state != "" && (v.State != s.state || v.AttachedTo != s.on) {
 		t.Errorf("step %d (volume %s): %q on %q, expected %q on %q", i, s.vol, v.State, v.AttachedTo, s.state, s.on)
+	}
+	// Not on create either: the real cloud's create answer carries no health.
+	if s.op != opCreate && v.Health != cloud.VolumeHealthOK {
+		t.Errorf("step %d (%s %s): health %q, expected %q (nothing set it)", i, s.op, s.vol, v.Health, cloud.VolumeHealthOK)
 	}
 	if s.op == opVolume && v.State == cloud.StateAttached {
 		r.device(i, s, v.Device)
@@ -457,6 +461,9 @@ func (r *runner) instance(i int, s step) {
 		want = append(want, r.id(name))
 	}
 	slices.Sort(want)
+	if in.Health != cloud.InstanceHealthOK {
+		t.Errorf("step %d (instance %s): health %q, expected %q (nothing set it)", i, s.inst, in.Health, cloud.InstanceHealthOK)
+	}
 	if in.ID != s.inst || !slices.Equal(in.Attachments, want) {
 		t.Errorf("step %d (instance %s): %s with attachments %v, expected %v", i, s.inst, in.ID, in.Attachments, want)
 	}
@@ -471,6 +478,9 @@ func (r *runner) capacity(i int, s step) {
 	}
 	w := s.capacity
 	got := slots{limit: c.AttachLimit, outOfBand: c.OutOfBandSlots, attached: c.Attached, free: c.FreeSlots(), headroom: c.QuotaHeadroom, instances: c.Instances}
+	if c.Health != cloud.InstanceHealthOK {
+		t.Errorf("step %d (capacity of %s): health %q, expected %q (nothing set it)", i, s.inst, c.Health, cloud.InstanceHealthOK)
+	}
 	if c.InstanceID != s.inst || got != *w {
 		t.Errorf("step %d (capacity of %s): got %s %+v, expected %+v", i, s.inst, c.InstanceID, got, *w)
 	}

@@ -84,14 +84,14 @@ func New() *Fake {
 }
 
 // AddInstance creates or replaces an instance with the given zone, effective attach limit (in
-// slots) and out-of-band slots.
+// slots) and out-of-band slots, healthy.
 func (f *Fake) AddInstance(id, zone string, attachLimit, outOfBandSlots int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.revision++
 	f.instances[id] = &cloud.Instance{
-		ID: id, Zone: zone, InstanceType: "fake", AttachLimit: attachLimit,
-		OutOfBandSlots: outOfBandSlots, Attachments: []string{}, CreatedAt: f.now(), Revision: f.revision,
+		ID: id, Zone: zone, InstanceType: "fake", AttachLimit: attachLimit, OutOfBandSlots: outOfBandSlots,
+		Attachments: []string{}, Health: cloud.InstanceHealthOK, CreatedAt: f.now(), Revision: f.revision,
 	}
 }
 
@@ -196,8 +196,9 @@ func (f *Fake) SetVolumeHealth(id string, h cloud.VolumeHealth, message string) 
 	return ok
 }
 
-// AddVolume stores a volume as given (ID and Name required), for tests that need one without
-// going through CreateVolume; an AttachedTo instance must exist.
+// AddVolume stores a volume as given (ID and Name required; no state: attached or detached
+// as AttachedTo says; no health: ok), for tests that need one without going through
+// CreateVolume; an AttachedTo instance must exist.
 func (f *Fake) AddVolume(v cloud.Volume) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -212,6 +213,9 @@ func (f *Fake) AddVolume(v cloud.Volume) {
 		}
 	} else if v.State == "" {
 		v.State = cloud.StateDetached
+	}
+	if v.Health == "" {
+		v.Health = cloud.VolumeHealthOK
 	}
 	f.quotas.Volumes.Used++
 	f.quotas.CapacityBytes.Used += v.SizeBytes
@@ -303,13 +307,26 @@ func (f *Fake) GetCapacity(ctx context.Context, instanceID string) (*cloud.Capac
 	return f.capacityLocked(in), nil
 }
 
-// capacityLocked is the instance's capacity facts, as the store reads them.
+// capacityLocked is the instance's capacity facts, as the store reads them: every volume
+// bound to it holds a slot, and Attaching, Detaching and Failed (a failed detach) count the
+// ones in those states.
 func (f *Fake) capacityLocked(in *cloud.Instance) *cloud.Capacity {
-	return &cloud.Capacity{
+	c := &cloud.Capacity{
 		InstanceID: in.ID, AttachLimit: in.AttachLimit, OutOfBandSlots: in.OutOfBandSlots,
 		Attached: len(in.Attachments), QuotaHeadroom: max(0, f.quotas.Attachments.Limit-f.quotas.Attachments.Used),
-		Instances: len(f.instances), Revision: f.revision, ObservedAt: f.now(),
+		Instances: len(f.instances), Revision: f.revision, Health: in.Health, ObservedAt: f.now(),
 	}
+	for _, id := range in.Attachments {
+		switch f.volumes[id].State {
+		case cloud.StateAttaching:
+			c.Attaching++
+		case cloud.StateDetaching:
+			c.Detaching++
+		case cloud.StateError:
+			c.Failed++
+		}
+	}
+	return c
 }
 
 // GetQuotas returns the account quotas (operation OperationGetQuotas).
@@ -390,7 +407,8 @@ func (f *Fake) CreateVolume(ctx context.Context, req cloud.CreateVolumeRequest) 
 	f.revision++
 	v := &cloud.Volume{
 		ID: f.newID("vol"), Name: req.Name, SizeBytes: req.SizeBytes, Zone: zone,
-		SourceSnapshotID: req.SourceSnapshotID, SourceVolumeID: req.SourceVolumeID, State: cloud.StateDetached, CreatedAt: f.now(), Revision: f.revision,
+		SourceSnapshotID: req.SourceSnapshotID, SourceVolumeID: req.SourceVolumeID, State: cloud.StateDetached,
+		Health: cloud.VolumeHealthOK, CreatedAt: f.now(), Revision: f.revision,
 	}
 	f.volumes[v.ID] = v
 	f.quotas.Volumes.Used++
