@@ -1,6 +1,7 @@
 package cloud
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -54,4 +55,23 @@ func CheckVolumeParameters(typ string, iops int) error {
 		errs = append(errs, fmt.Errorf("a %s volume takes no provisioned iops (use %s or %s)", VolumeTypeStandard, VolumeTypeSSD, VolumeTypeNVMe))
 	}
 	return errors.Join(errs...)
+}
+
+// Apply is a volume's type and IOPS after the request: the fields given replace typ and iops
+// (typ "" reads as VolumeTypeStandard), and the result must pass CheckVolumeParameters (its
+// error, for an InvalidArgument answer). changed says whether the result differs from what
+// the volume has; asking for what it has changes nothing (no revision, no event).
+func (r ModifyVolumeRequest) Apply(typ string, iops int) (newType string, newIOPS int, changed bool, err error) {
+	typ = cmp.Or(typ, VolumeTypeStandard)
+	newType, newIOPS = typ, iops
+	if r.Type != nil {
+		newType = *r.Type
+	}
+	if r.IOPS != nil {
+		newIOPS = *r.IOPS
+	}
+	if err := CheckVolumeParameters(newType, newIOPS); err != nil {
+		return "", 0, false, err
+	}
+	return newType, newIOPS, newType != typ || newIOPS != iops, nil
 }

@@ -131,6 +131,16 @@ type Capacity struct {
 	ObservedAt time.Time `json:"observedAt"`
 }
 
+// Slots is the number of slots volumes attached through the API may hold on the instance:
+// AttachLimit − OutOfBandSlots. It is the one statement of that formula, read by the store's
+// attach check, the driver's capacity policy, the unit tests' fake and the e2e truth; it is
+// negative only for facts the cloud never reports (out-of-band slots above the limit).
+func (c Capacity) Slots() int { return c.AttachLimit - c.OutOfBandSlots }
+
+// FreeSlots is how many more volumes the instance takes now: Slots − Attached. Zero or less
+// means an attach is AttachmentLimitExceeded.
+func (c Capacity) FreeSlots() int { return c.Slots() - c.Attached }
+
 // Volume is a block volume. A volume is bound to at most one instance (AttachedTo), whose
 // slot it holds while it is attaching, attached, detaching, or in error after a failed detach.
 type Volume struct {

@@ -81,11 +81,7 @@ func (s *Server) getInstance(r *http.Request, c caller) (*reply, error) {
 	if s.ensureRegistered(c, id, err) {
 		inst, err = s.store.GetInstance(id)
 	}
-	if err != nil {
-		return nil, err
-	}
-	s.instanceHealth(s.faults.Health(), inst)
-	return ok(inst, inst.Revision), nil
+	return s.instanceReply(inst, err)
 }
 
 func (s *Server) patchInstance(r *http.Request, _ caller) (*reply, error) {
@@ -97,12 +93,7 @@ func (s *Server) patchInstance(r *http.Request, _ caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
-	inst, err := s.store.PatchInstance(pathVar(r, "id"), p, match)
-	if err != nil {
-		return nil, err
-	}
-	s.instanceHealth(s.faults.Health(), inst)
-	return ok(inst, inst.Revision), nil
+	return s.instanceReply(s.store.PatchInstance(pathVar(r, "id"), p, match))
 }
 
 func (s *Server) getCapacity(r *http.Request, c caller) (*reply, error) {
@@ -176,12 +167,7 @@ func (s *Server) getVolume(r *http.Request, _ caller) (*reply, error) {
 	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationGetVolume, VolumeID: id}); err != nil {
 		return nil, err
 	}
-	v, err := s.store.GetVolume(id)
-	if err != nil {
-		return nil, err
-	}
-	s.volumeHealth(s.faults.Health(), v)
-	return ok(v, v.Revision), nil
+	return s.volumeReply(s.store.GetVolume(id))
 }
 
 func (s *Server) deleteVolume(r *http.Request, _ caller) (*reply, error) {
@@ -260,12 +246,7 @@ func (s *Server) resizeVolume(r *http.Request, _ caller) (*reply, error) {
 	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationResizeVolume, VolumeID: id}); err != nil {
 		return nil, err
 	}
-	v, err := s.store.Resize(id, req.SizeBytes)
-	if err != nil {
-		return nil, err
-	}
-	s.volumeHealth(s.faults.Health(), v)
-	return ok(v, v.Revision), nil
+	return s.volumeReply(s.store.Resize(id, req.SizeBytes))
 }
 
 func (s *Server) modifyVolume(r *http.Request, _ caller) (*reply, error) {
@@ -277,12 +258,7 @@ func (s *Server) modifyVolume(r *http.Request, _ caller) (*reply, error) {
 	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationModifyVolume, VolumeID: id}); err != nil {
 		return nil, err
 	}
-	v, err := s.store.ModifyVolume(id, req)
-	if err != nil {
-		return nil, err
-	}
-	s.volumeHealth(s.faults.Health(), v)
-	return ok(v, v.Revision), nil
+	return s.volumeReply(s.store.ModifyVolume(id, req))
 }
 
 func (s *Server) createSnapshot(r *http.Request, _ caller) (*reply, error) {

@@ -43,12 +43,7 @@ func (s *Server) setVolumeHealth(r *http.Request, _ caller) (*reply, error) {
 		Detail: fmt.Sprintf("health=%s message=%s", req.Health, cloud.Quote(req.Message))}); err != nil {
 		return nil, err
 	}
-	v, err := s.store.GetVolume(id)
-	if err != nil {
-		return nil, err
-	}
-	s.volumeHealth(s.faults.Health(), v)
-	return ok(v, v.Revision), nil
+	return s.volumeReply(s.store.GetVolume(id))
 }
 
 func (s *Server) setInstanceHealth(r *http.Request, _ caller) (*reply, error) {
@@ -67,7 +62,21 @@ func (s *Server) setInstanceHealth(r *http.Request, _ caller) (*reply, error) {
 		Detail: fmt.Sprintf("health=%s message=%s", req.Health, cloud.Quote(req.Message))}); err != nil {
 		return nil, err
 	}
-	inst, err := s.store.GetInstance(id)
+	return s.instanceReply(s.store.GetInstance(id))
+}
+
+// volumeReply is the answer of a handler that returns one volume (the store's v, or its
+// err): v with the health the fault engine holds for it.
+func (s *Server) volumeReply(v *cloud.Volume, err error) (*reply, error) {
+	if err != nil {
+		return nil, err
+	}
+	s.volumeHealth(s.faults.Health(), v)
+	return ok(v, v.Revision), nil
+}
+
+// instanceReply is volumeReply for a handler that returns one instance.
+func (s *Server) instanceReply(inst *cloud.Instance, err error) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ func AllModes() []Mode { return []Mode{ModeFresh, ModeLastKnownGood, ModeFloor, 
 // Raw computes raw = min(attachLimit − outOfBandSlots, attached + quotaShare) for one reading
 // (docs/design.md, "Capacity model"); it may be ≤ 0. Instances ≤ 0 counts as 1.
 func Raw(c cloud.Capacity, share QuotaShare) int64 {
-	slots := int64(c.AttachLimit) - int64(c.OutOfBandSlots)
+	slots := int64(c.Slots())
 	headroom := max(c.QuotaHeadroom, 0)
 	quota := headroom
 	if share == QuotaShareEven {

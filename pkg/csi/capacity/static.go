@@ -106,7 +106,7 @@ func (s *Static) MaxVolumesPerNode(ctx context.Context) (int64, error) {
 		s.err = err
 		return 0, fmt.Errorf("static capacity of %s: %w", s.instanceID, err)
 	}
-	s.value = max(1, int64(c.AttachLimit-c.OutOfBandSlots))
+	s.value = max(1, int64(c.Slots()))
 	in := *c
 	s.inputs, s.err = &in, nil
 	s.m.setCloud(in)

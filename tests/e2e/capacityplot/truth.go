@@ -38,7 +38,7 @@ func Truth(slots, attached int, headroom int64, instances int, share QuotaShare)
 
 // InstanceFacts are the capacity inputs of one instance at the baseline.
 type InstanceFacts struct {
-	// Slots is attach limit minus out-of-band slots.
+	// Slots is attach limit minus out-of-band slots (cloud.Capacity.Slots).
 	Slots    int
 	Attached int
 }
@@ -105,7 +105,7 @@ func CaptureBaseline(ctx context.Context, c *cloud.Client, ids []string) (Baseli
 					return Baseline{}, fmt.Errorf("baseline: capacity of %s: %w", id, err)
 				}
 			}
-			b.Instances[id] = InstanceFacts{Slots: capa.AttachLimit - capa.OutOfBandSlots, Attached: capa.Attached}
+			b.Instances[id] = InstanceFacts{Slots: capa.Slots(), Attached: capa.Attached}
 			consistent = consistent && capa.Revision == b.Revision
 		}
 		if consistent {
@@ -179,7 +179,7 @@ func Replay(b Baseline, events []cloud.Event, share QuotaShare) (map[string][]Tr
 			if m := createdDetail.FindStringSubmatch(e.Detail); m != nil {
 				oob, _ := strconv.Atoi(m[2])
 				limit, ok := b.TypeLimits[m[1]]
-				s.slots, s.known = limit-oob, ok
+				s.slots, s.known = cloud.Capacity{AttachLimit: limit, OutOfBandSlots: oob}.Slots(), ok
 			} else {
 				s.known = false
 			}

@@ -23,9 +23,11 @@ const crashVolumes = 16
 
 // crashChild seeds a store in dir, then attaches and detaches from many goroutines until it is
 // killed, printing every acknowledged mutation ("A vol inst rev" / "D vol inst rev") the
-// moment update returned it.
-func crashChild(dir string) {
-	s, err := store.Open(dir, store.Options{})
+// moment update returned it. With opts' durations set (asynchronous transitions), a worker
+// completes transitions meanwhile, and what is printed is the start of each transition.
+func crashChild(dir string, opts store.Options) {
+	async := opts.AttachDuration > 0 || opts.DetachDuration > 0
+	s, err := store.Open(dir, opts)
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
@@ -58,26 +60,116 @@ func crashChild(dir string) {
 		fmt.Printf(format+"\n", args...) // unbuffered: one write per line
 	}
 	say("ready %d", rev)
+	if async {
+		go func() {
+			for {
+				if _, _, err := s.CompleteDue(nil); err != nil {
+					say("error %v", err)
+					return
+				}
+			}
+		}()
+	}
 	for i, vol := range vols {
 		go func() {
 			inst := []string{"a", "b"}[i%2]
 			for {
 				att, err := s.Attach(vol, inst, nil, nil)
+				if async && cloud.CodeOf(err) == cloud.CodeIncorrectState {
+					continue // still detaching
+				}
 				if err != nil {
 					say("error %v", err)
 					return
 				}
-				say("A %s %s %d", vol, inst, att.Revision)
+				if !async || att.State == cloud.StateAttaching {
+					say("A %s %s %d", vol, inst, att.Revision)
+				}
 				det, err := s.Detach(vol, inst, nil)
 				if err != nil {
 					say("error %v", err)
 					return
 				}
-				say("D %s %s %d", vol, inst, det.Revision)
+				if !async || det.State == cloud.StateDetaching {
+					say("D %s %s %d", vol, inst, det.Revision)
+				}
 			}
 		}()
 	}
 	select {}
+}
+
+// crashAck is a mutation a crash child acknowledged, keyed as its event in the log: the
+// event type, the volume, the instance and the revision.
+type crashAck struct {
+	typ       string
+	vol, inst string
+	rev       uint64
+}
+
+// killCrashChild runs the test named test again in a child process with env set to dir (the
+// child runs crashChild), reads its acknowledgements ("A" and "D" lines become crashAcks of
+// the event types kinds names), kills it (SIGKILL) once it has acknowledged a good number of
+// mutations, in the middle of more, and returns them with the revision the child started
+// from. It fails the test when the child says anything else or acknowledged too few.
+func killCrashChild(t *testing.T, test, env, dir string, kinds map[string]string) ([]crashAck, uint64) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
+	cmd.Env = append(os.Environ(), env+"="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		acks     []crashAck
+		startRev uint64
+		lines    = bufio.NewScanner(out)
+		deadline = time.Now().Add(30 * time.Second)
+	)
+	parse := func(line string) (crashAck, bool) {
+		var a crashAck
+		var kind string
+		if _, err := fmt.Sscanf(line, "%s %s %s %d", &kind, &a.vol, &a.inst, &a.rev); err != nil || kinds[kind] == "" {
+			return a, false
+		}
+		a.typ = kinds[kind]
+		return a, true
+	}
+	for len(acks) < 600 && time.Now().Before(deadline) && lines.Scan() {
+		line := lines.Text()
+		if strings.HasPrefix(line, "ready ") {
+			if _, err := fmt.Sscanf(line, "ready %d", &startRev); err != nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				t.Fatal(err)
+			}
+			continue
+		}
+		a, ok := parse(line)
+		if !ok {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("child said %q", line)
+		}
+		acks = append(acks, a)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	// Acknowledgements already on their way before the kill count too.
+	for lines.Scan() {
+		if a, ok := parse(lines.Text()); ok {
+			acks = append(acks, a)
+		}
+	}
+	_ = cmd.Wait()
+	if len(acks) < 100 {
+		t.Fatalf("only %d mutations acknowledged before the kill", len(acks))
+	}
+	return acks, startRev
 }
 
 // TestKilledStoreKeepsAcknowledged kills (SIGKILL) a process in the middle of concurrent
@@ -88,67 +180,12 @@ func crashChild(dir string) {
 // fsync; bbolt's fdatasync before each acknowledgement covers power loss.)
 func TestKilledStoreKeepsAcknowledged(t *testing.T) {
 	if dir := os.Getenv(crashDirEnv); dir != "" {
-		crashChild(dir)
+		crashChild(dir, store.Options{})
 		return
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledStoreKeepsAcknowledged$")
-	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	type ack struct {
-		attach    bool
-		vol, inst string
-		rev       uint64
-	}
-	var (
-		acks     []ack
-		startRev uint64
-		lines    = bufio.NewScanner(out)
-		deadline = time.Now().Add(30 * time.Second)
-	)
-	// Kill it once it has acknowledged a good number of mutations, in the middle of more.
-	for len(acks) < 600 && time.Now().Before(deadline) && lines.Scan() {
-		line := lines.Text()
-		var a ack
-		var kind string
-		switch {
-		case strings.HasPrefix(line, "ready "):
-			_, err = fmt.Sscanf(line, "ready %d", &startRev)
-		case strings.HasPrefix(line, "A "), strings.HasPrefix(line, "D "):
-			_, err = fmt.Sscanf(line, "%s %s %s %d", &kind, &a.vol, &a.inst, &a.rev)
-			a.attach = kind == "A"
-			acks = append(acks, a)
-		default:
-			err = fmt.Errorf("child said %q", line)
-		}
-		if err != nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			t.Fatal(err)
-		}
-	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	// Acknowledgements already on their way before the kill count too.
-	for lines.Scan() {
-		var a ack
-		var kind string
-		if _, err := fmt.Sscanf(lines.Text(), "%s %s %s %d", &kind, &a.vol, &a.inst, &a.rev); err == nil && (kind == "A" || kind == "D") {
-			a.attach = kind == "A"
-			acks = append(acks, a)
-		}
-	}
-	_ = cmd.Wait()
-	if len(acks) < 100 {
-		t.Fatalf("only %d mutations acknowledged before the kill", len(acks))
-	}
+	acks, startRev := killCrashChild(t, "TestKilledStoreKeepsAcknowledged", crashDirEnv, dir,
+		map[string]string{"A": "VolumeAttached", "D": "VolumeDetached"})
 
 	s, err := store.Open(dir, store.Options{})
 	if err != nil {
@@ -159,15 +196,14 @@ func TestKilledStoreKeepsAcknowledged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logged := map[ack]int{}
+	logged := map[crashAck]int{}
 	attachedTo := map[string]string{}
 	perInstance := map[string]int{}
 	for i, ev := range events {
 		if i > 0 && (ev.Seq != events[i-1].Seq+1 || ev.Revision != events[i-1].Revision+1) {
 			t.Errorf("event %d follows %d: a gap in the log", ev.Seq, events[i-1].Seq)
 		}
-		a := ack{attach: ev.Type == "VolumeAttached", vol: ev.VolumeID, inst: ev.InstanceID, rev: ev.Revision}
-		logged[a]++
+		logged[crashAck{typ: ev.Type, vol: ev.VolumeID, inst: ev.InstanceID, rev: ev.Revision}]++
 		switch ev.Type {
 		case "VolumeAttached":
 			if attachedTo[ev.VolumeID] != "" {

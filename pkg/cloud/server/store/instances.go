@@ -94,9 +94,10 @@ type instView struct {
 	limit int
 }
 
-// free is how many more volumes the instance takes: limit - out-of-band slots - attached.
-func (iv *instView) free() int {
-	return iv.limit - iv.rec.OutOfBandSlots - int(iv.state.attached)
+// slots is the instance's limit, out-of-band slots and held slots, for the slot formulas of
+// cloud.Capacity (Slots, FreeSlots).
+func (iv *instView) slots() cloud.Capacity {
+	return cloud.Capacity{AttachLimit: iv.limit, OutOfBandSlots: iv.rec.OutOfBandSlots, Attached: int(iv.state.attached)}
 }
 
 // loadInstance reads an instance's record and state and its effective limit;
@@ -374,7 +375,7 @@ func (s *Store) PatchInstance(id string, p cloud.InstancePatch, ifMatch *uint64)
 		if err := t.putInstance(iv); err != nil {
 			return err
 		}
-		attached, limit := int(iv.state.attached), iv.limit-iv.rec.OutOfBandSlots
+		attached, limit := int(iv.state.attached), iv.slots().Slots()
 		if err := t.event(cloud.Event{Type: "InstancePatched", InstanceID: id, Attached: &attached, Limit: &limit,
 			Detail: fmt.Sprintf("attachLimit=%d outOfBandSlots=%d type=%s", iv.limit, iv.rec.OutOfBandSlots, iv.rec.InstanceType)}); err != nil {
 			return err

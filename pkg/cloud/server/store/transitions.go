@@ -180,7 +180,7 @@ func attachment(vv *volView, instID string) *cloud.Attachment {
 // slotEvent appends an attach or detach event carrying the instance's held-slot count and
 // the limit the driver may use (limit - out-of-band slots).
 func (t *txn) slotEvent(typ string, volID string, iv *instView, detail string) error {
-	attached, limit := int(iv.state.attached), iv.limit-iv.rec.OutOfBandSlots
+	attached, limit := int(iv.state.attached), iv.slots().Slots()
 	return t.event(cloud.Event{Type: typ, VolumeID: volID, InstanceID: iv.rec.ID, Attached: &attached, Limit: &limit, Detail: detail})
 }
 
@@ -378,7 +378,7 @@ func (s *Store) Attach(volumeID, instanceID string, register *cloud.CreateInstan
 		if v.rec.Zone != iv.rec.Zone {
 			return cloud.NewError(cloud.CodeZoneMismatch, "volume %s is in zone %q, instance %s in %q", v.rec.ID, v.rec.Zone, iv.rec.ID, iv.rec.Zone)
 		}
-		if iv.free() <= 0 {
+		if iv.slots().FreeSlots() <= 0 {
 			return cloud.NewError(cloud.CodeAttachmentLimitExceeded, "instance %s: %d slots held by volumes + %d out-of-band slots of limit %d",
 				iv.rec.ID, iv.state.attached, iv.rec.OutOfBandSlots, iv.limit)
 		}
@@ -538,16 +538,15 @@ func (s *Store) CompleteDue(rules RuleState) (int, time.Time, error) {
 // commit, checking each again inside the transaction (a request may have changed it since
 // Pending read it).
 func (s *Store) completeVolumes(ids []string, now time.Time, rules RuleState) (int, error) {
-	var n int
-	err := s.update(func(t *txn) error {
-		n = 0
+	return s.updateCount("complete transitions", func(t *txn) (int, error) {
+		n := 0
 		for _, id := range ids {
 			if t.tx.Bucket(bucketPending).Get([]byte(id)) == nil {
 				continue
 			}
 			v, err := t.getVolume(id)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			if !v.phase.State.Transient() || v.phase.Due.After(now) {
 				continue
@@ -559,17 +558,29 @@ func (s *Store) completeVolumes(ids []string, now time.Time, rules RuleState) (i
 			}
 			iv, err := t.loadInstance(v.state.attachedTo)
 			if err != nil {
-				return fmt.Errorf("volume %s %s on %s: %w", id, v.phase.State, v.state.attachedTo, err)
+				return 0, fmt.Errorf("volume %s %s on %s: %w", id, v.phase.State, v.state.attachedTo, err)
 			}
 			if err := t.complete(v, iv); err != nil {
-				return err
+				return 0, err
 			}
 			n++
 		}
-		return nil
+		return n, nil
+	})
+}
+
+// updateCount runs count in one update and returns what it counted, or its error wrapped
+// with what. A batched update may run count more than once: only the last run's count is
+// kept, so count starts from zero each time.
+func (s *Store) updateCount(what string, count func(t *txn) (int, error)) (int, error) {
+	var n int
+	err := s.update(func(t *txn) error {
+		var err error
+		n, err = count(t)
+		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("complete transitions: %w", err)
+		return 0, fmt.Errorf("%s: %w", what, err)
 	}
 	return n, nil
 }
@@ -605,48 +616,43 @@ func (s *Store) ReleaseStuck(reason string) (int, error) {
 	if !slices.ContainsFunc(pending, func(p Pending) bool { return p.Stuck }) {
 		return 0, nil // nothing to release: no commit (and no fsync) at every start
 	}
-	var n int
-	err = s.update(func(t *txn) error {
-		n = 0
+	return s.updateCount("release stuck transitions", func(t *txn) (int, error) {
+		n := 0
 		var ids []string
 		if err := t.tx.Bucket(bucketPending).ForEach(func(k, _ []byte) error {
 			ids = append(ids, string(k))
 			return nil
 		}); err != nil {
-			return err
+			return 0, err
 		}
 		for _, id := range ids {
 			vs, err := t.getVolumeState(id)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			p, err := t.getPhase(id, vs)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			if !p.Stuck {
 				continue
 			}
 			if _, err := t.bump(); err != nil {
-				return err
+				return 0, err
 			}
 			rule := p.Rule
 			p.Stuck, p.Rule = false, ""
 			if err := t.putPhase(id, p); err != nil {
-				return err
+				return 0, err
 			}
 			if err := t.event(cloud.Event{Type: "TransitionReleased", VolumeID: id, InstanceID: vs.attachedTo,
 				Detail: fmt.Sprintf("%s held by rule=%s: %s", p.State, rule, reason)}); err != nil {
-				return err
+				return 0, err
 			}
 			n++
 		}
-		return nil
+		return n, nil
 	})
-	if err != nil {
-		return 0, fmt.Errorf("release stuck transitions: %w", err)
-	}
-	return n, nil
 }
 
 // slotStates counts the volumes bound to an instance by attach state: attaching, detaching,

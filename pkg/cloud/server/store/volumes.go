@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -402,24 +403,11 @@ func (s *Store) ModifyVolume(volumeID string, req cloud.ModifyVolumeRequest) (*c
 		if err != nil {
 			return err
 		}
-		typ, iops := v.rec.Type, v.rec.IOPS
-		if typ == "" {
-			typ = cloud.VolumeTypeStandard
-		}
-		if req.Type != nil {
-			typ = *req.Type
-		}
-		if req.IOPS != nil {
-			iops = *req.IOPS
-		}
-		if err := cloud.CheckVolumeParameters(typ, iops); err != nil {
+		typ, iops, changed, err := req.Apply(v.rec.Type, v.rec.IOPS)
+		if err != nil {
 			return cloud.NewError(cloud.CodeInvalidArgument, "%v", err)
 		}
-		oldType := v.rec.Type
-		if oldType == "" {
-			oldType = cloud.VolumeTypeStandard
-		}
-		if typ == oldType && iops == v.rec.IOPS {
+		if !changed {
 			out = v.volume()
 			return nil
 		}
@@ -427,7 +415,7 @@ func (s *Store) ModifyVolume(volumeID string, req cloud.ModifyVolumeRequest) (*c
 		if err != nil {
 			return err
 		}
-		old := fmt.Sprintf("type=%s iops=%d", oldType, v.rec.IOPS)
+		old := fmt.Sprintf("type=%s iops=%d", cmp.Or(v.rec.Type, cloud.VolumeTypeStandard), v.rec.IOPS)
 		v.rec.Type, v.rec.IOPS, v.state.revision = typ, iops, rev
 		if err := t.putVolume(&v.rec, v.state); err != nil {
 			return err

@@ -2,8 +2,11 @@
 // pkg/csi and its subpackages. It implements the method set of *cloud.Client that the driver
 // uses, with the same semantics as the real server (docs/fakecloud-api.md): idempotent create by
 // name, atomic attach checks (zone, single attach, instance slots, account quota), idempotent
-// detach, delete refused while attached. Tests can inject errors per operation, block an
-// operation with a hook, and change instance limits, out-of-band slots and quotas.
+// detach, delete refused while attached. The contract suite pkg/cloud/cloudtest runs the same
+// cases against this fake and the real server (contract_test.go here and in
+// pkg/cloud/server), so a difference fails a test: fix the fake, not the case. Tests can
+// inject errors per operation, block an operation with a hook, and change instance limits,
+// out-of-band slots and quotas.
 //
 // All methods are safe for concurrent use; a single mutex guards the state.
 package cloudfake
@@ -49,6 +52,15 @@ const (
 	OperationGetSnapshot cloud.Operation = "GetSnapshot"
 )
 
+// DefaultZone is the zone of volumes created without one (the real cloud's
+// server.DefaultZoneName); volumes may be created in it and in the zone of any instance.
+const DefaultZone = "zone-a"
+
+// DevicePrefix is where an attached volume appears on its instance, DevicePrefix + volume ID:
+// the device is the volume's own, the same at every attach (the real cloud's
+// store.DevicePrefix), so the driver's publish_context is too.
+const DevicePrefix = "/dev/disk/by-id/fakecloud-"
+
 // DefaultQuotaLimit is the limit of every account quota of a new Fake, large enough not to
 // matter unless a test lowers it.
 const DefaultQuotaLimit = 1 << 50
@@ -72,14 +84,14 @@ func New() *Fake {
 }
 
 // AddInstance creates or replaces an instance with the given zone, effective attach limit (in
-// slots) and out-of-band slots.
+// slots) and out-of-band slots, healthy.
 func (f *Fake) AddInstance(id, zone string, attachLimit, outOfBandSlots int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.revision++
 	f.instances[id] = &cloud.Instance{
-		ID: id, Zone: zone, InstanceType: "fake", AttachLimit: attachLimit,
-		OutOfBandSlots: outOfBandSlots, Attachments: []string{}, CreatedAt: f.now(), Revision: f.revision,
+		ID: id, Zone: zone, InstanceType: "fake", AttachLimit: attachLimit, OutOfBandSlots: outOfBandSlots,
+		Attachments: []string{}, Health: cloud.InstanceHealthOK, CreatedAt: f.now(), Revision: f.revision,
 	}
 }
 
@@ -145,6 +157,12 @@ func (f *Fake) Revision() uint64 {
 func (f *Fake) Volumes() []cloud.Volume {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.volumesLocked()
+}
+
+// volumesLocked is a copy of every volume, sorted by ID (the real cloud's order: IDs are
+// issued in creation order).
+func (f *Fake) volumesLocked() []cloud.Volume {
 	out := make([]cloud.Volume, 0, len(f.volumes))
 	for _, v := range f.volumes {
 		out = append(out, *v)
@@ -178,8 +196,9 @@ func (f *Fake) SetVolumeHealth(id string, h cloud.VolumeHealth, message string) 
 	return ok
 }
 
-// AddVolume stores a volume as given (ID and Name required), for tests that need one without
-// going through CreateVolume; an AttachedTo instance must exist.
+// AddVolume stores a volume as given (ID and Name required; no state: attached or detached
+// as AttachedTo says; no health: ok), for tests that need one without going through
+// CreateVolume; an AttachedTo instance must exist.
 func (f *Fake) AddVolume(v cloud.Volume) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -194,6 +213,9 @@ func (f *Fake) AddVolume(v cloud.Volume) {
 		}
 	} else if v.State == "" {
 		v.State = cloud.StateDetached
+	}
+	if v.Health == "" {
+		v.Health = cloud.VolumeHealthOK
 	}
 	f.quotas.Volumes.Used++
 	f.quotas.CapacityBytes.Used += v.SizeBytes
@@ -224,6 +246,34 @@ func (f *Fake) begin(ctx context.Context, op cloud.Operation) error {
 	return nil
 }
 
+// lock is begin, then the fake's lock: on success the caller holds f.mu and defers its
+// Unlock.
+func (f *Fake) lock(ctx context.Context, op cloud.Operation) error {
+	if err := f.begin(ctx, op); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	return nil
+}
+
+// volumeLocked is the volume id, or cloud.ErrVolumeNotFound.
+func (f *Fake) volumeLocked(id string) (*cloud.Volume, error) {
+	v, ok := f.volumes[id]
+	if !ok {
+		return nil, cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", id)
+	}
+	return v, nil
+}
+
+// instanceLocked is the instance id, or cloud.ErrInstanceNotFound.
+func (f *Fake) instanceLocked(id string) (*cloud.Instance, error) {
+	in, ok := f.instances[id]
+	if !ok {
+		return nil, cloud.NewError(cloud.CodeInstanceNotFound, "instance %s not found", id)
+	}
+	return in, nil
+}
+
 func (f *Fake) newID(prefix string) string {
 	f.nextID++
 	return fmt.Sprintf("%s-%04d", prefix, f.nextID)
@@ -231,14 +281,13 @@ func (f *Fake) newID(prefix string) string {
 
 // GetInstance returns a copy of the instance, or cloud.ErrInstanceNotFound.
 func (f *Fake) GetInstance(ctx context.Context, id string) (*cloud.Instance, error) {
-	if err := f.begin(ctx, cloud.OperationGetInstance); err != nil {
+	if err := f.lock(ctx, cloud.OperationGetInstance); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
-	in, ok := f.instances[id]
-	if !ok {
-		return nil, cloud.NewError(cloud.CodeInstanceNotFound, "instance %s not found", id)
+	in, err := f.instanceLocked(id)
+	if err != nil {
+		return nil, err
 	}
 	c := *in
 	c.Attachments = append([]string{}, in.Attachments...)
@@ -247,28 +296,44 @@ func (f *Fake) GetInstance(ctx context.Context, id string) (*cloud.Instance, err
 
 // GetCapacity returns the raw capacity facts of an instance, or cloud.ErrInstanceNotFound.
 func (f *Fake) GetCapacity(ctx context.Context, instanceID string) (*cloud.Capacity, error) {
-	if err := f.begin(ctx, cloud.OperationGetCapacity); err != nil {
+	if err := f.lock(ctx, cloud.OperationGetCapacity); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
-	in, ok := f.instances[instanceID]
-	if !ok {
-		return nil, cloud.NewError(cloud.CodeInstanceNotFound, "instance %s not found", instanceID)
+	in, err := f.instanceLocked(instanceID)
+	if err != nil {
+		return nil, err
 	}
-	return &cloud.Capacity{
+	return f.capacityLocked(in), nil
+}
+
+// capacityLocked is the instance's capacity facts, as the store reads them: every volume
+// bound to it holds a slot, and Attaching, Detaching and Failed (a failed detach) count the
+// ones in those states.
+func (f *Fake) capacityLocked(in *cloud.Instance) *cloud.Capacity {
+	c := &cloud.Capacity{
 		InstanceID: in.ID, AttachLimit: in.AttachLimit, OutOfBandSlots: in.OutOfBandSlots,
 		Attached: len(in.Attachments), QuotaHeadroom: max(0, f.quotas.Attachments.Limit-f.quotas.Attachments.Used),
-		Instances: len(f.instances), Revision: f.revision, ObservedAt: f.now(),
-	}, nil
+		Instances: len(f.instances), Revision: f.revision, Health: in.Health, ObservedAt: f.now(),
+	}
+	for _, id := range in.Attachments {
+		switch f.volumes[id].State {
+		case cloud.StateAttaching:
+			c.Attaching++
+		case cloud.StateDetaching:
+			c.Detaching++
+		case cloud.StateError:
+			c.Failed++
+		}
+	}
+	return c
 }
 
 // GetQuotas returns the account quotas (operation OperationGetQuotas).
 func (f *Fake) GetQuotas(ctx context.Context) (*cloud.Quotas, error) {
-	if err := f.begin(ctx, OperationGetQuotas); err != nil {
+	if err := f.lock(ctx, OperationGetQuotas); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
 	q := f.quotas
 	q.Revision = f.revision
@@ -276,27 +341,42 @@ func (f *Fake) GetQuotas(ctx context.Context) (*cloud.Quotas, error) {
 }
 
 // CreateVolume creates a volume, idempotent by name: the same name with the same size, zone and
-// source returns the existing volume; different parameters are cloud.ErrAlreadyExists. Quotas
-// are checked (VolumeQuotaExceeded, CapacityQuotaExceeded) and a missing source snapshot is
+// source returns the existing volume; different parameters are cloud.ErrAlreadyExists. As in
+// the real cloud, a volume without a zone is in its source volume's zone, else DefaultZone,
+// and the zone must be DefaultZone or an instance's (InvalidArgument). Quotas are checked
+// (VolumeQuotaExceeded, CapacityQuotaExceeded) and a missing source snapshot is
 // SnapshotNotFound.
 func (f *Fake) CreateVolume(ctx context.Context, req cloud.CreateVolumeRequest) (*cloud.Volume, error) {
-	if err := f.begin(ctx, cloud.OperationCreateVolume); err != nil {
+	if err := f.lock(ctx, cloud.OperationCreateVolume); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
 	if req.Name == "" || req.SizeBytes <= 0 {
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "name and a positive sizeBytes are required")
+	}
+	zone := req.Zone
+	if zone == "" && req.SourceVolumeID != "" {
+		src, err := f.volumeLocked(req.SourceVolumeID)
+		if err != nil {
+			return nil, err
+		}
+		zone = src.Zone
+	}
+	if zone == "" {
+		zone = DefaultZone
 	}
 	for _, v := range f.volumes {
 		if v.Name != req.Name {
 			continue
 		}
-		if v.SizeBytes != req.SizeBytes || (req.Zone != "" && v.Zone != req.Zone) || v.SourceSnapshotID != req.SourceSnapshotID || v.SourceVolumeID != req.SourceVolumeID {
+		if v.SizeBytes != req.SizeBytes || v.Zone != zone || v.SourceSnapshotID != req.SourceSnapshotID || v.SourceVolumeID != req.SourceVolumeID {
 			return nil, cloud.NewError(cloud.CodeAlreadyExists, "volume %s exists with other parameters", req.Name)
 		}
 		c := *v
 		return &c, nil
+	}
+	if !f.zoneKnownLocked(zone) {
+		return nil, cloud.NewError(cloud.CodeInvalidArgument, "create volume: unknown zone %s: no instance is in it", cloud.Quote(zone))
 	}
 	if req.SourceSnapshotID != "" {
 		s, ok := f.snapshots[req.SourceSnapshotID]
@@ -307,18 +387,16 @@ func (f *Fake) CreateVolume(ctx context.Context, req cloud.CreateVolumeRequest) 
 			return nil, cloud.NewError(cloud.CodeInvalidArgument, "volume smaller than its snapshot")
 		}
 	}
-	zone := req.Zone
 	if req.SourceVolumeID != "" {
-		src, ok := f.volumes[req.SourceVolumeID]
+		src, err := f.volumeLocked(req.SourceVolumeID)
 		switch {
-		case !ok:
-			return nil, cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", req.SourceVolumeID)
-		case zone != "" && zone != src.Zone:
+		case err != nil:
+			return nil, err
+		case zone != src.Zone:
 			return nil, cloud.NewError(cloud.CodeInvalidArgument, "clone of %s must be in zone %s", src.ID, src.Zone)
 		case req.SizeBytes < src.SizeBytes:
 			return nil, cloud.NewError(cloud.CodeInvalidArgument, "clone smaller than its source")
 		}
-		zone = src.Zone
 	}
 	if f.quotas.Volumes.Used+1 > f.quotas.Volumes.Limit {
 		return nil, cloud.NewError(cloud.CodeVolumeQuotaExceeded, "volume quota %d reached", f.quotas.Volumes.Limit)
@@ -326,13 +404,11 @@ func (f *Fake) CreateVolume(ctx context.Context, req cloud.CreateVolumeRequest) 
 	if f.quotas.CapacityBytes.Used+req.SizeBytes > f.quotas.CapacityBytes.Limit {
 		return nil, cloud.NewError(cloud.CodeCapacityQuotaExceeded, "capacity quota %d bytes reached", f.quotas.CapacityBytes.Limit)
 	}
-	if zone == "" {
-		zone = "zone-a"
-	}
 	f.revision++
 	v := &cloud.Volume{
 		ID: f.newID("vol"), Name: req.Name, SizeBytes: req.SizeBytes, Zone: zone,
-		SourceSnapshotID: req.SourceSnapshotID, SourceVolumeID: req.SourceVolumeID, State: cloud.StateDetached, CreatedAt: f.now(), Revision: f.revision,
+		SourceSnapshotID: req.SourceSnapshotID, SourceVolumeID: req.SourceVolumeID, State: cloud.StateDetached,
+		Health: cloud.VolumeHealthOK, CreatedAt: f.now(), Revision: f.revision,
 	}
 	f.volumes[v.ID] = v
 	f.quotas.Volumes.Used++
@@ -341,16 +417,29 @@ func (f *Fake) CreateVolume(ctx context.Context, req cloud.CreateVolumeRequest) 
 	return &c, nil
 }
 
+// zoneKnownLocked reports whether volumes may be created in zone: DefaultZone or the zone of
+// an instance, as in the real cloud (zones come with their instances).
+func (f *Fake) zoneKnownLocked(zone string) bool {
+	if zone == DefaultZone {
+		return true
+	}
+	for _, in := range f.instances {
+		if in.Zone == zone {
+			return true
+		}
+	}
+	return false
+}
+
 // GetVolume returns a copy of the volume, or cloud.ErrVolumeNotFound.
 func (f *Fake) GetVolume(ctx context.Context, id string) (*cloud.Volume, error) {
-	if err := f.begin(ctx, cloud.OperationGetVolume); err != nil {
+	if err := f.lock(ctx, cloud.OperationGetVolume); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
-	v, ok := f.volumes[id]
-	if !ok {
-		return nil, cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", id)
+	v, err := f.volumeLocked(id)
+	if err != nil {
+		return nil, err
 	}
 	c := *v
 	return &c, nil
@@ -380,16 +469,11 @@ func pageBounds(n, maxResults int, token string) (int, int, string, error) {
 
 // ListVolumes returns one page of volumes sorted by ID; page tokens are opaque offsets.
 func (f *Fake) ListVolumes(ctx context.Context, maxResults int, pageToken string) (*cloud.VolumeList, error) {
-	if err := f.begin(ctx, cloud.OperationListVolumes); err != nil {
+	if err := f.lock(ctx, cloud.OperationListVolumes); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
-	all := make([]cloud.Volume, 0, len(f.volumes))
-	for _, v := range f.volumes {
-		all = append(all, *v)
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].ID < all[j].ID })
+	all := f.volumesLocked()
 	start, end, next, err := pageBounds(len(all), maxResults, pageToken)
 	if err != nil {
 		return nil, err
@@ -400,14 +484,13 @@ func (f *Fake) ListVolumes(ctx context.Context, maxResults int, pageToken string
 // DeleteVolume deletes a volume: cloud.ErrVolumeNotFound when missing, cloud.ErrVolumeInUse
 // when attached.
 func (f *Fake) DeleteVolume(ctx context.Context, id string) error {
-	if err := f.begin(ctx, cloud.OperationDeleteVolume); err != nil {
+	if err := f.lock(ctx, cloud.OperationDeleteVolume); err != nil {
 		return err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
-	v, ok := f.volumes[id]
-	if !ok {
-		return cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", id)
+	v, err := f.volumeLocked(id)
+	if err != nil {
+		return err
 	}
 	if v.AttachedTo != "" {
 		return cloud.NewError(cloud.CodeVolumeInUse, "volume %s is attached to %s", id, v.AttachedTo)
@@ -420,27 +503,27 @@ func (f *Fake) DeleteVolume(ctx context.Context, id string) error {
 }
 
 // AttachVolume attaches a volume to an instance atomically; idempotent for the same instance.
-// Errors: VolumeNotFound, InstanceNotFound, ZoneMismatch, VolumeInUse (attached elsewhere),
+// Errors: InstanceNotFound (checked first), VolumeNotFound, ZoneMismatch, VolumeInUse (attached elsewhere),
 // AttachmentLimitExceeded (attached + out-of-band ≥ limit), AttachmentQuotaExceeded.
 func (f *Fake) AttachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error) {
-	if err := f.begin(ctx, cloud.OperationAttachVolume); err != nil {
+	if err := f.lock(ctx, cloud.OperationAttachVolume); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
-	v, ok := f.volumes[volumeID]
-	if !ok {
-		return nil, cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", volumeID)
+	// The instance first, as the real cloud checks.
+	in, err := f.instanceLocked(instanceID)
+	if err != nil {
+		return nil, err
 	}
-	in, ok := f.instances[instanceID]
-	if !ok {
-		return nil, cloud.NewError(cloud.CodeInstanceNotFound, "instance %s not found", instanceID)
+	v, err := f.volumeLocked(volumeID)
+	if err != nil {
+		return nil, err
 	}
 	if v.AttachedTo == instanceID {
 		if v.State == cloud.StateDetaching {
 			return nil, cloud.NewError(cloud.CodeIncorrectState, "volume %s is detaching from %s", volumeID, instanceID)
 		}
-		return &cloud.Attachment{VolumeID: v.ID, InstanceID: in.ID, Device: v.Device, State: v.State, Revision: v.Revision}, nil
+		return attachmentOf(v, in.ID), nil
 	}
 	if v.AttachedTo != "" {
 		return nil, cloud.NewError(cloud.CodeVolumeInUse, "volume %s is attached to %s", volumeID, v.AttachedTo)
@@ -448,7 +531,7 @@ func (f *Fake) AttachVolume(ctx context.Context, volumeID, instanceID string) (*
 	if v.Zone != in.Zone {
 		return nil, cloud.NewError(cloud.CodeZoneMismatch, "volume zone %s, instance zone %s", v.Zone, in.Zone)
 	}
-	if len(in.Attachments)+in.OutOfBandSlots >= in.AttachLimit {
+	if f.capacityLocked(in).FreeSlots() <= 0 {
 		return nil, cloud.NewError(cloud.CodeAttachmentLimitExceeded, "instance %s has no free slot", instanceID)
 	}
 	if f.quotas.Attachments.Used >= f.quotas.Attachments.Limit {
@@ -459,14 +542,14 @@ func (f *Fake) AttachVolume(ctx context.Context, volumeID, instanceID string) (*
 	in.Revision = f.revision
 	f.quotas.Attachments.Used++
 	v.AttachedTo = instanceID
-	v.Device = fmt.Sprintf("/dev/fcd%d", len(in.Attachments))
+	v.Device = DevicePrefix + v.ID
 	v.Revision = f.revision
 	v.State, v.ErrorCode, v.ErrorMessage = cloud.StateAttached, "", ""
 	f.started++
 	if f.async {
 		v.State = cloud.StateAttaching
 	}
-	return &cloud.Attachment{VolumeID: v.ID, InstanceID: in.ID, Device: v.Device, State: v.State, Revision: f.revision}, nil
+	return attachmentOf(v, in.ID), nil
 }
 
 // SetAsync makes attaches stay attaching and detaches detaching (holding their slots) until
@@ -529,49 +612,45 @@ func (f *Fake) releaseLocked(v *cloud.Volume) {
 }
 
 // DetachVolume detaches a volume from an instance; detaching what is not attached there is a
-// no-op. Errors: VolumeNotFound, InstanceNotFound.
+// no-op, also from an instance that does not exist. Errors: VolumeNotFound.
 func (f *Fake) DetachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error) {
-	if err := f.begin(ctx, cloud.OperationDetachVolume); err != nil {
+	if err := f.lock(ctx, cloud.OperationDetachVolume); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
-	v, ok := f.volumes[volumeID]
-	if !ok {
-		return nil, cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", volumeID)
-	}
-	if _, ok := f.instances[instanceID]; !ok {
-		return nil, cloud.NewError(cloud.CodeInstanceNotFound, "instance %s not found", instanceID)
+	v, err := f.volumeLocked(volumeID)
+	if err != nil {
+		return nil, err
 	}
 	if v.AttachedTo != instanceID {
+		// Detached there, whether or not the instance exists, as the real cloud answers.
 		return &cloud.Attachment{VolumeID: volumeID, InstanceID: instanceID, State: cloud.StateDetached, Revision: f.revision}, nil
 	}
 	if v.State == cloud.StateDetaching {
-		return &cloud.Attachment{VolumeID: volumeID, InstanceID: instanceID, Device: v.Device, State: v.State, Revision: v.Revision}, nil
+		return attachmentOf(v, instanceID), nil
 	}
 	f.revision++
 	f.started++
 	v.Revision = f.revision
 	if f.async {
 		v.State = cloud.StateDetaching
-		return &cloud.Attachment{VolumeID: volumeID, InstanceID: instanceID, Device: v.Device, State: v.State, Revision: v.Revision}, nil
+		return attachmentOf(v, instanceID), nil
 	}
 	f.releaseLocked(v)
 	v.State = cloud.StateDetached
-	return &cloud.Attachment{VolumeID: volumeID, InstanceID: instanceID, State: v.State, Revision: v.Revision}, nil
+	return attachmentOf(v, instanceID), nil
 }
 
 // ResizeVolume grows a volume to sizeBytes; shrinking is cloud.ErrInvalidArgument, the same
 // size is a no-op, growth past the capacity quota is CapacityQuotaExceeded.
 func (f *Fake) ResizeVolume(ctx context.Context, volumeID string, sizeBytes int64) (*cloud.Volume, error) {
-	if err := f.begin(ctx, cloud.OperationResizeVolume); err != nil {
+	if err := f.lock(ctx, cloud.OperationResizeVolume); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
-	v, ok := f.volumes[volumeID]
-	if !ok {
-		return nil, cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", volumeID)
+	v, err := f.volumeLocked(volumeID)
+	if err != nil {
+		return nil, err
 	}
 	if sizeBytes < v.SizeBytes {
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "volumes only grow")
@@ -591,29 +670,19 @@ func (f *Fake) ResizeVolume(ctx context.Context, volumeID string, sizeBytes int6
 // ModifyVolume sets a volume's type and IOPS as the cloud does (cloud.CheckVolumeParameters);
 // the same values change nothing.
 func (f *Fake) ModifyVolume(ctx context.Context, volumeID string, req cloud.ModifyVolumeRequest) (*cloud.Volume, error) {
-	if err := f.begin(ctx, cloud.OperationModifyVolume); err != nil {
+	if err := f.lock(ctx, cloud.OperationModifyVolume); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
-	v, ok := f.volumes[volumeID]
-	if !ok {
-		return nil, cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", volumeID)
+	v, err := f.volumeLocked(volumeID)
+	if err != nil {
+		return nil, err
 	}
-	typ, iops := v.Type, v.IOPS
-	if typ == "" {
-		typ = cloud.VolumeTypeStandard
-	}
-	if req.Type != nil {
-		typ = *req.Type
-	}
-	if req.IOPS != nil {
-		iops = *req.IOPS
-	}
-	if err := cloud.CheckVolumeParameters(typ, iops); err != nil {
+	typ, iops, changed, err := req.Apply(v.Type, v.IOPS)
+	if err != nil {
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "%v", err)
 	}
-	if typ != v.Type || iops != v.IOPS {
+	if changed {
 		f.revision++
 		v.Type, v.IOPS, v.Revision = typ, iops, f.revision
 	}
@@ -624,10 +693,9 @@ func (f *Fake) ModifyVolume(ctx context.Context, volumeID string, req cloud.Modi
 // CreateSnapshot snapshots a volume, idempotent by name (same source: the existing snapshot;
 // other source: AlreadyExists). A missing source is VolumeNotFound.
 func (f *Fake) CreateSnapshot(ctx context.Context, req cloud.CreateSnapshotRequest) (*cloud.Snapshot, error) {
-	if err := f.begin(ctx, cloud.OperationCreateSnapshot); err != nil {
+	if err := f.lock(ctx, cloud.OperationCreateSnapshot); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, s := range f.snapshots {
 		if s.Name != req.Name {
@@ -639,9 +707,9 @@ func (f *Fake) CreateSnapshot(ctx context.Context, req cloud.CreateSnapshotReque
 		c := *s
 		return &c, nil
 	}
-	v, ok := f.volumes[req.SourceVolumeID]
-	if !ok {
-		return nil, cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", req.SourceVolumeID)
+	v, err := f.volumeLocked(req.SourceVolumeID)
+	if err != nil {
+		return nil, err
 	}
 	f.revision++
 	s := &cloud.Snapshot{
@@ -655,10 +723,9 @@ func (f *Fake) CreateSnapshot(ctx context.Context, req cloud.CreateSnapshotReque
 
 // GetSnapshot returns a copy of the snapshot, or cloud.ErrSnapshotNotFound.
 func (f *Fake) GetSnapshot(ctx context.Context, id string) (*cloud.Snapshot, error) {
-	if err := f.begin(ctx, OperationGetSnapshot); err != nil {
+	if err := f.lock(ctx, OperationGetSnapshot); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, ok := f.snapshots[id]
 	if !ok {
@@ -670,10 +737,9 @@ func (f *Fake) GetSnapshot(ctx context.Context, id string) (*cloud.Snapshot, err
 
 // ListSnapshots returns one page of snapshots sorted by ID, filtered by ID and source volume.
 func (f *Fake) ListSnapshots(ctx context.Context, opts cloud.ListSnapshotsOptions) (*cloud.SnapshotList, error) {
-	if err := f.begin(ctx, cloud.OperationListSnapshots); err != nil {
+	if err := f.lock(ctx, cloud.OperationListSnapshots); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
 	all := []cloud.Snapshot{}
 	for _, s := range f.snapshots {
@@ -691,10 +757,9 @@ func (f *Fake) ListSnapshots(ctx context.Context, opts cloud.ListSnapshotsOption
 
 // DeleteSnapshot deletes a snapshot, or returns cloud.ErrSnapshotNotFound.
 func (f *Fake) DeleteSnapshot(ctx context.Context, id string) error {
-	if err := f.begin(ctx, cloud.OperationDeleteSnapshot); err != nil {
+	if err := f.lock(ctx, cloud.OperationDeleteSnapshot); err != nil {
 		return err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.snapshots[id]; !ok {
 		return cloud.NewError(cloud.CodeSnapshotNotFound, "snapshot %s not found", id)
@@ -702,6 +767,11 @@ func (f *Fake) DeleteSnapshot(ctx context.Context, id string) error {
 	f.revision++
 	delete(f.snapshots, id)
 	return nil
+}
+
+// attachmentOf is the attachment of v to instanceID as the volume stands.
+func attachmentOf(v *cloud.Volume, instanceID string) *cloud.Attachment {
+	return &cloud.Attachment{VolumeID: v.ID, InstanceID: instanceID, Device: v.Device, State: v.State, Revision: v.Revision}
 }
 
 func insertSorted(s []string, v string) []string {

@@ -1,0 +1,500 @@
+// Package cloudtest is the contract of the fake cloud's volume, attach and capacity API: one
+// table of cases that runs against every implementation of it, so that the in-memory fake of
+// the driver's unit tests (pkg/csi/internal/cloudfake) and the real fake cloud
+// (pkg/cloud/server through *cloud.Client) cannot drift apart. Each implementation's tests
+// call Run with a constructor that builds a cloud holding a given World.
+//
+// The contract is the synchronous cloud (server.Config with zero attach and detach
+// durations, the fake's default): attaches and detaches end within the call. The
+// asynchronous state machine is the server's own tests' (docs/attach.md).
+package cloudtest
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+)
+
+// Cloud is the part of the cloud API the contract covers; *cloud.Client and
+// *cloudfake.Fake implement it. Errors are *cloud.Error values for the cloud's answers.
+type Cloud interface {
+	CreateVolume(ctx context.Context, req cloud.CreateVolumeRequest) (*cloud.Volume, error)
+	GetVolume(ctx context.Context, id string) (*cloud.Volume, error)
+	DeleteVolume(ctx context.Context, id string) error
+	AttachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error)
+	DetachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error)
+	ResizeVolume(ctx context.Context, volumeID string, sizeBytes int64) (*cloud.Volume, error)
+	ModifyVolume(ctx context.Context, volumeID string, req cloud.ModifyVolumeRequest) (*cloud.Volume, error)
+	GetInstance(ctx context.Context, id string) (*cloud.Instance, error)
+	GetCapacity(ctx context.Context, instanceID string) (*cloud.Capacity, error)
+	GetQuotas(ctx context.Context) (*cloud.Quotas, error)
+}
+
+// Instance is an instance of a World: its ID, zone, effective attach limit and out-of-band
+// slots (both in slots).
+type Instance struct {
+	ID             string
+	Zone           string
+	AttachLimit    int
+	OutOfBandSlots int
+}
+
+// World is the state a case starts from: its instances, no volumes, and the account's quota
+// limits (attachments and volumes are counts, CapacityBytes is bytes). Volumes created
+// without a zone land in DefaultZone.
+type World struct {
+	Instances       []Instance
+	AttachmentQuota int64
+	VolumeQuota     int64
+	CapacityQuota   int64
+}
+
+// DefaultZone is the zone of volumes created without one, in both implementations.
+const DefaultZone = "zone-a"
+
+// op is what a step does.
+type op int
+
+const (
+	opCreate   op = iota // CreateVolume(vol, size, zone)
+	opAttach             // AttachVolume(vol, inst)
+	opDetach             // DetachVolume(vol, inst)
+	opDelete             // DeleteVolume(vol)
+	opResize             // ResizeVolume(vol, size)
+	opModify             // ModifyVolume(vol, typ, iops)
+	opVolume             // GetVolume(vol)
+	opInstance           // GetInstance(inst)
+	opCapacity           // GetCapacity(inst)
+	opQuotas             // GetQuotas
+)
+
+func (o op) String() string {
+	return [...]string{"create", "attach", "detach", "delete", "resize", "modify", "volume", "instance", "capacity", "quotas"}[o]
+}
+
+// slots is the capacity a step expects: the facts and the slot formulas of cloud.Capacity.
+type slots struct {
+	limit, outOfBand, attached, free int
+	headroom                         int64
+	instances                        int
+}
+
+// used is the quota use a step expects.
+type used struct {
+	attachments, volumes, bytes int64
+}
+
+// step is one call and what it must answer. Volumes are named by their CreateVolume name
+// (the suite keeps the IDs); a name never created stands for a missing volume.
+type step struct {
+	op   op
+	vol  string
+	inst string
+	size int64
+	zone string
+	typ  string
+	iops int
+	// code is the error code the call must fail with; "" is success.
+	code cloud.Code
+	// state is the attach state an attach, detach or volume step expects (volume: "" is
+	// not checked); on is the instance the volume must be bound to ("" unbound).
+	state cloud.AttachState
+	on    string
+	// same: the create must return the volume created before under the name; unchanged:
+	// the modify must leave the revision as it was.
+	same, unchanged bool
+	// wantZone, wantSize and wantType are the volume's zone, size and type a create,
+	// resize, modify or volume step expects, when set.
+	wantZone string
+	wantSize int64
+	wantType string
+	// attachments are the volumes (names) an instance step expects, in ID order.
+	attachments []string
+	capacity    *slots
+	quotas      *used
+}
+
+// testCase is one row of the contract.
+type testCase struct {
+	name  string
+	world World
+	steps []step
+}
+
+// world is the World most cases start from: two instances in zone-a with 4 slots (one
+// out of band) and 2 slots, one in zone-b, and room in every quota.
+func world() World {
+	return World{
+		Instances: []Instance{
+			{ID: "node-1", Zone: "zone-a", AttachLimit: 4, OutOfBandSlots: 1},
+			{ID: "node-2", Zone: "zone-a", AttachLimit: 2},
+			{ID: "node-3", Zone: "zone-b", AttachLimit: 8},
+		},
+		AttachmentQuota: 40, VolumeQuota: 10, CapacityQuota: 1 << 30,
+	}
+}
+
+func cases() []testCase {
+	quotaWorld := world()
+	quotaWorld.AttachmentQuota, quotaWorld.VolumeQuota, quotaWorld.CapacityQuota = 1, 2, 300
+	return []testCase{
+		{name: "create is idempotent by name", world: world(), steps: []step{
+			{op: opCreate, vol: "v1", size: 100, wantZone: DefaultZone, wantSize: 100},
+			{op: opCreate, vol: "v1", size: 100, same: true},
+			{op: opCreate, vol: "v1", size: 200, code: cloud.CodeAlreadyExists},
+			{op: opCreate, vol: "v1", size: 100, zone: "zone-b", code: cloud.CodeAlreadyExists},
+			{op: opCreate, vol: "v2", size: 100, zone: "zone-b", wantZone: "zone-b"},
+			{op: opCreate, vol: "v2", size: 100, code: cloud.CodeAlreadyExists},
+			{op: opCreate, vol: "v3", size: 100, zone: "zone-q", code: cloud.CodeInvalidArgument},
+			{op: opCreate, vol: "v3", size: 0, code: cloud.CodeInvalidArgument},
+			{op: opCreate, vol: "", size: 100, code: cloud.CodeInvalidArgument},
+			{op: opVolume, vol: "v1", state: cloud.StateDetached, wantSize: 100},
+			{op: opQuotas, quotas: &used{volumes: 2, bytes: 200}},
+		}},
+		{name: "create is refused past the volume and capacity quotas", world: quotaWorld, steps: []step{
+			{op: opCreate, vol: "v1", size: 100},
+			{op: opCreate, vol: "big", size: 201, code: cloud.CodeCapacityQuotaExceeded},
+			{op: opCreate, vol: "v2", size: 200},
+			{op: opCreate, vol: "v3", size: 1, code: cloud.CodeVolumeQuotaExceeded},
+			{op: opQuotas, quotas: &used{volumes: 2, bytes: 300}},
+		}},
+		{name: "attach binds the volume and takes a slot", world: world(), steps: []step{
+			{op: opCreate, vol: "v1", size: 1},
+			{op: opCapacity, inst: "node-1", capacity: &slots{limit: 4, outOfBand: 1, attached: 0, free: 3, headroom: 40, instances: 3}},
+			{op: opAttach, vol: "v1", inst: "node-1", state: cloud.StateAttached},
+			{op: opVolume, vol: "v1", state: cloud.StateAttached, on: "node-1"},
+			{op: opInstance, inst: "node-1", attachments: []string{"v1"}},
+			{op: opCapacity, inst: "node-1", capacity: &slots{limit: 4, outOfBand: 1, attached: 1, free: 2, headroom: 39, instances: 3}},
+			{op: opQuotas, quotas: &used{attachments: 1, volumes: 1, bytes: 1}},
+		}},
+		{name: "attach to the same instance is idempotent", world: world(), steps: []step{
+			{op: opCreate, vol: "v1", size: 1},
+			{op: opAttach, vol: "v1", inst: "node-1", state: cloud.StateAttached},
+			{op: opAttach, vol: "v1", inst: "node-1", state: cloud.StateAttached},
+			{op: opCapacity, inst: "node-1", capacity: &slots{limit: 4, outOfBand: 1, attached: 1, free: 2, headroom: 39, instances: 3}},
+		}},
+		{name: "attach elsewhere is VolumeInUse", world: world(), steps: []step{
+			{op: opCreate, vol: "v1", size: 1},
+			{op: opAttach, vol: "v1", inst: "node-1", state: cloud.StateAttached},
+			{op: opAttach, vol: "v1", inst: "node-2", code: cloud.CodeVolumeInUse},
+			{op: opVolume, vol: "v1", state: cloud.StateAttached, on: "node-1"},
+			{op: opInstance, inst: "node-2", attachments: []string{}},
+		}},
+		{name: "attach across zones is ZoneMismatch", world: world(), steps: []step{
+			{op: opCreate, vol: "v1", size: 1, zone: "zone-b"},
+			{op: opAttach, vol: "v1", inst: "node-1", code: cloud.CodeZoneMismatch},
+			{op: opVolume, vol: "v1", state: cloud.StateDetached},
+			{op: opCapacity, inst: "node-1", capacity: &slots{limit: 4, outOfBand: 1, attached: 0, free: 3, headroom: 40, instances: 3}},
+		}},
+		{name: "attach past the free slots is AttachmentLimitExceeded", world: world(), steps: []step{
+			{op: opCreate, vol: "v1", size: 1},
+			{op: opCreate, vol: "v2", size: 1},
+			{op: opCreate, vol: "v3", size: 1},
+			{op: opAttach, vol: "v1", inst: "node-2", state: cloud.StateAttached},
+			{op: opAttach, vol: "v2", inst: "node-2", state: cloud.StateAttached},
+			{op: opCapacity, inst: "node-2", capacity: &slots{limit: 2, attached: 2, free: 0, headroom: 38, instances: 3}},
+			{op: opAttach, vol: "v3", inst: "node-2", code: cloud.CodeAttachmentLimitExceeded},
+			{op: opVolume, vol: "v3", state: cloud.StateDetached},
+			{op: opInstance, inst: "node-2", attachments: []string{"v1", "v2"}},
+			{op: opQuotas, quotas: &used{attachments: 2, volumes: 3, bytes: 3}},
+		}},
+		{name: "out-of-band slots count against the limit", world: World{
+			Instances:       []Instance{{ID: "node-1", Zone: "zone-a", AttachLimit: 2, OutOfBandSlots: 2}},
+			AttachmentQuota: 40, VolumeQuota: 10, CapacityQuota: 1 << 30,
+		}, steps: []step{
+			{op: opCreate, vol: "v1", size: 1},
+			{op: opCapacity, inst: "node-1", capacity: &slots{limit: 2, outOfBand: 2, free: 0, headroom: 40, instances: 1}},
+			{op: opAttach, vol: "v1", inst: "node-1", code: cloud.CodeAttachmentLimitExceeded},
+		}},
+		{name: "attach past the account quota is AttachmentQuotaExceeded", world: quotaWorld, steps: []step{
+			{op: opCreate, vol: "v1", size: 1},
+			{op: opCreate, vol: "v2", size: 1},
+			{op: opAttach, vol: "v1", inst: "node-1", state: cloud.StateAttached},
+			{op: opCapacity, inst: "node-2", capacity: &slots{limit: 2, free: 2, headroom: 0, instances: 3}},
+			{op: opAttach, vol: "v2", inst: "node-2", code: cloud.CodeAttachmentQuotaExceeded},
+			{op: opVolume, vol: "v2", state: cloud.StateDetached},
+			{op: opQuotas, quotas: &used{attachments: 1, volumes: 2, bytes: 2}},
+		}},
+		{name: "attach and detach of a missing volume or to a missing instance", world: world(), steps: []step{
+			{op: opCreate, vol: "v1", size: 1},
+			{op: opAttach, vol: "missing", inst: "node-1", code: cloud.CodeVolumeNotFound},
+			{op: opAttach, vol: "v1", inst: "node-9", code: cloud.CodeInstanceNotFound},
+			// The instance is looked up first.
+			{op: opAttach, vol: "missing", inst: "node-9", code: cloud.CodeInstanceNotFound},
+			{op: opDetach, vol: "missing", inst: "node-1", code: cloud.CodeVolumeNotFound},
+			// Not attached there, so detached there: the instance is not looked up.
+			{op: opDetach, vol: "v1", inst: "node-9", state: cloud.StateDetached},
+			{op: opDetach, vol: "missing", inst: "node-9", code: cloud.CodeVolumeNotFound},
+			{op: opCapacity, inst: "node-9", code: cloud.CodeInstanceNotFound},
+			{op: opInstance, inst: "node-9", code: cloud.CodeInstanceNotFound},
+		}},
+		{name: "detach frees the slot and is idempotent", world: world(), steps: []step{
+			{op: opCreate, vol: "v1", size: 1},
+			{op: opAttach, vol: "v1", inst: "node-1", state: cloud.StateAttached},
+			{op: opDetach, vol: "v1", inst: "node-2", state: cloud.StateDetached},
+			{op: opVolume, vol: "v1", state: cloud.StateAttached, on: "node-1"},
+			{op: opDetach, vol: "v1", inst: "node-1", state: cloud.StateDetached},
+			{op: opVolume, vol: "v1", state: cloud.StateDetached},
+			{op: opDetach, vol: "v1", inst: "node-1", state: cloud.StateDetached},
+			{op: opInstance, inst: "node-1", attachments: []string{}},
+			{op: opCapacity, inst: "node-1", capacity: &slots{limit: 4, outOfBand: 1, free: 3, headroom: 40, instances: 3}},
+			{op: opQuotas, quotas: &used{volumes: 1, bytes: 1}},
+			{op: opAttach, vol: "v1", inst: "node-2", state: cloud.StateAttached},
+			{op: opVolume, vol: "v1", state: cloud.StateAttached, on: "node-2"},
+		}},
+		{name: "a volume keeps its device across attaches", world: world(), steps: []step{
+			{op: opCreate, vol: "v1", size: 1},
+			{op: opCreate, vol: "v2", size: 1},
+			{op: opAttach, vol: "v1", inst: "node-1", state: cloud.StateAttached},
+			{op: opAttach, vol: "v2", inst: "node-1", state: cloud.StateAttached},
+			{op: opVolume, vol: "v2", state: cloud.StateAttached, on: "node-1"},
+			{op: opDetach, vol: "v1", inst: "node-1", state: cloud.StateDetached},
+			{op: opDetach, vol: "v2", inst: "node-1", state: cloud.StateDetached},
+			{op: opAttach, vol: "v2", inst: "node-1", state: cloud.StateAttached},
+			{op: opDetach, vol: "v2", inst: "node-1", state: cloud.StateDetached},
+			{op: opAttach, vol: "v2", inst: "node-2", state: cloud.StateAttached},
+		}},
+		{name: "delete is refused while attached", world: world(), steps: []step{
+			{op: opCreate, vol: "v1", size: 100},
+			{op: opAttach, vol: "v1", inst: "node-1", state: cloud.StateAttached},
+			{op: opDelete, vol: "v1", code: cloud.CodeVolumeInUse},
+			{op: opDetach, vol: "v1", inst: "node-1", state: cloud.StateDetached},
+			{op: opDelete, vol: "v1"},
+			{op: opVolume, vol: "v1", code: cloud.CodeVolumeNotFound},
+			{op: opDelete, vol: "v1", code: cloud.CodeVolumeNotFound},
+			{op: opQuotas, quotas: &used{}},
+		}},
+		{name: "resize grows within the capacity quota", world: quotaWorld, steps: []step{
+			{op: opCreate, vol: "v1", size: 100},
+			{op: opResize, vol: "v1", size: 100, wantSize: 100},
+			{op: opResize, vol: "v1", size: 50, code: cloud.CodeInvalidArgument},
+			{op: opResize, vol: "v1", size: 301, code: cloud.CodeCapacityQuotaExceeded},
+			{op: opResize, vol: "v1", size: 300, wantSize: 300},
+			{op: opVolume, vol: "v1", wantSize: 300},
+			{op: opResize, vol: "missing", size: 300, code: cloud.CodeVolumeNotFound},
+			{op: opQuotas, quotas: &used{volumes: 1, bytes: 300}},
+		}},
+		{name: "modify changes type and IOPS, the same values nothing", world: world(), steps: []step{
+			{op: opCreate, vol: "v1", size: 1},
+			{op: opModify, vol: "v1", typ: cloud.VolumeTypeStandard, unchanged: true},
+			{op: opModify, vol: "v1", typ: cloud.VolumeTypeStandard, iops: 3000, code: cloud.CodeInvalidArgument},
+			{op: opModify, vol: "v1", typ: "tape", code: cloud.CodeInvalidArgument},
+			{op: opModify, vol: "v1", typ: cloud.VolumeTypeSSD, iops: 3000, wantType: cloud.VolumeTypeSSD},
+			{op: opModify, vol: "v1", typ: cloud.VolumeTypeSSD, iops: 3000, unchanged: true, wantType: cloud.VolumeTypeSSD},
+			{op: opVolume, vol: "v1", wantType: cloud.VolumeTypeSSD},
+			{op: opModify, vol: "missing", typ: cloud.VolumeTypeSSD, code: cloud.CodeVolumeNotFound},
+		}},
+	}
+}
+
+// Run runs every case of the contract as a subtest, each against a new cloud from newCloud
+// holding the case's World. newCloud fails t when it cannot build one.
+func Run(t *testing.T, newCloud func(t *testing.T, w World) Cloud) {
+	for _, tc := range cases() {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &runner{t: t, c: newCloud(t, tc.world), ids: map[string]string{}, devices: map[string]string{}}
+			for i, s := range tc.steps {
+				r.step(i, s)
+			}
+		})
+	}
+}
+
+// runner runs the steps of one case, keeping the IDs of the volumes created by name and the
+// device each volume was first attached as.
+type runner struct {
+	t       *testing.T
+	c       Cloud
+	ids     map[string]string
+	devices map[string]string
+}
+
+// device checks that a volume attached as dev keeps the device of its first attach: the
+// driver's publish_context carries it, the same for every publish of the volume.
+func (r *runner) device(i int, s step, dev string) {
+	r.t.Helper()
+	if first, ok := r.devices[s.vol]; ok && dev != first {
+		r.t.Errorf("step %d (%s %s): device %q, expected %q as at its first attach", i, s.op, s.vol, dev, first)
+	}
+	r.devices[s.vol] = dev
+}
+
+// id is the ID of the volume created under name, or a volume ID no cloud holds.
+func (r *runner) id(name string) string {
+	if id, ok := r.ids[name]; ok {
+		return id
+	}
+	return "vol-" + name + "-never-created"
+}
+
+func (r *runner) step(i int, s step) {
+	t, ctx := r.t, context.Background()
+	t.Helper()
+	var (
+		err error
+		v   *cloud.Volume
+		a   *cloud.Attachment
+	)
+	switch s.op {
+	case opCreate:
+		v, err = r.c.CreateVolume(ctx, cloud.CreateVolumeRequest{Name: s.vol, SizeBytes: s.size, Zone: s.zone})
+	case opAttach:
+		a, err = r.c.AttachVolume(ctx, r.id(s.vol), s.inst)
+	case opDetach:
+		a, err = r.c.DetachVolume(ctx, r.id(s.vol), s.inst)
+	case opDelete:
+		err = r.c.DeleteVolume(ctx, r.id(s.vol))
+	case opResize:
+		v, err = r.c.ResizeVolume(ctx, r.id(s.vol), s.size)
+	case opModify:
+		var before *cloud.Volume
+		if s.unchanged {
+			if before, err = r.c.GetVolume(ctx, r.id(s.vol)); err != nil {
+				t.Fatalf("step %d (%s %s): read before: %v", i, s.op, s.vol, err)
+			}
+		}
+		typ, iops := s.typ, s.iops
+		v, err = r.c.ModifyVolume(ctx, r.id(s.vol), cloud.ModifyVolumeRequest{Type: &typ, IOPS: &iops})
+		if err == nil && before != nil && v.Revision != before.Revision {
+			t.Errorf("step %d (%s %s to %s/%d): revision %d -> %d, expected no change", i, s.op, s.vol, s.typ, s.iops, before.Revision, v.Revision)
+		}
+	case opVolume:
+		v, err = r.c.GetVolume(ctx, r.id(s.vol))
+	case opInstance:
+		r.instance(i, s)
+		return
+	case opCapacity:
+		r.capacity(i, s)
+		return
+	case opQuotas:
+		r.quotas(i, s)
+		return
+	}
+	if !r.wantCode(i, s, err) || err != nil {
+		return
+	}
+	if v != nil {
+		r.volume(i, s, v)
+	}
+	if a != nil {
+		r.attachment(i, s, a)
+	}
+}
+
+// wantCode reports whether err is what the step expects, failing the test when not.
+func (r *runner) wantCode(i int, s step, err error) bool {
+	r.t.Helper()
+	if got := cloud.CodeOf(err); got != s.code || (s.code == "" && err != nil) {
+		r.t.Errorf("step %d (%s vol=%s inst=%s): expected code %q, got %v", i, s.op, s.vol, s.inst, s.code, err)
+		return false
+	}
+	return true
+}
+
+func (r *runner) volume(i int, s step, v *cloud.Volume) {
+	t := r.t
+	t.Helper()
+	if s.op == opCreate {
+		if prev, ok := r.ids[s.vol]; s.same && (!ok || prev != v.ID) {
+			t.Errorf("step %d: create %s again: expected the volume %s, got %s", i, s.vol, prev, v.ID)
+		}
+		r.ids[s.vol] = v.ID
+		if v.Name != s.vol || v.SizeBytes != s.size || v.ID == "" {
+			t.Errorf("step %d: create %s of %d bytes: got %+v", i, s.vol, s.size, v)
+		}
+		// Not its State: the real cloud's create answer carries none (a GetVolume says
+		// detached; a volume step checks that), nor its health.
+		if v.AttachedTo != "" || v.Device != "" {
+			t.Errorf("step %d: a new volume is on %q with device %q, expected unbound", i, v.AttachedTo, v.Device)
+		}
+	}
+	if s.wantZone != "" && v.Zone != s.wantZone {
+		t.Errorf("step %d (%s %s): zone %q, expected %q", i, s.op, s.vol, v.Zone, s.wantZone)
+	}
+	if s.wantSize != 0 && v.SizeBytes != s.wantSize {
+		t.Errorf("step %d (%s %s): size %d, expected %d", i, s.op, s.vol, v.SizeBytes, s.wantSize)
+	}
+	if s.wantType != "" && v.Type != s.wantType {
+		t.Errorf("step %d (%s %s): type %q, expected %q", i, s.op, s.vol, v.Type, s.wantType)
+	}
+	if s.op == opVolume && s.state != "" && (v.State != s.state || v.AttachedTo != s.on) {
+		t.Errorf("step %d (volume %s): %q on %q, expected %q on %q", i, s.vol, v.State, v.AttachedTo, s.state, s.on)
+	}
+	// Not on create either: the real cloud's create answer carries no health.
+	if s.op != opCreate && v.Health != cloud.VolumeHealthOK {
+		t.Errorf("step %d (%s %s): health %q, expected %q (nothing set it)", i, s.op, s.vol, v.Health, cloud.VolumeHealthOK)
+	}
+	if s.op == opVolume && v.State == cloud.StateAttached {
+		r.device(i, s, v.Device)
+	}
+}
+
+func (r *runner) attachment(i int, s step, a *cloud.Attachment) {
+	t := r.t
+	t.Helper()
+	if a.VolumeID != r.id(s.vol) || a.InstanceID != s.inst {
+		t.Errorf("step %d (%s %s to %s): the attachment names %s on %s", i, s.op, s.vol, s.inst, a.VolumeID, a.InstanceID)
+	}
+	if a.State != s.state {
+		t.Errorf("step %d (%s %s to %s): state %q, expected %q", i, s.op, s.vol, s.inst, a.State, s.state)
+	}
+	attached := a.State == cloud.StateAttached
+	if attached != (a.Device != "") {
+		t.Errorf("step %d (%s %s to %s): %q with device %q: an attached volume has a device, a detached one none", i, s.op, s.vol, s.inst, a.State, a.Device)
+	}
+	if attached {
+		r.device(i, s, a.Device)
+	}
+}
+
+func (r *runner) instance(i int, s step) {
+	t := r.t
+	t.Helper()
+	in, err := r.c.GetInstance(context.Background(), s.inst)
+	if !r.wantCode(i, s, err) || err != nil {
+		return
+	}
+	want := []string{}
+	for _, name := range s.attachments {
+		want = append(want, r.id(name))
+	}
+	slices.Sort(want)
+	if in.Health != cloud.InstanceHealthOK {
+		t.Errorf("step %d (instance %s): health %q, expected %q (nothing set it)", i, s.inst, in.Health, cloud.InstanceHealthOK)
+	}
+	if in.ID != s.inst || !slices.Equal(in.Attachments, want) {
+		t.Errorf("step %d (instance %s): %s with attachments %v, expected %v", i, s.inst, in.ID, in.Attachments, want)
+	}
+}
+
+func (r *runner) capacity(i int, s step) {
+	t := r.t
+	t.Helper()
+	c, err := r.c.GetCapacity(context.Background(), s.inst)
+	if !r.wantCode(i, s, err) || err != nil {
+		return
+	}
+	w := s.capacity
+	got := slots{limit: c.AttachLimit, outOfBand: c.OutOfBandSlots, attached: c.Attached, free: c.FreeSlots(), headroom: c.QuotaHeadroom, instances: c.Instances}
+	if c.Health != cloud.InstanceHealthOK {
+		t.Errorf("step %d (capacity of %s): health %q, expected %q (nothing set it)", i, s.inst, c.Health, cloud.InstanceHealthOK)
+	}
+	if c.InstanceID != s.inst || got != *w {
+		t.Errorf("step %d (capacity of %s): got %s %+v, expected %+v", i, s.inst, c.InstanceID, got, *w)
+	}
+}
+
+func (r *runner) quotas(i int, s step) {
+	t := r.t
+	t.Helper()
+	q, err := r.c.GetQuotas(context.Background())
+	if !r.wantCode(i, s, err) || err != nil {
+		return
+	}
+	got := used{attachments: q.Attachments.Used, volumes: q.Volumes.Used, bytes: q.CapacityBytes.Used}
+	if got != *s.quotas {
+		t.Errorf("step %d (quotas): use %+v, expected %+v", i, got, *s.quotas)
+	}
+}
