@@ -4,6 +4,8 @@
 // driver, all as local processes on 127.0.0.1. No Docker needed.
 //
 //	localcluster build            build missing binaries into the cache
+//	localcluster build-upstream   build the upstream storage e2e suite (tests/e2e/upstream) into
+//	                              the cache unless built; print its path on stdout
 //	localcluster up               start a cluster in the background, print how to reach it
 //	localcluster down [--run-dir] stop it
 //	localcluster run              start a cluster in the foreground until Ctrl-C
@@ -66,7 +68,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.BinDir, "bin-dir", "", "binary cache (default: $FAKECLOUD_E2E_CACHE or ${XDG_CACHE_HOME:-~/.cache}/fakecloud-csi/localcluster/"+localcluster.KubeVersion+"/bin)")
 	fs.StringVar(&o.RunDir, "run-dir", "", "run folder (default: new under $TMPDIR; for down: the last up)")
 	fs.IntVar(&o.Nodes, "nodes", 3, "hollow nodes")
-	fs.BoolVar(&o.Force, "force", false, "build: rebuild binaries that are cached")
+	fs.BoolVar(&o.Force, "force", false, "build, build-upstream: rebuild binaries that are cached")
 	fs.BoolVar(&o.Kind, "kind", false, "build: also kubelet, kubeadm, kubectl and kube-proxy for the offline kind node image")
 	fs.IntVar(&o.Verbosity, "v", 4, "component log verbosity")
 	fs.StringVar(&o.DriverArgs, "driver-args", "", "driver flags added after localcluster.DefaultDriverArgs, space separated (e.g. \"--capacity-stability-window=30s\")")
@@ -105,7 +107,7 @@ func (o *options) complete() error {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: localcluster build|up|down|run|serve [flags]")
+		return errors.New("usage: localcluster build|build-upstream|up|down|run|serve [flags]")
 	}
 	sub := args[0]
 	fs := flag.NewFlagSet("localcluster "+sub, flag.ContinueOnError)
@@ -127,6 +129,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			ToolsDir: filepath.Join(o.RepoRoot, "tests", "e2e", "localcluster", "tools"),
 			BinDir:   o.BinDir, Kind: o.Kind, Force: o.Force, Out: stdout,
 		})
+	case "build-upstream":
+		// Progress to stderr: stdout is the binary's path alone, for scripts.
+		bin, err := localcluster.BuildUpstream(ctx, localcluster.UpstreamBuildOptions{
+			ModuleDir: filepath.Join(o.RepoRoot, "tests", "e2e", "upstream"),
+			BinDir:    o.BinDir, Force: o.Force, Out: stderr,
+		})
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(stdout, bin)
+		return err
 	case "run", "serve":
 		return serve(ctx, o, stdout, sub == "run")
 	case "up":
@@ -134,7 +147,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "down":
 		return down(o, stdout)
 	default:
-		return fmt.Errorf("unknown subcommand %q: want build, up, down or run", sub)
+		return fmt.Errorf("unknown subcommand %q: want build, build-upstream, up, down or run", sub)
 	}
 }
 
