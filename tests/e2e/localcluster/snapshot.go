@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -145,6 +146,11 @@ func applySnapshotSupport(ctx context.Context, cs kubernetes.Interface, dyn dyna
 	data, err := os.ReadFile(r.ControllerRBAC)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", r.ControllerRBAC, err)
+	}
+	// The API server creates kube-system itself, but perhaps a moment after /readyz.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SnapshotControllerNamespace}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", SnapshotControllerNamespace, err)
 	}
 	docs, err := splitYAML(data)
 	if err != nil {
