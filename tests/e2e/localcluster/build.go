@@ -393,6 +393,13 @@ func BuildUpstream(ctx context.Context, o UpstreamBuildOptions) (string, error) 
 	if err := os.Rename(out, dst); err != nil {
 		return "", fmt.Errorf("install %s: %w", dst, err)
 	}
+	// Binaries of older sources (about 90 MB each) are never used again.
+	old, _ := filepath.Glob(filepath.Join(o.BinDir, "e2e-storage-*.test"))
+	for _, f := range old {
+		if f != dst {
+			_ = os.Remove(f)
+		}
+	}
 	fmt.Fprintf(o.Out, "e2e-storage.test ready in %s (%s)\n", time.Since(start).Round(time.Second), dst)
 	return dst, nil
 }
