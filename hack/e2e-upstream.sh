@@ -20,6 +20,10 @@ KEEP_CLUSTER=${KEEP_CLUSTER:-0}
 E2E_UPSTREAM_ARGS=${E2E_UPSTREAM_ARGS:-}
 localcluster=(go -C "$root/tests/e2e" run ./localcluster/cmd/localcluster)
 driver='External Storage \[Driver: disk\.fakecloud\.dev\]'
+# The scheduler's preventPodSchedulingIfMissing (KEP-4876's VolumeLimitScaling), which
+# deploy/kind/csidriver.yaml sets: CSIDriver objects and pods only, no container. The other CSI
+# Mock specs deploy the mock driver's images and test Kubernetes, not this driver.
+mock_scaling='CSI Mock VolumeLimitScaling scheduling'
 
 # Specs never run, anywhere, each with its reason. The suites skip what the driver does not
 # claim (testdriver.yaml) by themselves; these are what the claims cannot express.
@@ -41,12 +45,12 @@ local)
   # to succeed or execs into it; hollow kubelets never start a container, so those specs
   # would only time out. They run in E2E_UPSTREAM_MODE=kubeconfig. capacity is not claimed
   # (testdriver.yaml).
-  focus=("$driver .*\] (volumeLimits|topology|volume-expand|read-write-once-pod) ")
+  focus=("$driver .*\] (volumeLimits|topology|volume-expand|read-write-once-pod) " "$mock_scaling")
   ;;
 kubeconfig)
   : "${KUBECONFIG:?E2E_UPSTREAM_MODE=kubeconfig needs KUBECONFIG (e.g. _output/kind/kubeconfig after make kind-up)}"
   timeout=${E2E_UPSTREAM_TIMEOUT:-3h}
-  focus=("$driver")
+  focus=("$driver" "$mock_scaling")
   ;;
 *)
   echo "E2E_UPSTREAM_MODE=$mode: want local or kubeconfig" >&2

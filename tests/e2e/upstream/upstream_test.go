@@ -42,6 +42,12 @@ import (
 	// driver and all of testsuites.CSISuites for it.
 	_ "k8s.io/kubernetes/test/e2e/storage/external"
 
+	// The CSI mock specs. Most deploy the mock driver's images and so test
+	// Kubernetes, not this driver; hack/e2e-upstream.sh selects only "CSI Mock
+	// VolumeLimitScaling scheduling" (no container: the scheduler's
+	// preventPodSchedulingIfMissing, which deploy/kind/csidriver.yaml relies on).
+	_ "k8s.io/kubernetes/test/e2e/storage/csimock"
+
 	// What upstream's test/e2e/e2e_test.go links in to reconfigure the
 	// framework: dumps on failure, metrics gathering, node readiness checks,
 	// and gomega's formatting of Kubernetes objects.
