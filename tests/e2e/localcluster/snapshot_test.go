@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
 )
 
 func TestSplitYAML(t *testing.T) {
@@ -113,5 +116,29 @@ func TestFindSnapshotRelease(t *testing.T) {
 	docs, err := splitYAML(data)
 	if err != nil || len(docs) < 4 {
 		t.Errorf("snapshot-controller RBAC: %d documents (%v), want ServiceAccount, ClusterRole, bindings, Role", len(docs), err)
+	}
+	// Every document is a kind applySnapshotSupport can create, in the namespace the
+	// snapshot-controller's client certificate names.
+	cs := fake.NewClientset()
+	for i, doc := range docs {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatalf("document %d: %v", i+1, err)
+		}
+		if err := create(t.Context(), cs, obj); err != nil {
+			t.Errorf("document %d: %v", i+1, err)
+		}
+		if sa, ok := obj.(*corev1.ServiceAccount); ok && (sa.Namespace != SnapshotControllerNamespace || sa.Name != "snapshot-controller") {
+			t.Errorf("ServiceAccount %s/%s, want %s/snapshot-controller", sa.Namespace, sa.Name, SnapshotControllerNamespace)
+		}
+	}
+	for _, f := range append(r.CRDFiles, filepath.Join("..", "..", "..", "deploy", "kind", "volumesnapshotclass.yaml")) {
+		obj, err := readUnstructured(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if obj.GetName() == "" || obj.GetKind() == "" {
+			t.Errorf("%s: kind %q name %q", f, obj.GetKind(), obj.GetName())
+		}
 	}
 }
