@@ -80,7 +80,8 @@ trap teardown EXIT
 testdriver=$root/tests/e2e/upstream/testdriver.yaml
 if [[ $mode == local ]]; then
   run_dir=$(mktemp -d -t fcsi-upstream.XXXXXX)
-  "${localcluster[@]}" up --run-dir="$run_dir"
+  # --private: a `make down-local` meant for another cluster must not stop this one.
+  "${localcluster[@]}" up --private --run-dir="$run_dir"
   export KUBECONFIG=$run_dir/kubeconfig-admin
   reports=$run_dir/logs
   # The one line in which the local cluster differs: its pods run no containers.

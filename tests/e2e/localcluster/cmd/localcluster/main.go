@@ -1,12 +1,14 @@
 // Command localcluster builds and runs the e2e cluster of upstream Kubernetes
 // binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-// hollow kubelets, csi-provisioner, csi-attacher) with the fake cloud and the
-// driver, all as local processes on 127.0.0.1. No Docker needed.
+// hollow kubelets, csi-provisioner, csi-attacher, csi-resizer, csi-snapshotter,
+// snapshot-controller) with the fake cloud and the driver, all as local
+// processes on 127.0.0.1. No Docker needed.
 //
 //	localcluster build            build missing binaries into the cache
 //	localcluster build-upstream   build the upstream storage e2e suite (tests/e2e/upstream) into
 //	                              the cache unless built; print its path on stdout
-//	localcluster up               start a cluster in the background, print how to reach it
+//	localcluster up [--private]   start a cluster in the background, print how to reach it
+//	                              (--private: not the run `down` stops without --run-dir)
 //	localcluster down [--run-dir] stop it
 //	localcluster run              start a cluster in the foreground until Ctrl-C
 package main
@@ -61,6 +63,10 @@ type options struct {
 	Verbosity int
 	// DriverArgs are extra driver flags, space separated.
 	DriverArgs string
+	// Private keeps `up` from recording its run as the current one, the one
+	// `down` without --run-dir stops: for scripts that stop their own
+	// cluster while someone else's `make up-local` cluster runs.
+	Private bool
 }
 
 func (o *options) addFlags(fs *flag.FlagSet) {
@@ -71,6 +77,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Force, "force", false, "build, build-upstream: rebuild binaries that are cached")
 	fs.BoolVar(&o.Kind, "kind", false, "build: also kubelet, kubeadm, kubectl and kube-proxy for the offline kind node image")
 	fs.IntVar(&o.Verbosity, "v", 4, "component log verbosity")
+	fs.BoolVar(&o.Private, "private", false, "up: do not make this run the current one (the one down stops without --run-dir)")
 	fs.StringVar(&o.DriverArgs, "driver-args", "", "driver flags added after localcluster.DefaultDriverArgs, space separated (e.g. \"--capacity-stability-window=30s\")")
 }
 
@@ -226,7 +233,9 @@ func up(ctx context.Context, o options, args []string, stdout io.Writer) error {
 	if err := os.WriteFile(filepath.Join(runDir, "localcluster.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
 		return err
 	}
-	_ = os.WriteFile(currentFile(o.BinDir), []byte(runDir+"\n"), 0o644)
+	if !o.Private {
+		_ = os.WriteFile(currentFile(o.BinDir), []byte(runDir+"\n"), 0o644)
+	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	fmt.Fprintf(stdout, "starting a local cluster in %s (progress: %s)\n", runDir, logPath)
