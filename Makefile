@@ -20,6 +20,8 @@ export GOFLAGS := -trimpath $(filter-out -trimpath,$(shell $(GO) env GOFLAGS))
 LOCALCLUSTER := cd tests/e2e && $(GO) run ./localcluster/cmd/localcluster
 KEEP_CLUSTER ?= 0
 E2E_ARGS ?=
+E2E_UPSTREAM_MODE ?= local
+E2E_UPSTREAM_ARGS ?=
 
 .PHONY: help
 help: ## List the targets.
@@ -59,7 +61,7 @@ fuzz: ## Every Go fuzz target (fake cloud requests, identifier checks, CSI valid
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: e2e-local-build
-e2e-local-build: ## Build etcd, kube-apiserver, -controller-manager, -scheduler, hollow kubelet, csi-attacher, csi-provisioner (v1.37.2) into the cache; only what is missing (~20-40 min cold).
+e2e-local-build: ## Build etcd, kube-apiserver, -controller-manager, -scheduler, hollow kubelet, csi-attacher, -provisioner, -resizer, -snapshotter, snapshot-controller (v1.37.2) into the cache; only what is missing (~20-40 min cold).
 	$(LOCALCLUSTER) build
 
 .PHONY: e2e-local
@@ -77,6 +79,10 @@ scenario: build ## Run the timeline SCENARIO (examples/scenarios/*.yaml, default
 .PHONY: scenario-local
 scenario-local: ## Run SCENARIO on `make up-local`'s cluster while recording, then write its capacity plot to _output/scenario (SCENARIO_ARGS='--map-instance=node-a2=node-1 ...' for that cluster's node names).
 	cd tests/e2e && $(GO) run ./cmd/capacityplot --run-dir=current --scenario=$(CURDIR)/$(SCENARIO) --out-dir=$(CURDIR)/_output/scenario $(SCENARIO_ARGS)
+
+.PHONY: e2e-upstream
+e2e-upstream: ## Kubernetes' own storage e2e (v1.37.2 test/e2e/storage/external) on a local cluster: the suites that need no container; JUnit in the run's logs/ (E2E_UPSTREAM_MODE=kubeconfig KUBECONFIG=...: every applicable suite on that cluster).
+	E2E_UPSTREAM_MODE=$(E2E_UPSTREAM_MODE) KEEP_CLUSTER=$(KEEP_CLUSTER) E2E_UPSTREAM_ARGS='$(E2E_UPSTREAM_ARGS)' hack/e2e-upstream.sh
 
 .PHONY: up-local
 up-local: e2e-local-build ## Start a local cluster and leave it running; prints KUBECONFIG and curl lines.

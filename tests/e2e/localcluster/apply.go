@@ -22,12 +22,19 @@ import (
 const DriverNamespace = "fakecloud-csi"
 
 // deployFiles are the deploy/kind files the local cluster applies: the
-// cluster-level objects of the driver. The driver's own processes run outside
-// the cluster, so its Deployment and DaemonSet are not among them.
+// cluster-level objects of the driver, with the RBAC of every sidecar
+// (provisioner, attacher, resizer, snapshotter) and of the node plugin. The
+// driver's own processes run outside the cluster, so its Deployment and
+// DaemonSet are not among them; the VolumeSnapshotClass needs the snapshot
+// CRDs first (applySnapshotSupport).
 func deployFiles(dir string) ([]string, error) {
-	rbac, err := filepath.Glob(filepath.Join(dir, "rbac-*.yaml"))
-	if err != nil {
-		return nil, err
+	var rbac []string
+	for _, pattern := range []string{"rbac-*.yaml", "resizer-*.yaml", "snapshotter-*.yaml"} {
+		m, err := filepath.Glob(filepath.Join(dir, pattern))
+		if err != nil {
+			return nil, err
+		}
+		rbac = append(rbac, m...)
 	}
 	sort.Strings(rbac)
 	return append(rbac, filepath.Join(dir, "csidriver.yaml"), filepath.Join(dir, "storageclass.yaml")), nil

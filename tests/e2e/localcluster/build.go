@@ -3,12 +3,15 @@ package localcluster
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 )
@@ -300,4 +303,103 @@ func FindRepoRoot(dir string) (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// UpstreamBuildOptions say where the upstream storage e2e module is and
+// where its test binary goes.
+type UpstreamBuildOptions struct {
+	// ModuleDir is tests/e2e/upstream of the clone.
+	ModuleDir string
+	// BinDir is the binary cache (DefaultCacheDir), shared with the
+	// components.
+	BinDir string
+	// Force rebuilds a binary that exists.
+	Force bool
+	// Out receives progress, as for Build.
+	Out io.Writer
+}
+
+// upstreamSources are the files of the upstream module whose content keys
+// its cached test binary: a change to any of them is a new binary.
+func upstreamSources(dir string) ([]string, error) {
+	gofiles, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		return nil, err
+	}
+	files := append([]string{filepath.Join(dir, "go.mod"), filepath.Join(dir, "go.sum")}, gofiles...)
+	sort.Strings(files)
+	return files, nil
+}
+
+// UpstreamBinaryName is the cached test binary's file name for the module's
+// current sources: e2e-storage-<KubeVersion>-<12 hex digits of SHA-256 over
+// the names and contents of upstreamSources>.test.
+func UpstreamBinaryName(moduleDir string) (string, error) {
+	files, err := upstreamSources(moduleDir)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return "", fmt.Errorf("hash the upstream e2e module: %w", err)
+		}
+		fmt.Fprintf(h, "%s %d\n", filepath.Base(f), len(data))
+		h.Write(data)
+	}
+	return "e2e-storage-" + KubeVersion + "-" + hex.EncodeToString(h.Sum(nil))[:12] + ".test", nil
+}
+
+// BuildUpstream builds the upstream storage e2e suite (`go test -c` of
+// ModuleDir) into BinDir unless the binary of the module's current sources is
+// there, and returns its path. It uses the components' environment and flags
+// (buildEnv, -trimpath, kubeLDFlags), so every package the components share
+// with the suite comes from the Go build cache.
+func BuildUpstream(ctx context.Context, o UpstreamBuildOptions) (string, error) {
+	name, err := UpstreamBinaryName(o.ModuleDir)
+	if err != nil {
+		return "", err
+	}
+	dst := filepath.Join(o.BinDir, name)
+	if _, err := os.Stat(dst); err == nil && !o.Force {
+		fmt.Fprintf(o.Out, "%-24s cached %s\n", "e2e-storage.test", dst)
+		return dst, nil
+	}
+	if err := os.MkdirAll(o.BinDir, 0o755); err != nil {
+		return "", fmt.Errorf("create %s: %w", o.BinDir, err)
+	}
+	tmp, err := os.MkdirTemp(o.BinDir, ".build-")
+	if err != nil {
+		return "", fmt.Errorf("temporary build dir: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	start := time.Now()
+	fmt.Fprintf(o.Out, "building the %s storage e2e suite (go test -c; ~4 min once the components are built, 20-45 min cold)\n", KubeVersion)
+	out := filepath.Join(tmp, "e2e-storage.test")
+	// -vet=off: vetting the test package needs vet facts of all ~2,000
+	// packages it imports, which the components' go build never computes
+	// (over ten minutes on two cores), for code that is not ours.
+	cmd := exec.CommandContext(ctx, "nice", "-n", "10", "go", "test", "-c", "-vet=off", "-trimpath", "-ldflags", kubeLDFlags(), "-o", out, ".")
+	cmd.Dir = o.ModuleDir
+	cmd.Env = buildEnv()
+	cmd.Stdout, cmd.Stderr = o.Out, o.Out
+	stopTicker := ticker(o.Out, 30*time.Second, start)
+	err = cmd.Run()
+	stopTicker()
+	if err != nil {
+		return "", fmt.Errorf("go test -c in %s: %w", o.ModuleDir, err)
+	}
+	if err := os.Rename(out, dst); err != nil {
+		return "", fmt.Errorf("install %s: %w", dst, err)
+	}
+	// Binaries of older sources (about 90 MB each) are never used again.
+	old, _ := filepath.Glob(filepath.Join(o.BinDir, "e2e-storage-*.test"))
+	for _, f := range old {
+		if f != dst {
+			_ = os.Remove(f)
+		}
+	}
+	fmt.Fprintf(o.Out, "e2e-storage.test ready in %s (%s)\n", time.Since(start).Round(time.Second), dst)
+	return dst, nil
 }

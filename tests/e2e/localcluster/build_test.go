@@ -1,6 +1,11 @@
 package localcluster
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
 
 func TestBinaryName(t *testing.T) {
 	for _, tc := range []struct{ pkg, want string }{
@@ -46,5 +51,54 @@ func TestComponentSets(t *testing.T) {
 		if !inKind[name] {
 			t.Errorf("the kind set lacks %s", name)
 		}
+	}
+}
+
+// The cached suite binary is keyed by the module's go.mod, go.sum and Go
+// files: any change to one of them names another binary, other files do not.
+func TestUpstreamBinaryName(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := func() string {
+		t.Helper()
+		n, err := UpstreamBinaryName(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	write("go.mod", "module x\n")
+	write("go.sum", "")
+	write("a_test.go", "package x\n")
+	first := name()
+	if !strings.HasPrefix(first, "e2e-storage-"+KubeVersion+"-") || !strings.HasSuffix(first, ".test") {
+		t.Fatalf("name %q: want e2e-storage-%s-<hash>.test", first, KubeVersion)
+	}
+	write("testdriver.yaml", "read at run time, not built in\n")
+	if got := name(); got != first {
+		t.Errorf("a YAML file changed the name: %q, was %q", got, first)
+	}
+	for _, f := range []string{"a_test.go", "go.sum", "go.mod"} {
+		write(f, "changed "+f+"\n")
+		got := name()
+		if got == first {
+			t.Errorf("changing %s kept the name %q", f, got)
+		}
+		first = got
+	}
+	write("b_test.go", "package x\n")
+	if name() == first {
+		t.Error("a new Go file kept the name")
+	}
+	if err := os.Remove(filepath.Join(dir, "go.sum")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := UpstreamBinaryName(dir); err == nil {
+		t.Error("no error without go.sum")
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -269,6 +270,10 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		// the CSIDriver's update period, a Warning Event) under the node
 		// ServiceAccount's RBAC (deploy/kind/rbac-node-*.yaml).
 		{"node-plugin", "system:serviceaccount:fakecloud-csi:fakecloud-csi-node", "system:serviceaccounts"},
+		// snapshot-controller under the RBAC of the external-snapshotter
+		// release (rbac-snapshot-controller.yaml), as deploy/kind/snapshot
+		// runs it.
+		{"snapshot-controller", "system:serviceaccount:" + SnapshotControllerNamespace + ":snapshot-controller", "system:serviceaccounts"},
 	} {
 		var orgs []string
 		if k.org != "" {
@@ -356,6 +361,18 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	step("applied deploy/kind (namespace, RBAC, CSIDriver, StorageClass)")
+	release, err := findSnapshotRelease(ctx, filepath.Join(o.RepoRoot, "tests", "e2e", "localcluster", "tools"))
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamicFor(c.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	if err := applySnapshotSupport(ctx, admin, dyn, release, filepath.Join(o.RepoRoot, "deploy", "kind")); err != nil {
+		return nil, err
+	}
+	step("applied the snapshot CRDs, snapshot-controller RBAC and VolumeSnapshotClass")
 
 	// fake cloud
 	c.CloudURL = fmt.Sprintf("http://127.0.0.1:%d", p.cloud)
@@ -414,7 +431,20 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		Args: sidecar, Restart: true}); err != nil {
 		return nil, err
 	}
-	step("controller plugin, csi-provisioner and csi-attacher started")
+	if _, err := sup.start(runCtx, procSpec{Name: "csi-resizer", Path: bin("csi-resizer"),
+		Args: sidecar, Restart: true}); err != nil {
+		return nil, err
+	}
+	if _, err := sup.start(runCtx, procSpec{Name: "csi-snapshotter", Path: bin("csi-snapshotter"),
+		Args: sidecar, Restart: true}); err != nil {
+		return nil, err
+	}
+	if _, err := sup.start(runCtx, procSpec{Name: "snapshot-controller", Path: bin("snapshot-controller"), Args: []string{
+		"--kubeconfig=" + kc("snapshot-controller"), "--leader-election=false", "--retry-interval-max=10s", v,
+	}, Restart: true}); err != nil {
+		return nil, err
+	}
+	step("controller plugin, csi-provisioner, csi-attacher, csi-resizer, csi-snapshotter and snapshot-controller started")
 
 	// nodes: the kubelets first, as a DaemonSet's pods start on registered
 	// nodes; the node plugins' cluster check reads the Node objects.
@@ -591,6 +621,15 @@ func writeCloudFiles(o Options, adminToken, driverToken, adminTokenFile, driverT
 		}
 	}
 	return nil
+}
+
+// dynamicFor is a dynamic client (CRDs and their objects) for kubeconfig.
+func dynamicFor(kubeconfig string) (dynamic.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", kubeconfig, err)
+	}
+	return dynamic.NewForConfig(cfg)
 }
 
 func clientFor(kubeconfig string) (*kubernetes.Clientset, error) {

@@ -4,15 +4,20 @@
 //
 // Build compiles etcd, kube-apiserver, kube-controller-manager,
 // kube-scheduler, a hollow kubelet (kubemark with controller attach/detach
-// on), csi-provisioner and csi-attacher from the tools module
+// on), csi-provisioner, csi-attacher, csi-resizer, csi-snapshotter and
+// snapshot-controller from the tools module
 // (tests/e2e/localcluster/tools, which alone depends on k8s.io/kubernetes)
-// into a cache outside the clone, keyed by KubeVersion.
+// into a cache outside the clone, keyed by KubeVersion. BuildUpstream builds
+// Kubernetes' storage e2e suite (tests/e2e/upstream) into the same cache with
+// the same flags, keyed by its sources.
 //
 // Start generates a CA, client certificates and kubeconfigs, starts the
 // control plane, the fake cloud (seeded with one instance per node, the node
 // name being the instance ID), the driver's controller plugin with its
 // sidecars (authenticated as the ServiceAccount of deploy/kind, so RBAC is
-// exercised), and per node a hollow kubelet, a node plugin (its HTTP
+// exercised), csi-resizer, csi-snapshotter and snapshot-controller (with the
+// VolumeSnapshot CRDs and the snapshot-controller RBAC of the release the
+// tools module pins), and per node a hollow kubelet, a node plugin (its HTTP
 // endpoints on a free port, Info.PluginURLs; its cluster check under the
 // node ServiceAccount's RBAC) and the kubelet plugin registration service
 // that node-driver-registrar would serve (pkg/csi/registration). It applies deploy/kind's RBAC,

@@ -1,10 +1,14 @@
 // Command localcluster builds and runs the e2e cluster of upstream Kubernetes
 // binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-// hollow kubelets, csi-provisioner, csi-attacher) with the fake cloud and the
-// driver, all as local processes on 127.0.0.1. No Docker needed.
+// hollow kubelets, csi-provisioner, csi-attacher, csi-resizer, csi-snapshotter,
+// snapshot-controller) with the fake cloud and the driver, all as local
+// processes on 127.0.0.1. No Docker needed.
 //
 //	localcluster build            build missing binaries into the cache
-//	localcluster up               start a cluster in the background, print how to reach it
+//	localcluster build-upstream   build the upstream storage e2e suite (tests/e2e/upstream) into
+//	                              the cache unless built; print its path on stdout
+//	localcluster up [--private]   start a cluster in the background, print how to reach it
+//	                              (--private: not the run `down` stops without --run-dir)
 //	localcluster down [--run-dir] stop it
 //	localcluster run              start a cluster in the foreground until Ctrl-C
 package main
@@ -59,6 +63,10 @@ type options struct {
 	Verbosity int
 	// DriverArgs are extra driver flags, space separated.
 	DriverArgs string
+	// Private keeps `up` from recording its run as the current one, the one
+	// `down` without --run-dir stops: for scripts that stop their own
+	// cluster while someone else's `make up-local` cluster runs.
+	Private bool
 }
 
 func (o *options) addFlags(fs *flag.FlagSet) {
@@ -66,9 +74,10 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.BinDir, "bin-dir", "", "binary cache (default: $FAKECLOUD_E2E_CACHE or ${XDG_CACHE_HOME:-~/.cache}/fakecloud-csi/localcluster/"+localcluster.KubeVersion+"/bin)")
 	fs.StringVar(&o.RunDir, "run-dir", "", "run folder (default: new under $TMPDIR; for down: the last up)")
 	fs.IntVar(&o.Nodes, "nodes", 3, "hollow nodes")
-	fs.BoolVar(&o.Force, "force", false, "build: rebuild binaries that are cached")
+	fs.BoolVar(&o.Force, "force", false, "build, build-upstream: rebuild binaries that are cached")
 	fs.BoolVar(&o.Kind, "kind", false, "build: also kubelet, kubeadm, kubectl and kube-proxy for the offline kind node image")
 	fs.IntVar(&o.Verbosity, "v", 4, "component log verbosity")
+	fs.BoolVar(&o.Private, "private", false, "up: do not make this run the current one (the one down stops without --run-dir)")
 	fs.StringVar(&o.DriverArgs, "driver-args", "", "driver flags added after localcluster.DefaultDriverArgs, space separated (e.g. \"--capacity-stability-window=30s\")")
 }
 
@@ -105,7 +114,7 @@ func (o *options) complete() error {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: localcluster build|up|down|run|serve [flags]")
+		return errors.New("usage: localcluster build|build-upstream|up|down|run|serve [flags]")
 	}
 	sub := args[0]
 	fs := flag.NewFlagSet("localcluster "+sub, flag.ContinueOnError)
@@ -127,6 +136,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			ToolsDir: filepath.Join(o.RepoRoot, "tests", "e2e", "localcluster", "tools"),
 			BinDir:   o.BinDir, Kind: o.Kind, Force: o.Force, Out: stdout,
 		})
+	case "build-upstream":
+		// Progress to stderr: stdout is the binary's path alone, for scripts.
+		bin, err := localcluster.BuildUpstream(ctx, localcluster.UpstreamBuildOptions{
+			ModuleDir: filepath.Join(o.RepoRoot, "tests", "e2e", "upstream"),
+			BinDir:    o.BinDir, Force: o.Force, Out: stderr,
+		})
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(stdout, bin)
+		return err
 	case "run", "serve":
 		return serve(ctx, o, stdout, sub == "run")
 	case "up":
@@ -134,7 +154,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "down":
 		return down(o, stdout)
 	default:
-		return fmt.Errorf("unknown subcommand %q: want build, up, down or run", sub)
+		return fmt.Errorf("unknown subcommand %q: want build, build-upstream, up, down or run", sub)
 	}
 }
 
@@ -213,7 +233,9 @@ func up(ctx context.Context, o options, args []string, stdout io.Writer) error {
 	if err := os.WriteFile(filepath.Join(runDir, "localcluster.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
 		return err
 	}
-	_ = os.WriteFile(currentFile(o.BinDir), []byte(runDir+"\n"), 0o644)
+	if !o.Private {
+		_ = os.WriteFile(currentFile(o.BinDir), []byte(runDir+"\n"), 0o644)
+	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	fmt.Fprintf(stdout, "starting a local cluster in %s (progress: %s)\n", runDir, logPath)
