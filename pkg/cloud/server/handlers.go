@@ -375,6 +375,16 @@ func (s *Server) listFaults(r *http.Request, _ caller) (*reply, error) {
 	return ok(list, 0), nil
 }
 
+// getFault answers one live rule with its fired count; FaultNotFound for an unknown or
+// expired ID.
+func (s *Server) getFault(r *http.Request, _ caller) (*reply, error) {
+	rule, err := s.faults.Get(pathVar(r, "id"))
+	if err != nil {
+		return nil, err
+	}
+	return ok(rule, 0), nil
+}
+
 func (s *Server) deleteFault(r *http.Request, _ caller) (*reply, error) {
 	id := pathVar(r, "id")
 	if err := s.faults.Delete(id); err != nil {
