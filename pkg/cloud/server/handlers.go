@@ -140,6 +140,9 @@ func (s *Server) createVolume(r *http.Request, _ caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Health lives in the fault engine, not the store: filled in as GET /v1/volumes/{id}
+	// does, so the create answer and a GET right after agree.
+	s.volumeHealth(s.faults.Health(), v)
 	return created(v, v.Revision), nil
 }
 
