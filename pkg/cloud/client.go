@@ -662,6 +662,21 @@ func pageQuery(maxResults int, pageToken string) url.Values {
 	return q
 }
 
+// GetFault calls GET /v1/faults/{id} (reader): one live rule with its Fired count. Codes:
+// FaultNotFound (unknown or expired), InvalidArgument (malformed ID), Unauthenticated,
+// AccessDenied.
+func (c *Client) GetFault(ctx context.Context, id string) (*FaultRule, error) {
+	seg, err := pathID("fault rule ID", id)
+	if err != nil {
+		return nil, err
+	}
+	var out FaultRule
+	if err := c.do(ctx, http.MethodGet, "/v1/faults/"+seg, nil, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // DeleteFault calls DELETE /v1/faults/{id} (admin). Codes: FaultNotFound, Unauthenticated,
 // AccessDenied.
 func (c *Client) DeleteFault(ctx context.Context, id string) error {

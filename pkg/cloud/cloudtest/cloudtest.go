@@ -404,10 +404,14 @@ func (r *runner) volume(i int, s step, v *cloud.Volume) {
 		if v.Name != s.vol || v.SizeBytes != s.size || v.ID == "" {
 			t.Errorf("step %d: create %s of %d bytes: got %+v", i, s.vol, s.size, v)
 		}
-		// Not its State: the real cloud's create answer carries none (a GetVolume says
-		// detached; a volume step checks that), nor its health.
 		if v.AttachedTo != "" || v.Device != "" {
 			t.Errorf("step %d: a new volume is on %q with device %q, expected unbound", i, v.AttachedTo, v.Device)
+		}
+		// The create answer is the volume as a GetVolume right after reads it. A create
+		// found again by name answers the volume as it is now (it may be attached), so
+		// only a new one is known to be detached and healthy.
+		if !s.same && (v.State != cloud.StateDetached || v.Health != cloud.VolumeHealthOK) {
+			t.Errorf("step %d: create %s answered state %q, health %q; expected %q, %q", i, s.vol, v.State, v.Health, cloud.StateDetached, cloud.VolumeHealthOK)
 		}
 	}
 	if s.wantZone != "" && v.Zone != s.wantZone {

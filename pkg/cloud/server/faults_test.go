@@ -164,3 +164,65 @@ func grepLines(text, substr string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestGetFault: a reader gets one rule as the list shows it, with its fired count; an
+// unknown or deleted ID is 404 FaultNotFound.
+func TestGetFault(t *testing.T) {
+	tc := startCloud(t, server.Config{})
+	ctx := context.Background()
+	rule := must[*cloud.FaultRule](t)(tc.admin.CreateFault(ctx, cloud.FaultRule{Operation: cloud.OperationGetCapacity, Error: cloud.CodeThrottled, Count: 5}))
+	_, err := tc.driver.GetCapacity(ctx, "node-a")
+	wantCode(t, err, cloud.CodeThrottled)
+
+	got := must[*cloud.FaultRule](t)(tc.reader.GetFault(ctx, rule.ID))
+	list := must[[]cloud.FaultRule](t)(tc.reader.ListFaults(ctx))
+	if len(list) != 1 || mustJSON(t, got) != mustJSON(t, list[0]) {
+		t.Fatalf("GET /v1/faults/%s = %s, want the listed rule %s", rule.ID, mustJSON(t, got), mustJSON(t, list))
+	}
+	if got.Fired != 1 || got.Count != 5 || got.Error != cloud.CodeThrottled {
+		t.Errorf("rule %+v, want fired 1 of count 5, Throttled", got)
+	}
+
+	if err := tc.admin.DeleteFault(ctx, rule.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{rule.ID, "fault-999"} {
+		r := tc.do(t, "GET", "/v1/faults/"+id, readerToken, "")
+		if r.status != 404 {
+			t.Fatalf("GET /v1/faults/%s: status %d, want 404 (body %s)", id, r.status, r.body)
+		}
+		if e := r.errorBody(t); e.Code != cloud.CodeFaultNotFound || !strings.Contains(e.Message, id) {
+			t.Errorf("GET /v1/faults/%s: %+v, want FaultNotFound naming the ID", id, e)
+		}
+	}
+	_, err = tc.reader.GetFault(ctx, rule.ID)
+	if !errors.Is(err, cloud.ErrFaultNotFound) {
+		t.Errorf("client GetFault of a deleted rule: %v, want ErrFaultNotFound", err)
+	}
+}
+
+// TestUnknownFaultErrorCode: POST /v1/faults with an error code the cloud does not have is
+// 400 InvalidArgument listing every valid code, and adds no rule.
+func TestUnknownFaultErrorCode(t *testing.T) {
+	tc := startCloud(t, server.Config{})
+	before := tc.snapshot(t)
+	r := tc.do(t, "POST", "/v1/faults", adminToken, `{"operation":"AttachVolume","error":"Nope"}`)
+	if r.status != 400 {
+		t.Fatalf("status %d, want 400 (body %s)", r.status, r.body)
+	}
+	e := r.errorBody(t)
+	if e.Code != cloud.CodeInvalidArgument || !strings.Contains(e.Message, `"Nope"`) {
+		t.Fatalf("error %+v, want InvalidArgument naming \"Nope\"", e)
+	}
+	for _, c := range cloud.Codes() {
+		if !strings.Contains(e.Message, string(c)) {
+			t.Errorf("message %q does not list valid code %s", e.Message, c)
+		}
+	}
+	if rules := must[[]cloud.FaultRule](t)(tc.admin.ListFaults(context.Background())); len(rules) != 0 {
+		t.Errorf("a refused rule was added: %+v", rules)
+	}
+	if after := tc.snapshot(t); after.Revision != before.Revision {
+		t.Errorf("revision %d → %d after a refused rule", before.Revision, after.Revision)
+	}
+}

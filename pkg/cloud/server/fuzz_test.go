@@ -50,6 +50,8 @@ func FuzzHandler(f *testing.F) {
 		{"POST", "/v1/faults", `{"operation":"AttachVolume","error":"Unavailable","instanceId":"` + strings.Repeat("x", 300) + `"}`, 0},
 		{"POST", "/v1/faults", `{"operation":"*","latencyMs":60000}`, 0},
 		{"GET", "/v1/faults?maxResults=1", "", 2},
+		{"GET", "/v1/faults/fault-1", "", 2},
+		{"POST", "/v1/faults", `{"operation":"AttachVolume","error":"Nope"}`, 0},
 		{"DELETE", "/v1/faults/fault-1", "", 0},
 		{"GET", "/v1/events?sinceRevision=0&maxResults=1000", "", 2},
 		{"GET", "/v1/events?sinceSeq=3&pageToken=djE6c2VxLTAwMDAwMDAwMDAwMDAwMDE", "", 2},

@@ -140,6 +140,9 @@ func (s *Server) createVolume(r *http.Request, _ caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Health lives in the fault engine, not the store: filled in as GET /v1/volumes/{id}
+	// does, so the create answer and a GET right after agree.
+	s.volumeHealth(s.faults.Health(), v)
 	return created(v, v.Revision), nil
 }
 
@@ -373,6 +376,16 @@ func (s *Server) listFaults(r *http.Request, _ caller) (*reply, error) {
 		return nil, err
 	}
 	return ok(list, 0), nil
+}
+
+// getFault answers one live rule with its fired count; FaultNotFound for an unknown or
+// expired ID.
+func (s *Server) getFault(r *http.Request, _ caller) (*reply, error) {
+	rule, err := s.faults.Get(pathVar(r, "id"))
+	if err != nil {
+		return nil, err
+	}
+	return ok(rule, 0), nil
 }
 
 func (s *Server) deleteFault(r *http.Request, _ caller) (*reply, error) {

@@ -2,8 +2,10 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -180,5 +182,48 @@ func TestCloneOverHTTP(t *testing.T) {
 	}
 	if list := must[*cloud.VolumeList](t)(tc.reader.ListVolumes(ctx, 0, "")); len(list.Volumes) != 2 {
 		t.Errorf("%d volumes after the refused clones, want 2", len(list.Volumes))
+	}
+}
+
+// TestCreateVolumeAnswerIsTheVolume: the 201 of POST /v1/volumes is the JSON a GET right
+// after answers, state and health included ("detached", "ok"); a retried create of a volume
+// whose health was set answers that health too (it lives in memory, not in the store).
+func TestCreateVolumeAnswerIsTheVolume(t *testing.T) {
+	tc := startCloud(t, server.Config{})
+	const body = `{"name":"v","sizeBytes":1,"zone":"zone-a"}`
+	decodeVolume := func(r rawResponse) map[string]any {
+		t.Helper()
+		var v map[string]any
+		if err := json.Unmarshal(r.body, &v); err != nil {
+			t.Fatalf("volume %s: %v", r.body, err)
+		}
+		return v
+	}
+	check := func(what string, wantHealth cloud.VolumeHealth) string {
+		t.Helper()
+		r := tc.do(t, "POST", "/v1/volumes", driverToken, body)
+		if r.status != http.StatusCreated {
+			t.Fatalf("%s: status %d (body %s)", what, r.status, r.body)
+		}
+		created := decodeVolume(r)
+		id, _ := created["id"].(string)
+		got := tc.do(t, "GET", "/v1/volumes/"+id, readerToken, "")
+		if got.status != http.StatusOK {
+			t.Fatalf("GET %s: status %d (body %s)", id, got.status, got.body)
+		}
+		if after := decodeVolume(got); !reflect.DeepEqual(created, after) {
+			t.Errorf("%s answered %s, a GET right after %s", what, r.body, got.body)
+		}
+		if created["state"] != string(cloud.StateDetached) || created["health"] != string(wantHealth) || created["stateSince"] == nil {
+			t.Errorf("%s: state %v since %v, health %v; want detached since its creation, %s", what, created["state"], created["stateSince"], created["health"], wantHealth)
+		}
+		return id
+	}
+	id := check("create", cloud.VolumeHealthOK)
+	if r := tc.do(t, "PUT", "/v1/volumes/"+id+"/health", adminToken, `{"health":"degraded","message":"test"}`); r.status != http.StatusOK {
+		t.Fatalf("set health: status %d (body %s)", r.status, r.body)
+	}
+	if again := check("create again", cloud.VolumeHealthDegraded); again != id {
+		t.Errorf("create again answered %s, want %s", again, id)
 	}
 }

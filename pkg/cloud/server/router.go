@@ -76,6 +76,7 @@ func (s *Server) router() *mux.Router {
 
 	handleBody(http.MethodPost, "/v1/faults", "createFault", RoleAdmin, s.createFault)
 	handle(http.MethodGet, "/v1/faults", "listFaults", RoleReader, s.listFaults)
+	handle(http.MethodGet, "/v1/faults/{id}", "getFault", RoleReader, s.getFault)
 	handle(http.MethodDelete, "/v1/faults/{id}", "deleteFault", RoleAdmin, s.deleteFault)
 	handle(http.MethodDelete, "/v1/faults", "clearFaults", RoleAdmin, s.clearFaults)
 

@@ -73,7 +73,7 @@ func Validate(r cloud.FaultRule) error {
 		errs = append(errs, fmt.Errorf("unknown operation %s (want \"*\" or one of %v)", cloud.Quote(string(r.Operation)), Operations()))
 	}
 	if r.Error != "" && !r.Error.Known() {
-		errs = append(errs, fmt.Errorf("unknown error code %s", cloud.Quote(string(r.Error))))
+		errs = append(errs, fmt.Errorf("unknown error code %s (want one of %v)", cloud.Quote(string(r.Error)), cloud.Codes()))
 	}
 	for _, f := range []struct{ name, v string }{{"id", r.ID}, {"instanceId", r.InstanceID}, {"volumeId", r.VolumeID}} {
 		if err := cloud.CheckOptionalID(f.name, f.v); err != nil {
@@ -393,6 +393,19 @@ func (e *Engine) FiredCounts() []FiredCount {
 		}
 	}
 	return out
+}
+
+// Get returns one live rule with its Fired count; FaultNotFound if there is none with that ID
+// (an expired rule is gone, as in List).
+func (e *Engine) Get(id string) (cloud.FaultRule, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.expireLocked()
+	i := e.indexLocked(id)
+	if i < 0 {
+		return cloud.FaultRule{}, cloud.NewError(cloud.CodeFaultNotFound, "fault rule %s not found", cloud.Quote(id))
+	}
+	return e.rules[i].view(), nil
 }
 
 // Delete removes one rule; FaultNotFound if there is none with that ID.

@@ -305,3 +305,61 @@ func TestGeneratedIDsSkipSeededOnes(t *testing.T) {
 		t.Fatalf("after reset the unnamed seeded rule is %s, was %s", got, first)
 	}
 }
+
+// TestGetReturnsOneLiveRule: Get answers the rule as List does (fired count included), and
+// FaultNotFound once it is deleted or its TTL has passed.
+func TestGetReturnsOneLiveRule(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	e := newEngine(t, clock,
+		cloud.FaultRule{Operation: cloud.OperationAttachVolume, Error: cloud.CodeThrottled},
+		cloud.FaultRule{Operation: cloud.OperationAny, Error: cloud.CodeUnavailable, TTLSeconds: 30, InstanceID: "node-b"})
+	if got := pattern(e, attach, 2); got != "11" {
+		t.Fatalf("fired %s, want 11", got)
+	}
+	list := e.List()
+	for _, want := range list {
+		got, err := e.Get(want.ID)
+		if err != nil {
+			t.Fatalf("Get(%s): %v", want.ID, err)
+		}
+		if got.ID != want.ID || got.Fired != want.Fired || got.Error != want.Error || !equalTime(got.ExpiresAt, want.ExpiresAt) {
+			t.Errorf("Get(%s) = %+v, want %+v", want.ID, got, want)
+		}
+	}
+	if got, _ := e.Get(list[0].ID); got.Fired != 2 {
+		t.Errorf("Get(%s).Fired = %d, want 2", list[0].ID, got.Fired)
+	}
+	if err := e.Delete(list[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	clock.t = clock.t.Add(30 * time.Second) // the second rule's TTL ends
+	for _, id := range []string{list[0].ID, list[1].ID, "fault-99"} {
+		if _, err := e.Get(id); cloud.CodeOf(err) != cloud.CodeFaultNotFound {
+			t.Errorf("Get(%s) after delete/expiry: %v, want FaultNotFound", id, err)
+		}
+	}
+}
+
+func equalTime(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}
+
+// TestUnknownErrorCodeListsTheValidOnes: the refusal of an unknown code names every code a
+// rule may use, so the caller can pick one without reading the source.
+func TestUnknownErrorCodeListsTheValidOnes(t *testing.T) {
+	err := faults.Validate(cloud.FaultRule{Operation: cloud.OperationAny, Error: "Nope"})
+	if err == nil {
+		t.Fatal("Validate accepted error code Nope")
+	}
+	if !strings.Contains(err.Error(), `unknown error code "Nope"`) {
+		t.Errorf("Validate: %v, want it to name the code", err)
+	}
+	for _, c := range cloud.Codes() {
+		if !strings.Contains(err.Error(), string(c)) {
+			t.Errorf("Validate: %v, does not list valid code %s", err, c)
+		}
+	}
+}

@@ -122,3 +122,35 @@ func splitLines(s string) []string {
 	}
 	return append(out, s[start:])
 }
+
+// TestCreateAnswersWhatGetReads: the volume CreateVolume returns, new or found again by
+// name, is the one GetVolume reads afterwards: detached since its creation, not an
+// empty state.
+func TestCreateAnswersWhatGetReads(t *testing.T) {
+	s, err := store.Open("", store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.SeedIfEmpty(testState()); err != nil {
+		t.Fatal(err)
+	}
+	req := cloud.CreateVolumeRequest{Name: "v", SizeBytes: 1, Zone: "z"}
+	for _, attempt := range []string{"create", "create again"} {
+		created, err := s.CreateVolume(req)
+		if err != nil {
+			t.Fatalf("%s: %v", attempt, err)
+		}
+		got, err := s.GetVolume(created.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if created.State != cloud.StateDetached || created.StateSince == nil || !created.StateSince.Equal(created.CreatedAt) {
+			t.Errorf("%s: state %q since %v, want detached since its creation %v", attempt, created.State, created.StateSince, created.CreatedAt)
+		}
+		if created.State != got.State || created.StateSince == nil || got.StateSince == nil || !created.StateSince.Equal(*got.StateSince) ||
+			created.Revision != got.Revision || created.AttachedTo != got.AttachedTo {
+			t.Errorf("%s answered %+v, GetVolume reads %+v", attempt, created, got)
+		}
+	}
+}

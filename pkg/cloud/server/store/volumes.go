@@ -214,6 +214,9 @@ func (s *Store) CreateVolume(req cloud.CreateVolumeRequest) (*cloud.Volume, erro
 			rec: volumeRec{ID: id, Name: req.Name, SizeBytes: req.SizeBytes, Zone: req.Zone, SourceSnapshotID: req.SourceSnapshotID,
 				SourceVolumeID: req.SourceVolumeID, CreatedAt: t.now, RequestedSizeBytes: req.SizeBytes},
 			state: volumeState{revision: rev},
+			// No phase is stored for a volume never attached (getPhase derives detached);
+			// the answer says so as a GetVolume would.
+			phase: phase{State: cloud.StateDetached},
 		}
 		if err := t.putVolume(&v.rec, v.state); err != nil {
 			return err
