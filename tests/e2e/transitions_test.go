@@ -111,7 +111,7 @@ func TestS17SlowDetachChurnOnFullNode(t *testing.T) {
 	}
 	maxHeld := 0
 	for _, e := range events {
-		if e.InstanceID != node || e.Attached == nil || e.Limit == nil {
+		if e.InstanceID != node || !takesSlot(e.Type) || e.Attached == nil || e.Limit == nil {
 			continue
 		}
 		maxHeld = max(maxHeld, *e.Attached)
