@@ -218,9 +218,11 @@ func (m *Manager) List() StatusList {
 	return out
 }
 
-// Cancel stops run id before its next step and waits for nothing; canceling a finished run
-// changes nothing. NotFound for an unknown ID.
-func (m *Manager) Cancel(id string) (Status, error) {
+// Cancel stops run id before its next step and waits, until ctx ends, for the run to end, so
+// that the status it returns says canceled (a step in flight finishes first); canceling a
+// finished run changes nothing. Rules and patches of steps already run stay: a cancel undoes
+// nothing. NotFound for an unknown ID.
+func (m *Manager) Cancel(ctx context.Context, id string) (Status, error) {
 	m.mu.Lock()
 	r, ok := m.runs[id]
 	m.mu.Unlock()
@@ -228,7 +230,7 @@ func (m *Manager) Cancel(id string) (Status, error) {
 		return Status{}, cloud.NewError(cloud.CodeNotFound, "no scenario %s", cloud.Quote(id))
 	}
 	r.cancel()
-	return m.Get(id)
+	return m.Wait(ctx, id)
 }
 
 // Wait blocks until run id has ended or ctx ends, and returns its status.

@@ -55,7 +55,7 @@ func TestManagerForgetsOldRuns(t *testing.T) {
 	if _, err := m.Get(first); cloud.CodeOf(err) != cloud.CodeNotFound {
 		t.Fatalf("the first run: %v, want it forgotten (NotFound)", err)
 	}
-	if _, err := m.Cancel("scenario-x"); cloud.CodeOf(err) != cloud.CodeNotFound {
+	if _, err := m.Cancel(t.Context(), "scenario-x"); cloud.CodeOf(err) != cloud.CodeNotFound {
 		t.Fatalf("Cancel of an unknown run: %v", err)
 	}
 	m.Close()

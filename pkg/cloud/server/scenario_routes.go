@@ -80,7 +80,7 @@ func (s *Server) getScenario(r *http.Request, _ caller) (*reply, error) {
 // cancelScenario stops a running scenario before its next step (a finished one stays as it
 // is) and answers its status.
 func (s *Server) cancelScenario(r *http.Request, _ caller) (*reply, error) {
-	st, err := s.scenarios.Cancel(pathVar(r, "id"))
+	st, err := s.scenarios.Cancel(r.Context(), pathVar(r, "id"))
 	if err != nil {
 		return nil, err
 	}

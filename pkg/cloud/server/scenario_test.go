@@ -83,8 +83,10 @@ steps:
 	if r.status != http.StatusCreated || json.Unmarshal(r.body, &st) != nil {
 		t.Fatalf("POST: %d %s", r.status, r.body)
 	}
-	if r := tc.do(t, http.MethodDelete, "/v1/scenarios/"+st.ID, adminToken, ""); r.status != http.StatusOK {
-		t.Fatalf("DELETE: %d %s", r.status, r.body)
+	// The DELETE answer itself says canceled: the cancel waits for the run to end.
+	if r := tc.do(t, http.MethodDelete, "/v1/scenarios/"+st.ID, adminToken, ""); r.status != http.StatusOK ||
+		!strings.Contains(string(r.body), `"state":"canceled"`) {
+		t.Fatalf("DELETE: %d %s, want 200 with state canceled", r.status, r.body)
 	}
 	if st = waitScenario(t, tc, st.ID); st.State != scenario.StateCanceled || st.Done != 0 {
 		t.Fatalf("after DELETE: %+v, want canceled before its step", st)
