@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"runtime"
 	"strings"
 	"sync"
@@ -139,40 +140,23 @@ func TestFloodStaysBounded(t *testing.T) {
 		triggerGets = 330 // 32 FaultFired + 1 FaultFiredMore events each: past the 10,000-event cap
 	)
 	var maxSleep atomic.Int64
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// Room for a loaded machine under -race: a 1 s ReadTimeout cut 1 MB bodies off ("use of
+	// closed network connection"), a 1 s IdleTimeout closed keep-alive connections the client
+	// was just sending a POST on, and a 300 ms ReadHeaderTimeout timed out a reused
+	// connection whose headers had arrived before the server goroutine ran again (EOF; Go
+	// does not retry a POST): each a status -1. The idle-connection phase, which needs a
+	// short ReadHeaderTimeout to shed sockets that never send a byte, has a server of its own.
 	cfg := server.Config{Tokens: testTokens(), Seed: testSeed(), MaxConnections: maxConns,
-		// Room for a loaded machine under -race: a 1 s ReadTimeout cut 1 MB bodies off ("use of
-		// closed network connection"), and a 1 s IdleTimeout closed keep-alive connections the
-		// client was just sending a POST on (EOF; Go does not retry a POST), both status -1.
-		// The idle-connection phase relies on ReadHeaderTimeout, not IdleTimeout.
-		ReadHeaderTimeout: 300 * time.Millisecond, ReadTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second,
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second,
 		// Injected latency is recorded, not waited: the flood measures bounds, not time.
 		Sleep: func(_ context.Context, d time.Duration) error {
 			for m := maxSleep.Load(); int64(d) > m && !maxSleep.CompareAndSwap(m, int64(d)); m = maxSleep.Load() {
 			}
 			return nil
 		}}
-	srv, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := &countingListener{Listener: raw}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	serveCtx, stopServe := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(serveCtx, ln) }()
-	t.Cleanup(func() {
-		stopServe()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		_ = srv.Close()
-	})
-	url := "http://" + raw.Addr().String()
+	url, ln := serveFlood(ctx, t, cfg)
 	// One transport for the flood, with no more connections than the server serves, so the
 	// clients queue instead of piling up sockets the cap would hold back.
 	// ExpectContinueTimeout: a request with "Expect: 100-continue" waits for the server's go
@@ -192,8 +176,14 @@ func TestFloodStaysBounded(t *testing.T) {
 		if len(body) > 1<<20 {
 			req.Header.Set("Expect", "100-continue")
 		}
+		var reused, wasIdle bool
+		var idleFor time.Duration
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
+			reused, wasIdle, idleFor = ci.Reused, ci.WasIdle, ci.IdleTime
+		}}))
 		resp, err := hc.Do(req)
 		if err != nil {
+			t.Logf("%s %s: no answer (reused %v idle %v for %v, %d bytes): %v", method, path, reused, wasIdle, idleFor, len(body), err)
 			return -1, 0 // no answer: counted as an undocumented status
 		}
 		defer resp.Body.Close()
@@ -287,9 +277,12 @@ func TestFloodStaysBounded(t *testing.T) {
 	phase("full reads")
 	// 6. Idle connections, ten times the cap, none of them sending a byte; then a request
 	// must still be answered (the idle ones are closed after ReadHeaderTimeout).
+	idleCfg := cfg
+	idleCfg.ReadHeaderTimeout = 300 * time.Millisecond
+	idleURL, idleLn := serveFlood(ctx, t, idleCfg)
 	var idle []net.Conn
 	for range idleConns {
-		c, err := net.DialTimeout("tcp", raw.Addr().String(), 5*time.Second)
+		c, err := net.DialTimeout("tcp", strings.TrimPrefix(idleURL, "http://"), 5*time.Second)
 		if err != nil {
 			t.Fatalf("dial idle connection: %v", err)
 		}
@@ -298,7 +291,7 @@ func TestFloodStaysBounded(t *testing.T) {
 	healthStart := time.Now()
 	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
 	status := -1
-	if resp, err := fresh.Get(url + "/healthz"); err == nil {
+	if resp, err := fresh.Get(idleURL + "/healthz"); err == nil {
 		status = resp.StatusCode
 		_ = resp.Body.Close()
 	}
@@ -326,12 +319,40 @@ func TestFloodStaysBounded(t *testing.T) {
 	if heap.peakSys > floodHeapBound {
 		t.Errorf("peak heap %d MiB, over the bound of %d MiB", heap.peakSys>>20, floodHeapBound>>20)
 	}
-	if p := ln.peak.Load(); p > maxConns {
-		t.Errorf("%d connections open at once, over the cap of %d", p, maxConns)
+	for _, l := range []*countingListener{ln, idleLn} {
+		if p := l.peak.Load(); p > maxConns {
+			t.Errorf("%d connections open at once, over the cap of %d", p, maxConns)
+		}
 	}
 	if d := time.Duration(maxSleep.Load()); d != faults.MaxLatency {
 		t.Errorf("longest injected wait %v, want the cap %v", d, faults.MaxLatency)
 	}
+}
+
+// serveFlood serves a new fake cloud of cfg on 127.0.0.1:0 until the test ends and returns
+// its URL and the listener that counts its open connections.
+func serveFlood(ctx context.Context, t *testing.T, cfg server.Config) (string, *countingListener) {
+	t.Helper()
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &countingListener{Listener: raw}
+	serveCtx, stopServe := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(serveCtx, ln) }()
+	t.Cleanup(func() {
+		stopServe()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		_ = srv.Close()
+	})
+	return "http://" + raw.Addr().String(), ln
 }
 
 func newClientHTTP(t *testing.T, url, token string, hc *http.Client) *cloud.Client {
