@@ -24,6 +24,15 @@ type ControllerCloud interface {
 	ListSnapshots(ctx context.Context, opts cloud.ListSnapshotsOptions) (*cloud.SnapshotList, error)
 	DeleteSnapshot(ctx context.Context, id string) error
 	GetQuotas(ctx context.Context) (*cloud.Quotas, error)
+	GroupControllerCloud
+}
+
+// GroupControllerCloud is what the group controller service needs from the fake cloud: group
+// snapshots (docs/fakecloud-api.md, "Group snapshots"). *cloud.Client implements it.
+type GroupControllerCloud interface {
+	CreateGroupSnapshot(ctx context.Context, req cloud.CreateGroupSnapshotRequest) (*cloud.GroupSnapshot, error)
+	GetGroupSnapshot(ctx context.Context, id string) (*cloud.GroupSnapshot, error)
+	DeleteGroupSnapshot(ctx context.Context, id string) error
 }
 
 // NodeCloud is what the node service needs from the fake cloud: its own instance, for the

@@ -544,6 +544,9 @@ func csiSnapshot(s *cloud.Snapshot) *csi.Snapshot {
 		SourceVolumeId: s.SourceVolumeID,
 		CreationTime:   timestamppb.New(s.CreatedAt),
 		ReadyToUse:     s.ReadyToUse,
+		// A group's member says so: the CO must not delete it on its own (CSI spec,
+		// DeleteSnapshot), and the cloud refuses that with FAILED_PRECONDITION.
+		GroupSnapshotId: s.GroupSnapshotID,
 	}
 }
 
