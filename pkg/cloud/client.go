@@ -479,12 +479,19 @@ func (c *Client) DeleteVolume(ctx context.Context, id string) error {
 // elsewhere), VolumeNotFound, InstanceNotFound, InvalidArgument, Unauthenticated,
 // AccessDenied, plus faults on AttachVolume.
 func (c *Client) AttachVolume(ctx context.Context, volumeID, instanceID string) (*Attachment, error) {
+	return c.Attach(ctx, volumeID, AttachRequest{InstanceID: instanceID})
+}
+
+// Attach is AttachVolume with the whole request: req.ReadOnly attaches read-only. An attach
+// to the instance the volume is attaching or attached to in the other mode is AlreadyExists;
+// the other codes are AttachVolume's.
+func (c *Client) Attach(ctx context.Context, volumeID string, req AttachRequest) (*Attachment, error) {
 	seg, err := pathID("volume ID", volumeID)
 	if err != nil {
 		return nil, err
 	}
 	var out Attachment
-	if err := c.do(ctx, http.MethodPost, "/v1/volumes/"+seg+"/attach", nil, AttachRequest{InstanceID: instanceID}, &out, nil); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/volumes/"+seg+"/attach", nil, req, &out, nil); err != nil {
 		return nil, err
 	}
 	return &out, nil

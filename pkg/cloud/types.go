@@ -157,6 +157,9 @@ type Volume struct {
 	IOPS       int    `json:"iops,omitempty"`
 	AttachedTo string `json:"attachedTo,omitempty"`
 	Device     string `json:"device,omitempty"`
+	// ReadOnly is true while the volume is attaching or attached read-only
+	// (AttachRequest.ReadOnly).
+	ReadOnly bool `json:"readOnly,omitempty"`
 	// State is the attach state; StateSince is when the volume entered it (absent for a
 	// volume that never changed state since this was recorded).
 	State      AttachState `json:"state"`
@@ -200,6 +203,12 @@ type VolumeList struct {
 // AttachRequest is the body of POST /v1/volumes/{id}/attach and /detach.
 type AttachRequest struct {
 	InstanceID string `json:"instanceId"`
+	// ReadOnly attaches the volume read-only (attach only; a detach with it is
+	// InvalidArgument): the instance may read the device but not write it. The mode is part
+	// of the attachment: attaching again to the same instance in the other mode is
+	// AlreadyExists (CSI's "volume published but is incompatible"); detach first. A read-only
+	// attachment takes a slot like any other (docs/design.md, "Capacity model").
+	ReadOnly bool `json:"readOnly,omitempty"`
 }
 
 // Attachment is the answer of an attach or detach: where the volume appears on the instance
@@ -218,7 +227,9 @@ type Attachment struct {
 	// ErrorCode and ErrorMessage say why the transition failed (State error).
 	ErrorCode    Code   `json:"errorCode,omitempty"`
 	ErrorMessage string `json:"errorMessage,omitempty"`
-	Revision     uint64 `json:"revision"`
+	// ReadOnly is the attachment's mode (AttachRequest.ReadOnly), while attaching or attached.
+	ReadOnly bool   `json:"readOnly,omitempty"`
+	Revision uint64 `json:"revision"`
 }
 
 // ResizeRequest is the body of POST /v1/volumes/{id}/resize; volumes only grow.

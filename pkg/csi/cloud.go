@@ -15,7 +15,8 @@ type ControllerCloud interface {
 	GetVolume(ctx context.Context, id string) (*cloud.Volume, error)
 	ListVolumes(ctx context.Context, maxResults int, pageToken string) (*cloud.VolumeList, error)
 	DeleteVolume(ctx context.Context, id string) error
-	AttachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error)
+	// Attach attaches in the request's mode (cloud.AttachRequest.ReadOnly).
+	Attach(ctx context.Context, volumeID string, req cloud.AttachRequest) (*cloud.Attachment, error)
 	DetachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error)
 	ResizeVolume(ctx context.Context, volumeID string, sizeBytes int64) (*cloud.Volume, error)
 	ModifyVolume(ctx context.Context, volumeID string, req cloud.ModifyVolumeRequest) (*cloud.Volume, error)

@@ -25,6 +25,7 @@ type Cloud interface {
 	GetVolume(ctx context.Context, id string) (*cloud.Volume, error)
 	DeleteVolume(ctx context.Context, id string) error
 	AttachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error)
+	Attach(ctx context.Context, volumeID string, req cloud.AttachRequest) (*cloud.Attachment, error)
 	DetachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error)
 	ResizeVolume(ctx context.Context, volumeID string, sizeBytes int64) (*cloud.Volume, error)
 	ModifyVolume(ctx context.Context, volumeID string, req cloud.ModifyVolumeRequest) (*cloud.Volume, error)
@@ -82,11 +83,12 @@ const (
 	opGetGroup                 // GetGroupSnapshot(group)
 	opDeleteGroup              // DeleteGroupSnapshot(group)
 	opRestore                  // CreateVolume(vol, size) from the snapshot snap
+	opAttachRO                 // Attach(vol, inst) read-only
 )
 
 func (o op) String() string {
 	return [...]string{"create", "attach", "detach", "delete", "resize", "modify", "volume", "instance", "capacity", "quotas",
-		"snapshot", "get snapshot", "delete snapshot", "group", "get group", "delete group", "restore"}[o]
+		"snapshot", "get snapshot", "delete snapshot", "group", "get group", "delete group", "restore", "attach read-only"}[o]
 }
 
 // slots is the capacity a step expects: the facts and the slot formulas of cloud.Capacity.
@@ -117,6 +119,8 @@ type step struct {
 	// not checked); on is the instance the volume must be bound to ("" unbound).
 	state cloud.AttachState
 	on    string
+	// ro is the mode an attach or volume step expects of the attachment.
+	ro bool
 	// same: the create must return the volume created before under the name; unchanged:
 	// the modify must leave the revision as it was.
 	same, unchanged bool
@@ -345,6 +349,22 @@ func cases() []testCase {
 			{op: opDelete, vol: "v2"},
 			{op: opGetGroup, group: "g1", vols: []string{"v1"}},
 		}},
+		{name: "a read-only attach is an attachment of its own mode", world: world(), steps: []step{
+			{op: opCreate, vol: "v1", size: 1},
+			{op: opAttachRO, vol: "v1", inst: "node-1", state: cloud.StateAttached, ro: true},
+			{op: opAttachRO, vol: "v1", inst: "node-1", state: cloud.StateAttached, ro: true},
+			{op: opVolume, vol: "v1", state: cloud.StateAttached, on: "node-1", ro: true},
+			// The other mode on the same instance is another attachment: refused, nothing changes.
+			{op: opAttach, vol: "v1", inst: "node-1", code: cloud.CodeAlreadyExists},
+			{op: opVolume, vol: "v1", state: cloud.StateAttached, on: "node-1", ro: true},
+			// It takes a slot like any attachment.
+			{op: opCapacity, inst: "node-1", capacity: &slots{limit: 4, outOfBand: 1, attached: 1, free: 2, headroom: 39, instances: 3}},
+			{op: opDetach, vol: "v1", inst: "node-1", state: cloud.StateDetached},
+			{op: opVolume, vol: "v1", state: cloud.StateDetached},
+			{op: opAttach, vol: "v1", inst: "node-1", state: cloud.StateAttached},
+			{op: opAttachRO, vol: "v1", inst: "node-1", code: cloud.CodeAlreadyExists},
+			{op: opVolume, vol: "v1", state: cloud.StateAttached, on: "node-1"},
+		}},
 		{name: "modify changes type and IOPS, the same values nothing", world: world(), steps: []step{
 			{op: opCreate, vol: "v1", size: 1},
 			{op: opModify, vol: "v1", typ: cloud.VolumeTypeStandard, unchanged: true},
@@ -441,6 +461,8 @@ func (r *runner) step(i int, s step) {
 		v, err = r.c.CreateVolume(ctx, cloud.CreateVolumeRequest{Name: s.vol, SizeBytes: s.size, Zone: s.zone})
 	case opAttach:
 		a, err = r.c.AttachVolume(ctx, r.id(s.vol), s.inst)
+	case opAttachRO:
+		a, err = r.c.Attach(ctx, r.id(s.vol), cloud.AttachRequest{InstanceID: s.inst, ReadOnly: true})
 	case opDetach:
 		a, err = r.c.DetachVolume(ctx, r.id(s.vol), s.inst)
 	case opDelete:
@@ -533,8 +555,8 @@ func (r *runner) volume(i int, s step, v *cloud.Volume) {
 	if s.wantType != "" && v.Type != s.wantType {
 		t.Errorf("step %d (%s %s): type %q, expected %q", i, s.op, s.vol, v.Type, s.wantType)
 	}
-	if s.op == opVolume && s.state != "" && (v.State != s.state || v.AttachedTo != s.on) {
-		t.Errorf("step %d (volume %s): %q on %q, expected %q on %q", i, s.vol, v.State, v.AttachedTo, s.state, s.on)
+	if s.op == opVolume && s.state != "" && (v.State != s.state || v.AttachedTo != s.on || v.ReadOnly != s.ro) {
+		t.Errorf("step %d (volume %s): %q on %q read-only %v, expected %q on %q read-only %v", i, s.vol, v.State, v.AttachedTo, v.ReadOnly, s.state, s.on, s.ro)
 	}
 	// Not on create either: the real cloud's create answer carries no health.
 	if s.op != opCreate && v.Health != cloud.VolumeHealthOK {
@@ -553,6 +575,9 @@ func (r *runner) attachment(i int, s step, a *cloud.Attachment) {
 	}
 	if a.State != s.state {
 		t.Errorf("step %d (%s %s to %s): state %q, expected %q", i, s.op, s.vol, s.inst, a.State, s.state)
+	}
+	if s.op != opDetach && a.ReadOnly != s.ro {
+		t.Errorf("step %d (%s %s to %s): read-only %v, expected %v", i, s.op, s.vol, s.inst, a.ReadOnly, s.ro)
 	}
 	attached := a.State == cloud.StateAttached
 	if attached != (a.Device != "") {

@@ -212,7 +212,7 @@ func (s *Server) attachVolume(r *http.Request, c caller) (*reply, error) {
 	}
 	// An attach never registers an instance: a node registers when its plugin first looks
 	// itself up, and an attach to a node that never did is a caller's mistake (404).
-	att, err := s.store.Attach(id, req.InstanceID, nil, s.planner(ctx, call))
+	att, err := s.store.AttachMode(id, req.InstanceID, req.ReadOnly, nil, s.planner(ctx, call))
 	if err != nil {
 		return nil, err
 	}
@@ -225,6 +225,10 @@ func (s *Server) detachVolume(r *http.Request, _ caller) (*reply, error) {
 	req, err := decodeAttach(r)
 	if err != nil {
 		return nil, err
+	}
+	if req.ReadOnly {
+		// A detach has no mode; a body that says one was meant for an attach.
+		return nil, cloud.NewError(cloud.CodeInvalidArgument, "detach: readOnly is an attach option")
 	}
 	call := faults.Call{Operation: cloud.OperationDetachVolume, VolumeID: id, InstanceID: req.InstanceID}
 	ctx, cancel := s.operationContext(r)

@@ -512,6 +512,14 @@ func (f *Fake) DeleteVolume(ctx context.Context, id string) error {
 // Errors: InstanceNotFound (checked first), VolumeNotFound, ZoneMismatch, VolumeInUse (attached elsewhere),
 // AttachmentLimitExceeded (attached + out-of-band ≥ limit), AttachmentQuotaExceeded.
 func (f *Fake) AttachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error) {
+	return f.Attach(ctx, volumeID, cloud.AttachRequest{InstanceID: instanceID})
+}
+
+// Attach is AttachVolume in the request's mode: req.ReadOnly attaches read-only, and an
+// attaching or attached volume of the same instance in the other mode is AlreadyExists, as
+// the real cloud answers.
+func (f *Fake) Attach(ctx context.Context, volumeID string, req cloud.AttachRequest) (*cloud.Attachment, error) {
+	instanceID := req.InstanceID
 	if err := f.lock(ctx, cloud.OperationAttachVolume); err != nil {
 		return nil, err
 	}
@@ -528,6 +536,9 @@ func (f *Fake) AttachVolume(ctx context.Context, volumeID, instanceID string) (*
 	if v.AttachedTo == instanceID {
 		if v.State == cloud.StateDetaching {
 			return nil, cloud.NewError(cloud.CodeIncorrectState, "volume %s is detaching from %s", volumeID, instanceID)
+		}
+		if (v.State == cloud.StateAttaching || v.State == cloud.StateAttached) && v.ReadOnly != req.ReadOnly {
+			return nil, cloud.NewError(cloud.CodeAlreadyExists, "volume %s is %s to %s with readOnly=%v", volumeID, v.State, instanceID, v.ReadOnly)
 		}
 		return attachmentOf(v, in.ID), nil
 	}
@@ -549,6 +560,7 @@ func (f *Fake) AttachVolume(ctx context.Context, volumeID, instanceID string) (*
 	f.quotas.Attachments.Used++
 	v.AttachedTo = instanceID
 	v.Device = DevicePrefix + v.ID
+	v.ReadOnly = req.ReadOnly
 	v.Revision = f.revision
 	v.State, v.ErrorCode, v.ErrorMessage = cloud.StateAttached, "", ""
 	f.started++
@@ -594,6 +606,7 @@ func (f *Fake) Complete(fail cloud.Code) int {
 		switch {
 		case fail != "":
 			v.State, v.ErrorCode, v.ErrorMessage = cloud.StateError, fail, "failed by the fake"
+			v.ReadOnly = false
 			if attaching {
 				f.releaseLocked(v)
 			}
@@ -614,7 +627,7 @@ func (f *Fake) releaseLocked(v *cloud.Volume) {
 		in.Revision = f.revision
 	}
 	f.quotas.Attachments.Used--
-	v.AttachedTo, v.Device = "", ""
+	v.AttachedTo, v.Device, v.ReadOnly = "", "", false
 }
 
 // DetachVolume detaches a volume from an instance; detaching what is not attached there is a
@@ -873,7 +886,7 @@ func (f *Fake) DeleteGroupSnapshot(ctx context.Context, id string) error {
 
 // attachmentOf is the attachment of v to instanceID as the volume stands.
 func attachmentOf(v *cloud.Volume, instanceID string) *cloud.Attachment {
-	return &cloud.Attachment{VolumeID: v.ID, InstanceID: instanceID, Device: v.Device, State: v.State, Revision: v.Revision}
+	return &cloud.Attachment{VolumeID: v.ID, InstanceID: instanceID, Device: v.Device, State: v.State, ReadOnly: v.ReadOnly, Revision: v.Revision}
 }
 
 func insertSorted(s []string, v string) []string {
