@@ -65,7 +65,7 @@ e2e-local-build: ## Build etcd, kube-apiserver, -controller-manager, -scheduler,
 	$(LOCALCLUSTER) build
 
 .PHONY: e2e-local
-e2e-local: e2e-local-build ## The e2e suite (S1-S14) on a local cluster of upstream binaries, no Docker (E2E_ARGS='-run TestS03').
+e2e-local: e2e-local-build ## The e2e suite (S1-S20) on a local cluster of upstream binaries, no Docker (E2E_ARGS='-run TestS03').
 	cd tests/e2e && FAKECLOUD_E2E_LOCAL=1 $(GO) test -count=1 -timeout=30m -v . $(E2E_ARGS)
 
 SCENARIO ?= examples/scenarios/quota-squeeze.yaml

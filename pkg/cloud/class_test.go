@@ -94,6 +94,8 @@ func TestErrorTable(t *testing.T) {
 		CodePreconditionFailed:      {412, false, ClassConflict},
 		CodeVolumeNotFound:          {404, false, ClassObjectNotFound},
 		CodeSnapshotNotFound:        {404, false, ClassObjectNotFound},
+		CodeGroupSnapshotNotFound:   {404, false, ClassObjectNotFound},
+		CodeSnapshotInGroup:         {409, false, ClassConflict},
 		CodeInstanceNotFound:        {404, false, ClassInstanceNotFound},
 		CodeInstanceImpaired:        {409, true, ClassInstanceHealth},
 		CodeInstanceStopped:         {409, true, ClassInstanceHealth},

@@ -479,12 +479,19 @@ func (c *Client) DeleteVolume(ctx context.Context, id string) error {
 // elsewhere), VolumeNotFound, InstanceNotFound, InvalidArgument, Unauthenticated,
 // AccessDenied, plus faults on AttachVolume.
 func (c *Client) AttachVolume(ctx context.Context, volumeID, instanceID string) (*Attachment, error) {
+	return c.Attach(ctx, volumeID, AttachRequest{InstanceID: instanceID})
+}
+
+// Attach is AttachVolume with the whole request: req.ReadOnly attaches read-only. An attach
+// to the instance the volume is attaching or attached to in the other mode is AlreadyExists;
+// the other codes are AttachVolume's.
+func (c *Client) Attach(ctx context.Context, volumeID string, req AttachRequest) (*Attachment, error) {
 	seg, err := pathID("volume ID", volumeID)
 	if err != nil {
 		return nil, err
 	}
 	var out Attachment
-	if err := c.do(ctx, http.MethodPost, "/v1/volumes/"+seg+"/attach", nil, AttachRequest{InstanceID: instanceID}, &out, nil); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/volumes/"+seg+"/attach", nil, req, &out, nil); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -568,8 +575,8 @@ func (c *Client) ListSnapshots(ctx context.Context, o ListSnapshotsOptions) (*Sn
 }
 
 // DeleteSnapshot calls DELETE /v1/snapshots/{id}. Codes: SnapshotNotFound (already deleted;
-// treat as success for idempotent deletion), Unauthenticated, AccessDenied, plus faults on
-// DeleteSnapshot.
+// treat as success for idempotent deletion), SnapshotInGroup (a group's member: delete the
+// group), Unauthenticated, AccessDenied, plus faults on DeleteSnapshot.
 func (c *Client) DeleteSnapshot(ctx context.Context, id string) error {
 	seg, err := pathID("snapshot ID", id)
 	if err != nil {
@@ -791,4 +798,43 @@ func (c *Client) ModifyVolume(ctx context.Context, volumeID string, req ModifyVo
 		return nil, err
 	}
 	return &out, nil
+}
+
+// CreateGroupSnapshot calls POST /v1/group-snapshots, idempotent on Name: every volume is
+// snapshotted at one point in time, or none is. Codes: InvalidArgument (bad name, no volumes,
+// more than MaxGroupSnapshotMembers, a duplicate), AlreadyExists (same name, another set of
+// volumes), VolumeNotFound, ZoneMismatch (volumes in more than one zone), Unauthenticated,
+// AccessDenied, plus faults on CreateGroupSnapshot.
+func (c *Client) CreateGroupSnapshot(ctx context.Context, req CreateGroupSnapshotRequest) (*GroupSnapshot, error) {
+	var out GroupSnapshot
+	if err := c.do(ctx, http.MethodPost, "/v1/group-snapshots", nil, req, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetGroupSnapshot calls GET /v1/group-snapshots/{id}. Codes: GroupSnapshotNotFound,
+// Unauthenticated, AccessDenied.
+func (c *Client) GetGroupSnapshot(ctx context.Context, id string) (*GroupSnapshot, error) {
+	seg, err := pathID("group snapshot ID", id)
+	if err != nil {
+		return nil, err
+	}
+	var out GroupSnapshot
+	if err := c.do(ctx, http.MethodGet, "/v1/group-snapshots/"+seg, nil, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteGroupSnapshot calls DELETE /v1/group-snapshots/{id}, which deletes the group and
+// every member in one transaction. Codes: GroupSnapshotNotFound (already deleted; treat as
+// success for idempotent deletion), Unauthenticated, AccessDenied, plus faults on
+// DeleteGroupSnapshot.
+func (c *Client) DeleteGroupSnapshot(ctx context.Context, id string) error {
+	seg, err := pathID("group snapshot ID", id)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodDelete, "/v1/group-snapshots/"+seg, nil, nil, nil, nil)
 }

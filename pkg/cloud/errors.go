@@ -27,6 +27,8 @@ const (
 	CodeInstanceImpaired        Code = "InstanceImpaired"        // 409, retryable: the instance's health is impaired; it takes no attaches
 	CodeInstanceStopped         Code = "InstanceStopped"         // 409, retryable: the instance is stopped; it takes no attaches
 	CodeSnapshotNotFound        Code = "SnapshotNotFound"        // 404
+	CodeGroupSnapshotNotFound   Code = "GroupSnapshotNotFound"   // 404
+	CodeSnapshotInGroup         Code = "SnapshotInGroup"         // 409: a group's member is deleted with its group only
 	CodeFaultNotFound           Code = "FaultNotFound"           // 404
 	CodeServerLimitExceeded     Code = "ServerLimitExceeded"     // 409: a count bound of the server (fault rules, instances) is reached
 	CodeNotFound                Code = "NotFound"                // 404: no such route
@@ -66,6 +68,8 @@ var errorTable = map[Code]codeRow{
 	CodePreconditionFailed:      {http.StatusPreconditionFailed, false, ClassConflict},
 	CodeVolumeNotFound:          {http.StatusNotFound, false, ClassObjectNotFound},
 	CodeSnapshotNotFound:        {http.StatusNotFound, false, ClassObjectNotFound},
+	CodeGroupSnapshotNotFound:   {http.StatusNotFound, false, ClassObjectNotFound},
+	CodeSnapshotInGroup:         {http.StatusConflict, false, ClassConflict},
 	CodeInstanceNotFound:        {http.StatusNotFound, false, ClassInstanceNotFound},
 	CodeInstanceImpaired:        {http.StatusConflict, true, ClassInstanceHealth},
 	CodeInstanceStopped:         {http.StatusConflict, true, ClassInstanceHealth},
@@ -186,6 +190,8 @@ var (
 	ErrInstanceImpaired        = &Error{Code: CodeInstanceImpaired}
 	ErrInstanceStopped         = &Error{Code: CodeInstanceStopped}
 	ErrSnapshotNotFound        = &Error{Code: CodeSnapshotNotFound}
+	ErrGroupSnapshotNotFound   = &Error{Code: CodeGroupSnapshotNotFound}
+	ErrSnapshotInGroup         = &Error{Code: CodeSnapshotInGroup}
 	ErrFaultNotFound           = &Error{Code: CodeFaultNotFound}
 	ErrServerLimitExceeded     = &Error{Code: CodeServerLimitExceeded}
 	ErrNotFound                = &Error{Code: CodeNotFound}

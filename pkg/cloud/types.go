@@ -157,6 +157,9 @@ type Volume struct {
 	IOPS       int    `json:"iops,omitempty"`
 	AttachedTo string `json:"attachedTo,omitempty"`
 	Device     string `json:"device,omitempty"`
+	// ReadOnly is true while the volume is attaching or attached read-only
+	// (AttachRequest.ReadOnly).
+	ReadOnly bool `json:"readOnly,omitempty"`
 	// State is the attach state; StateSince is when the volume entered it (absent for a
 	// volume that never changed state since this was recorded).
 	State      AttachState `json:"state"`
@@ -200,6 +203,12 @@ type VolumeList struct {
 // AttachRequest is the body of POST /v1/volumes/{id}/attach and /detach.
 type AttachRequest struct {
 	InstanceID string `json:"instanceId"`
+	// ReadOnly attaches the volume read-only (attach only; a detach with it is
+	// InvalidArgument): the instance may read the device but not write it. The mode is part
+	// of the attachment: attaching again to the same instance in the other mode is
+	// AlreadyExists (CSI's "volume published but is incompatible"); detach first. A read-only
+	// attachment takes a slot like any other (docs/design.md, "Capacity model").
+	ReadOnly bool `json:"readOnly,omitempty"`
 }
 
 // Attachment is the answer of an attach or detach: where the volume appears on the instance
@@ -218,7 +227,9 @@ type Attachment struct {
 	// ErrorCode and ErrorMessage say why the transition failed (State error).
 	ErrorCode    Code   `json:"errorCode,omitempty"`
 	ErrorMessage string `json:"errorMessage,omitempty"`
-	Revision     uint64 `json:"revision"`
+	// ReadOnly is the attachment's mode (AttachRequest.ReadOnly), while attaching or attached.
+	ReadOnly bool   `json:"readOnly,omitempty"`
+	Revision uint64 `json:"revision"`
 }
 
 // ResizeRequest is the body of POST /v1/volumes/{id}/resize; volumes only grow.
@@ -235,6 +246,11 @@ type Snapshot struct {
 	ReadyToUse     bool      `json:"readyToUse"`
 	CreatedAt      time.Time `json:"createdAt"`
 	Revision       uint64    `json:"revision"`
+	// GroupSnapshotID names the group snapshot this snapshot is a member of, "" for a
+	// snapshot of its own. A member is deleted with its group only (DeleteSnapshot refuses it
+	// with SnapshotInGroup, as CSI's DeleteSnapshot may not delete one); a volume may be
+	// created from it like from any snapshot.
+	GroupSnapshotID string `json:"groupSnapshotId,omitempty"`
 }
 
 // CreateSnapshotRequest is the body of POST /v1/snapshots; Name is the idempotency key and
@@ -248,6 +264,45 @@ type CreateSnapshotRequest struct {
 type SnapshotList struct {
 	Snapshots     []Snapshot `json:"snapshots"`
 	NextPageToken string     `json:"nextPageToken,omitempty"`
+}
+
+// MaxGroupSnapshotMembers bounds the source volumes of one group snapshot: a group is cut in
+// one store transaction, and its answer lists every member, so both stay small. 64 is more
+// volumes than one workload (a database with its logs and data disks) snapshots together.
+const MaxGroupSnapshotMembers = 64
+
+// GroupSnapshot is a set of snapshots of several volumes cut at one point in time: one store
+// transaction takes them all, so every member has the group's CreatedAt and Revision, and no
+// write to any of the volumes lies between two members (CSI's write-order consistency,
+// CreateVolumeGroupSnapshot). Members are in the order of SourceVolumeIDs.
+type GroupSnapshot struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// SourceVolumeIDs are the volumes snapshotted, sorted.
+	SourceVolumeIDs []string `json:"sourceVolumeIds"`
+	// Snapshots are the members, one per source volume, in the order of SourceVolumeIDs.
+	Snapshots  []Snapshot `json:"snapshots"`
+	ReadyToUse bool       `json:"readyToUse"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	Revision   uint64     `json:"revision"`
+}
+
+// SnapshotIDs returns the IDs of the members, in the order of Snapshots.
+func (g *GroupSnapshot) SnapshotIDs() []string {
+	out := make([]string, 0, len(g.Snapshots))
+	for _, sn := range g.Snapshots {
+		out = append(out, sn.ID)
+	}
+	return out
+}
+
+// CreateGroupSnapshotRequest is the body of POST /v1/group-snapshots. Name is the idempotency
+// key and follows the rule of CreateVolumeRequest.Name; SourceVolumeIDs are 1 to
+// MaxGroupSnapshotMembers distinct volume IDs in any order. The same name with the same set
+// of volumes is the existing group; another set is AlreadyExists.
+type CreateGroupSnapshotRequest struct {
+	Name            string   `json:"name"`
+	SourceVolumeIDs []string `json:"sourceVolumeIds"`
 }
 
 // Quota is one account quota: Limit and Used in the quota's unit (count or bytes).
@@ -294,6 +349,10 @@ const (
 	OperationCreateSnapshot Operation = "CreateSnapshot"
 	OperationDeleteSnapshot Operation = "DeleteSnapshot"
 	OperationListSnapshots  Operation = "ListSnapshots"
+	// OperationCreateGroupSnapshot and OperationDeleteGroupSnapshot are the group snapshot
+	// routes; a rule fails or delays the whole group (never some of its members).
+	OperationCreateGroupSnapshot Operation = "CreateGroupSnapshot"
+	OperationDeleteGroupSnapshot Operation = "DeleteGroupSnapshot"
 )
 
 // FaultRule makes matching operations fail or slow down (docs/fakecloud-api.md, "Fault rules").

@@ -15,7 +15,8 @@ type ControllerCloud interface {
 	GetVolume(ctx context.Context, id string) (*cloud.Volume, error)
 	ListVolumes(ctx context.Context, maxResults int, pageToken string) (*cloud.VolumeList, error)
 	DeleteVolume(ctx context.Context, id string) error
-	AttachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error)
+	// Attach attaches in the request's mode (cloud.AttachRequest.ReadOnly).
+	Attach(ctx context.Context, volumeID string, req cloud.AttachRequest) (*cloud.Attachment, error)
 	DetachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error)
 	ResizeVolume(ctx context.Context, volumeID string, sizeBytes int64) (*cloud.Volume, error)
 	ModifyVolume(ctx context.Context, volumeID string, req cloud.ModifyVolumeRequest) (*cloud.Volume, error)
@@ -24,6 +25,15 @@ type ControllerCloud interface {
 	ListSnapshots(ctx context.Context, opts cloud.ListSnapshotsOptions) (*cloud.SnapshotList, error)
 	DeleteSnapshot(ctx context.Context, id string) error
 	GetQuotas(ctx context.Context) (*cloud.Quotas, error)
+	GroupControllerCloud
+}
+
+// GroupControllerCloud is what the group controller service needs from the fake cloud: group
+// snapshots (docs/fakecloud-api.md, "Group snapshots"). *cloud.Client implements it.
+type GroupControllerCloud interface {
+	CreateGroupSnapshot(ctx context.Context, req cloud.CreateGroupSnapshotRequest) (*cloud.GroupSnapshot, error)
+	GetGroupSnapshot(ctx context.Context, id string) (*cloud.GroupSnapshot, error)
+	DeleteGroupSnapshot(ctx context.Context, id string) error
 }
 
 // NodeCloud is what the node service needs from the fake cloud: its own instance, for the

@@ -25,6 +25,10 @@ const (
 	// PublishContextDevicePath is the publish_context key of ControllerPublishVolume's answer:
 	// the device the cloud attached the volume as.
 	PublishContextDevicePath = "devicePath"
+	// PublishContextReadOnly is the publish_context key ControllerPublishVolume sets to
+	// "true" when the cloud attached the volume read-only (PUBLISH_READONLY); the node then
+	// publishes it read-only whatever NodePublishVolume's own readonly says.
+	PublishContextReadOnly = "readOnly"
 	// VolumeContextSizeBytes is the volume_context key holding the size, in bytes, the volume
 	// was created with; the node sizes a block volume's backing file from it.
 	VolumeContextSizeBytes = "sizeBytes"
@@ -274,6 +278,9 @@ func (s *ControllerServer) DeleteVolume(ctx context.Context, req *csi.DeleteVolu
 // elsewhere; NOT_FOUND for a missing volume or node; ABORTED while another operation on the
 // same volume runs in this process or the cloud is detaching it from the node.
 // publish_context carries {"devicePath": device}, the same for every publish of the volume.
+// PUBLISH_READONLY: readonly (or the SINGLE_NODE_READER_ONLY access mode) attaches read-only
+// and adds {"readOnly": "true"}, which the node obeys; a publish to the same node in the
+// other mode is ALREADY_EXISTS (CSI's "volume published but is incompatible").
 //
 // The cloud attaches asynchronously (docs/attach.md): the call starts the attach and waits
 // for attached within its own deadline. A retry for the same (volume, node) while one waits
@@ -302,11 +309,20 @@ func (s *ControllerServer) ControllerPublishVolume(ctx context.Context, req *csi
 	if class, err = s.checkBackoff(ctx, volID, nodeID); err != nil {
 		return nil, err
 	}
-	att, err := s.cloud.AttachVolume(ctx, volID, nodeID)
+	// PUBLISH_READONLY: the attachment's mode is the cloud's, part of the attachment; the
+	// same volume and node in the other mode is ALREADY_EXISTS (the cloud's AlreadyExists).
+	ro := isReadOnly(req.GetVolumeCapability(), req.GetReadonly())
+	att, err := s.cloud.Attach(ctx, volID, cloud.AttachRequest{InstanceID: nodeID, ReadOnly: ro})
 	class = cloudClass(err)
 	if err := s.ok(err); err != nil {
-		st := cloudStatus(opDefault, err, "attach %s to %s", volID, nodeID)
-		if s.backoff != nil {
+		mode := ""
+		if ro {
+			mode = " read-only"
+		}
+		st := cloudStatus(opDefault, err, "attach %s to %s%s", volID, nodeID, mode)
+		// ALREADY_EXISTS says the pair is attached, in the other mode: nothing for the
+		// backoff to learn (it would forget that the pair is attached).
+		if s.backoff != nil && status.Code(st) != codes.AlreadyExists {
 			s.backoff.Record(nodeID, volID, st)
 		}
 		return nil, st
@@ -342,8 +358,12 @@ func (s *ControllerServer) ControllerPublishVolume(ctx context.Context, req *csi
 	if s.backoff != nil {
 		s.backoff.Record(nodeID, volID, nil)
 	}
-	klog.FromContext(ctx).V(2).Info("Volume attached", "volumeID", volID, "nodeID", nodeID, "device", att.Device)
-	return &csi.ControllerPublishVolumeResponse{PublishContext: map[string]string{PublishContextDevicePath: att.Device}}, nil
+	klog.FromContext(ctx).V(2).Info("Volume attached", "volumeID", volID, "nodeID", nodeID, "device", att.Device, "readOnly", ro)
+	pc := map[string]string{PublishContextDevicePath: att.Device}
+	if ro {
+		pc[PublishContextReadOnly] = "true"
+	}
+	return &csi.ControllerPublishVolumeResponse{PublishContext: pc}, nil
 }
 
 // checkBackoff returns the remembered error when the publish of volID to nodeID must not
@@ -544,6 +564,9 @@ func csiSnapshot(s *cloud.Snapshot) *csi.Snapshot {
 		SourceVolumeId: s.SourceVolumeID,
 		CreationTime:   timestamppb.New(s.CreatedAt),
 		ReadyToUse:     s.ReadyToUse,
+		// A group's member says so: the CO must not delete it on its own (CSI spec,
+		// DeleteSnapshot), and the cloud refuses that with FAILED_PRECONDITION.
+		GroupSnapshotId: s.GroupSnapshotID,
 	}
 }
 
@@ -686,6 +709,7 @@ func (s *ControllerServer) ControllerGetCapabilities(context.Context, *csi.Contr
 	for _, t := range []csi.ControllerServiceCapability_RPC_Type{
 		csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
 		csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME,
+		csi.ControllerServiceCapability_RPC_PUBLISH_READONLY,
 		csi.ControllerServiceCapability_RPC_LIST_VOLUMES,
 		csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES,
 		csi.ControllerServiceCapability_RPC_GET_CAPACITY,

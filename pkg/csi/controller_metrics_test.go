@@ -162,6 +162,7 @@ func TestCloudClassCoversEveryCode(t *testing.T) {
 		cloud.CodeAccessDenied: classPermission, cloud.CodeUnauthenticated: classAuth,
 		cloud.CodeZoneMismatch: classTopology, cloud.CodeVolumeInUse: classConflict, cloud.CodePreconditionFailed: classConflict,
 		cloud.CodeVolumeNotFound: classNotFound, cloud.CodeSnapshotNotFound: classNotFound,
+		cloud.CodeGroupSnapshotNotFound: classNotFound, cloud.CodeSnapshotInGroup: classConflict,
 		cloud.CodeInstanceNotFound: classNotFound, cloud.CodeNotFound: classNotFound,
 		cloud.CodeInstanceImpaired: classHealth, cloud.CodeInstanceStopped: classHealth,
 		cloud.CodeAlreadyExists: classOther, cloud.CodeInvalidArgument: classOther, cloud.CodePayloadTooLarge: classOther,

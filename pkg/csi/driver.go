@@ -64,6 +64,7 @@ type Driver struct {
 	ready      *Readiness
 	identity   *IdentityServer
 	controller *ControllerServer
+	group      *GroupControllerServer
 	node       *NodeServer
 	metrics    *rpcMetrics
 }
@@ -105,6 +106,7 @@ func New(opts Options, deps Deps) (*Driver, error) {
 		if d.controller.metrics, err = newControllerMetrics(deps.Registry, bo, d.controller.inflight); err != nil {
 			return nil, fmt.Errorf("new driver: %w", err)
 		}
+		d.group = NewGroupControllerServer(deps.ControllerCloud, d.controller.inflight, d.ready.ControllerReady)
 	}
 	if runNode {
 		dir := nodestate.NewDir(opts.StateDir)
@@ -195,6 +197,7 @@ func (d *Driver) Run(ctx context.Context) error {
 	csi.RegisterIdentityServer(srv, d.identity)
 	if d.controller != nil {
 		csi.RegisterControllerServer(srv, d.controller)
+		csi.RegisterGroupControllerServer(srv, d.group)
 	}
 	if d.node != nil {
 		csi.RegisterNodeServer(srv, d.node)

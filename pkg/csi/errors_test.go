@@ -38,6 +38,8 @@ func TestCloudCodeMatrix(t *testing.T) {
 		"InstanceImpaired":        same(wrap(cloud.CodeInstanceImpaired), codes.Unavailable),
 		"InstanceStopped":         same(wrap(cloud.CodeInstanceStopped), codes.Unavailable),
 		"SnapshotNotFound":        {wrap(cloud.CodeSnapshotNotFound), codes.NotFound, codes.OK, codes.NotFound},
+		"GroupSnapshotNotFound":   {wrap(cloud.CodeGroupSnapshotNotFound), codes.NotFound, codes.OK, codes.NotFound},
+		"SnapshotInGroup":         same(wrap(cloud.CodeSnapshotInGroup), codes.FailedPrecondition),
 		"FaultNotFound":           same(wrap(cloud.CodeFaultNotFound), codes.Internal),
 		"ServerLimitExceeded":     same(wrap(cloud.CodeServerLimitExceeded), codes.Internal),
 		"NotFound":                same(wrap(cloud.CodeNotFound), codes.Internal),

@@ -45,7 +45,8 @@ type IdentityServer struct {
 var _ csi.IdentityServer = (*IdentityServer)(nil)
 
 // NewIdentityServer returns the identity service. version is the vendor_version reported by
-// GetPluginInfo; controller says whether CONTROLLER_SERVICE is advertised.
+// GetPluginInfo; controller says whether CONTROLLER_SERVICE and GROUP_CONTROLLER_SERVICE
+// (both served by a controller process) are advertised.
 func NewIdentityServer(version string, controller bool, ready *Readiness) *IdentityServer {
 	return &IdentityServer{version: version, controller: controller, ready: ready}
 }
@@ -58,8 +59,8 @@ func (s *IdentityServer) GetPluginInfo(context.Context, *csi.GetPluginInfoReques
 	return &csi.GetPluginInfoResponse{Name: DriverName, VendorVersion: s.version}, nil
 }
 
-// GetPluginCapabilities advertises the controller service (when this process runs it),
-// topology (volumes are zonal) and online volume expansion.
+// GetPluginCapabilities advertises the controller and group controller services (when this
+// process runs them), topology (volumes are zonal) and online volume expansion.
 func (s *IdentityServer) GetPluginCapabilities(context.Context, *csi.GetPluginCapabilitiesRequest) (*csi.GetPluginCapabilitiesResponse, error) {
 	service := func(t csi.PluginCapability_Service_Type) *csi.PluginCapability {
 		return &csi.PluginCapability{Type: &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{Type: t}}}
@@ -71,7 +72,8 @@ func (s *IdentityServer) GetPluginCapabilities(context.Context, *csi.GetPluginCa
 		}}},
 	}
 	if s.controller {
-		caps = append([]*csi.PluginCapability{service(csi.PluginCapability_Service_CONTROLLER_SERVICE)}, caps...)
+		caps = append([]*csi.PluginCapability{service(csi.PluginCapability_Service_CONTROLLER_SERVICE),
+			service(csi.PluginCapability_Service_GROUP_CONTROLLER_SERVICE)}, caps...)
 	}
 	return &csi.GetPluginCapabilitiesResponse{Capabilities: caps}, nil
 }

@@ -209,7 +209,8 @@ func (n *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstage
 
 // NodePublishVolume bind-mounts the staged volume at target_path (a directory for mount; for
 // block, a file it creates, onto which the staged loop device node is bound), read-only when
-// readonly is set or the access mode is SINGLE_NODE_READER_ONLY. For block a read-only mount
+// readonly is set, the access mode is SINGLE_NODE_READER_ONLY, or the cloud attached the
+// volume read-only (publish_context readOnly, PUBLISH_READONLY). For block a read-only mount
 // does not stop writes through the device node (the kernel checks mount flags for regular
 // files only); the kubelet enforces it with the container's device permission ("r"). A volume
 // that was not staged (for block: not as a device), or a SINGLE_NODE_SINGLE_WRITER volume
@@ -230,7 +231,9 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 			return nil, status.Errorf(codes.FailedPrecondition, "single-writer volume %s is already published at %s", id, other)
 		}
 	}
-	ro := isReadOnly(req.GetVolumeCapability(), req.GetReadonly())
+	// A read-only attachment is read-only on the node too, even when the CO's own readonly
+	// flag says otherwise: the instance may not write the device.
+	ro := isReadOnly(req.GetVolumeCapability(), req.GetReadonly()) || req.GetPublishContext()[PublishContextReadOnly] == "true"
 	isBlock := req.GetVolumeCapability().GetBlock() != nil
 	source := staging
 	if isBlock {

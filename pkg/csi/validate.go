@@ -329,6 +329,57 @@ func validateDeleteSnapshotRequest(req *csi.DeleteSnapshotRequest) error {
 	return firstError(checkID("snapshot_id", req.GetSnapshotId()), checkMap("secrets", req.GetSecrets()))
 }
 
+// validateCreateVolumeGroupSnapshotRequest: a name, 1 to cloud.MaxGroupSnapshotMembers
+// source volume IDs, none twice, and bounded maps.
+func validateCreateVolumeGroupSnapshotRequest(req *csi.CreateVolumeGroupSnapshotRequest) error {
+	if err := firstError(checkName("name", req.GetName()), checkMap("parameters", req.GetParameters()),
+		checkMap("secrets", req.GetSecrets())); err != nil {
+		return err
+	}
+	ids := req.GetSourceVolumeIds()
+	switch {
+	case len(ids) == 0:
+		return invalid("source_volume_ids is required")
+	case len(ids) > cloud.MaxGroupSnapshotMembers:
+		return invalid("source_volume_ids has %d volumes, at most %d allowed", len(ids), cloud.MaxGroupSnapshotMembers)
+	}
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if err := checkID("source_volume_ids[]", id); err != nil {
+			return err
+		}
+		if seen[id] {
+			return invalid("source_volume_ids lists %s more than once", cloud.Quote(id))
+		}
+		seen[id] = true
+	}
+	return nil
+}
+
+// checkSnapshotIDs bounds the snapshot_ids of a group snapshot request: at most
+// cloud.MaxGroupSnapshotMembers identifiers (none is allowed: csi-sanity sends none).
+func checkSnapshotIDs(ids []string) error {
+	if len(ids) > cloud.MaxGroupSnapshotMembers {
+		return invalid("snapshot_ids has %d entries, a group has at most %d", len(ids), cloud.MaxGroupSnapshotMembers)
+	}
+	for _, id := range ids {
+		if err := checkID("snapshot_ids[]", id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateGetVolumeGroupSnapshotRequest(req *csi.GetVolumeGroupSnapshotRequest) error {
+	return firstError(checkID("group_snapshot_id", req.GetGroupSnapshotId()), checkSnapshotIDs(req.GetSnapshotIds()),
+		checkMap("secrets", req.GetSecrets()))
+}
+
+func validateDeleteVolumeGroupSnapshotRequest(req *csi.DeleteVolumeGroupSnapshotRequest) error {
+	return firstError(checkID("group_snapshot_id", req.GetGroupSnapshotId()), checkSnapshotIDs(req.GetSnapshotIds()),
+		checkMap("secrets", req.GetSecrets()))
+}
+
 // validateListSnapshotsRequest: snapshot_id and source_volume_id are filters, so one that is
 // not an identifier is INVALID_ARGUMENT (it could never match); a bad starting_token is
 // ABORTED.

@@ -12,6 +12,7 @@ package cloudtest
 import (
 	"context"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
@@ -24,12 +25,19 @@ type Cloud interface {
 	GetVolume(ctx context.Context, id string) (*cloud.Volume, error)
 	DeleteVolume(ctx context.Context, id string) error
 	AttachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error)
+	Attach(ctx context.Context, volumeID string, req cloud.AttachRequest) (*cloud.Attachment, error)
 	DetachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error)
 	ResizeVolume(ctx context.Context, volumeID string, sizeBytes int64) (*cloud.Volume, error)
 	ModifyVolume(ctx context.Context, volumeID string, req cloud.ModifyVolumeRequest) (*cloud.Volume, error)
 	GetInstance(ctx context.Context, id string) (*cloud.Instance, error)
 	GetCapacity(ctx context.Context, instanceID string) (*cloud.Capacity, error)
 	GetQuotas(ctx context.Context) (*cloud.Quotas, error)
+	CreateSnapshot(ctx context.Context, req cloud.CreateSnapshotRequest) (*cloud.Snapshot, error)
+	GetSnapshot(ctx context.Context, id string) (*cloud.Snapshot, error)
+	DeleteSnapshot(ctx context.Context, id string) error
+	CreateGroupSnapshot(ctx context.Context, req cloud.CreateGroupSnapshotRequest) (*cloud.GroupSnapshot, error)
+	GetGroupSnapshot(ctx context.Context, id string) (*cloud.GroupSnapshot, error)
+	DeleteGroupSnapshot(ctx context.Context, id string) error
 }
 
 // Instance is an instance of a World: its ID, zone, effective attach limit and out-of-band
@@ -58,20 +66,29 @@ const DefaultZone = "zone-a"
 type op int
 
 const (
-	opCreate   op = iota // CreateVolume(vol, size, zone)
-	opAttach             // AttachVolume(vol, inst)
-	opDetach             // DetachVolume(vol, inst)
-	opDelete             // DeleteVolume(vol)
-	opResize             // ResizeVolume(vol, size)
-	opModify             // ModifyVolume(vol, typ, iops)
-	opVolume             // GetVolume(vol)
-	opInstance           // GetInstance(inst)
-	opCapacity           // GetCapacity(inst)
-	opQuotas             // GetQuotas
+	opCreate         op = iota // CreateVolume(vol, size, zone)
+	opAttach                   // AttachVolume(vol, inst)
+	opDetach                   // DetachVolume(vol, inst)
+	opDelete                   // DeleteVolume(vol)
+	opResize                   // ResizeVolume(vol, size)
+	opModify                   // ModifyVolume(vol, typ, iops)
+	opVolume                   // GetVolume(vol)
+	opInstance                 // GetInstance(inst)
+	opCapacity                 // GetCapacity(inst)
+	opQuotas                   // GetQuotas
+	opSnapshot                 // CreateSnapshot(snap, vol)
+	opGetSnapshot              // GetSnapshot(snap)
+	opDeleteSnapshot           // DeleteSnapshot(snap)
+	opGroup                    // CreateGroupSnapshot(group, vols)
+	opGetGroup                 // GetGroupSnapshot(group)
+	opDeleteGroup              // DeleteGroupSnapshot(group)
+	opRestore                  // CreateVolume(vol, size) from the snapshot snap
+	opAttachRO                 // Attach(vol, inst) read-only
 )
 
 func (o op) String() string {
-	return [...]string{"create", "attach", "detach", "delete", "resize", "modify", "volume", "instance", "capacity", "quotas"}[o]
+	return [...]string{"create", "attach", "detach", "delete", "resize", "modify", "volume", "instance", "capacity", "quotas",
+		"snapshot", "get snapshot", "delete snapshot", "group", "get group", "delete group", "restore", "attach read-only"}[o]
 }
 
 // slots is the capacity a step expects: the facts and the slot formulas of cloud.Capacity.
@@ -102,6 +119,8 @@ type step struct {
 	// not checked); on is the instance the volume must be bound to ("" unbound).
 	state cloud.AttachState
 	on    string
+	// ro is the mode an attach or volume step expects of the attachment.
+	ro bool
 	// same: the create must return the volume created before under the name; unchanged:
 	// the modify must leave the revision as it was.
 	same, unchanged bool
@@ -110,6 +129,13 @@ type step struct {
 	wantZone string
 	wantSize int64
 	wantType string
+	// snap names a snapshot by its CreateSnapshot name, or the member of a group snapshot as
+	// "<group>/<volume>"; group names a group snapshot by its name; vols are a group's
+	// volumes (names), in the order the request lists them. A snap or group never created
+	// stands for a missing one.
+	snap  string
+	group string
+	vols  []string
 	// attachments are the volumes (names) an instance step expects, in ID order.
 	attachments []string
 	capacity    *slots
@@ -276,6 +302,69 @@ func cases() []testCase {
 			{op: opResize, vol: "missing", size: 300, code: cloud.CodeVolumeNotFound},
 			{op: opQuotas, quotas: &used{volumes: 1, bytes: 300}},
 		}},
+		{name: "a group snapshot cuts every volume at one point, idempotent by name", world: world(), steps: []step{
+			{op: opCreate, vol: "v1", size: 100},
+			{op: opCreate, vol: "v2", size: 200},
+			{op: opCreate, vol: "v3", size: 300},
+			{op: opGroup, group: "g1", vols: []string{"v2", "v1", "v3"}},
+			// Another order of the same volumes is the same group.
+			{op: opGroup, group: "g1", vols: []string{"v3", "v1", "v2"}, same: true},
+			{op: opGroup, group: "g1", vols: []string{"v1", "v2"}, code: cloud.CodeAlreadyExists},
+			{op: opGetGroup, group: "g1", vols: []string{"v1", "v2", "v3"}},
+			{op: opGetSnapshot, snap: "g1/v2", wantSize: 200},
+			// A member restores like any snapshot.
+			{op: opRestore, vol: "r2", snap: "g1/v2", size: 200, wantSize: 200},
+			{op: opGroup, group: "g2", vols: []string{"v1"}},
+			{op: opQuotas, quotas: &used{volumes: 4, bytes: 800}},
+		}},
+		{name: "a group snapshot refuses bad requests and changes nothing", world: world(), steps: []step{
+			{op: opCreate, vol: "v1", size: 1},
+			{op: opCreate, vol: "b1", size: 1, zone: "zone-b"},
+			{op: opGroup, group: "", vols: []string{"v1"}, code: cloud.CodeInvalidArgument},
+			{op: opGroup, group: "g", vols: nil, code: cloud.CodeInvalidArgument},
+			{op: opGroup, group: "g", vols: []string{"v1", "v1"}, code: cloud.CodeInvalidArgument},
+			{op: opGroup, group: "g", vols: tooManyVolumes(), code: cloud.CodeInvalidArgument},
+			{op: opGroup, group: "g", vols: []string{"v1", "missing"}, code: cloud.CodeVolumeNotFound},
+			{op: opGroup, group: "g", vols: []string{"v1", "b1"}, code: cloud.CodeZoneMismatch},
+			{op: opGetGroup, group: "g", code: cloud.CodeGroupSnapshotNotFound},
+			// The name was never taken: the same name with a good request is a new group.
+			{op: opGroup, group: "g", vols: []string{"v1"}},
+		}},
+		{name: "a group's members go with the group only", world: world(), steps: []step{
+			{op: opCreate, vol: "v1", size: 1},
+			{op: opCreate, vol: "v2", size: 1},
+			{op: opGroup, group: "g1", vols: []string{"v1", "v2"}},
+			{op: opDeleteSnapshot, snap: "g1/v1", code: cloud.CodeSnapshotInGroup},
+			{op: opGetSnapshot, snap: "g1/v1"},
+			// A snapshot of its own may bear a member's name: members are not in the index.
+			{op: opSnapshot, snap: "g1/v1", vol: "v1"},
+			{op: opDeleteSnapshot, snap: "g1/v1"},
+			{op: opDeleteGroup, group: "g1"},
+			{op: opGetGroup, group: "g1", code: cloud.CodeGroupSnapshotNotFound},
+			{op: opGetSnapshot, snap: "g1/v2", code: cloud.CodeSnapshotNotFound},
+			{op: opDeleteGroup, group: "g1", code: cloud.CodeGroupSnapshotNotFound},
+			// Deleted, the name is free again.
+			{op: opGroup, group: "g1", vols: []string{"v1"}},
+			// The source volumes may go; the group keeps its snapshots.
+			{op: opDelete, vol: "v2"},
+			{op: opGetGroup, group: "g1", vols: []string{"v1"}},
+		}},
+		{name: "a read-only attach is an attachment of its own mode", world: world(), steps: []step{
+			{op: opCreate, vol: "v1", size: 1},
+			{op: opAttachRO, vol: "v1", inst: "node-1", state: cloud.StateAttached, ro: true},
+			{op: opAttachRO, vol: "v1", inst: "node-1", state: cloud.StateAttached, ro: true},
+			{op: opVolume, vol: "v1", state: cloud.StateAttached, on: "node-1", ro: true},
+			// The other mode on the same instance is another attachment: refused, nothing changes.
+			{op: opAttach, vol: "v1", inst: "node-1", code: cloud.CodeAlreadyExists},
+			{op: opVolume, vol: "v1", state: cloud.StateAttached, on: "node-1", ro: true},
+			// It takes a slot like any attachment.
+			{op: opCapacity, inst: "node-1", capacity: &slots{limit: 4, outOfBand: 1, attached: 1, free: 2, headroom: 39, instances: 3}},
+			{op: opDetach, vol: "v1", inst: "node-1", state: cloud.StateDetached},
+			{op: opVolume, vol: "v1", state: cloud.StateDetached},
+			{op: opAttach, vol: "v1", inst: "node-1", state: cloud.StateAttached},
+			{op: opAttachRO, vol: "v1", inst: "node-1", code: cloud.CodeAlreadyExists},
+			{op: opVolume, vol: "v1", state: cloud.StateAttached, on: "node-1"},
+		}},
 		{name: "modify changes type and IOPS, the same values nothing", world: world(), steps: []step{
 			{op: opCreate, vol: "v1", size: 1},
 			{op: opModify, vol: "v1", typ: cloud.VolumeTypeStandard, unchanged: true},
@@ -289,12 +378,22 @@ func cases() []testCase {
 	}
 }
 
+// tooManyVolumes is one volume ID more than a group snapshot may hold.
+func tooManyVolumes() []string {
+	out := make([]string, 0, cloud.MaxGroupSnapshotMembers+1)
+	for i := range cloud.MaxGroupSnapshotMembers + 1 {
+		out = append(out, "v"+strconv.Itoa(i))
+	}
+	return out
+}
+
 // Run runs every case of the contract as a subtest, each against a new cloud from newCloud
 // holding the case's World. newCloud fails t when it cannot build one.
 func Run(t *testing.T, newCloud func(t *testing.T, w World) Cloud) {
 	for _, tc := range cases() {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &runner{t: t, c: newCloud(t, tc.world), ids: map[string]string{}, devices: map[string]string{}}
+			r := &runner{t: t, c: newCloud(t, tc.world), ids: map[string]string{}, devices: map[string]string{},
+				snaps: map[string]string{}, groups: map[string]*cloud.GroupSnapshot{}}
 			for i, s := range tc.steps {
 				r.step(i, s)
 			}
@@ -309,6 +408,26 @@ type runner struct {
 	c       Cloud
 	ids     map[string]string
 	devices map[string]string
+	// snaps are the snapshot IDs by step name (see step.snap); groups the group snapshots
+	// by name, as first created.
+	snaps  map[string]string
+	groups map[string]*cloud.GroupSnapshot
+}
+
+// snapID is the ID of the snapshot a step names, or one no cloud holds.
+func (r *runner) snapID(name string) string {
+	if id, ok := r.snaps[name]; ok {
+		return id
+	}
+	return "snap-never-created"
+}
+
+// groupID is the ID of the group snapshot created under name, or one no cloud holds.
+func (r *runner) groupID(name string) string {
+	if g, ok := r.groups[name]; ok {
+		return g.ID
+	}
+	return "gsnap-never-created"
 }
 
 // device checks that a volume attached as dev keeps the device of its first attach: the
@@ -342,6 +461,8 @@ func (r *runner) step(i int, s step) {
 		v, err = r.c.CreateVolume(ctx, cloud.CreateVolumeRequest{Name: s.vol, SizeBytes: s.size, Zone: s.zone})
 	case opAttach:
 		a, err = r.c.AttachVolume(ctx, r.id(s.vol), s.inst)
+	case opAttachRO:
+		a, err = r.c.Attach(ctx, r.id(s.vol), cloud.AttachRequest{InstanceID: s.inst, ReadOnly: true})
 	case opDetach:
 		a, err = r.c.DetachVolume(ctx, r.id(s.vol), s.inst)
 	case opDelete:
@@ -371,6 +492,17 @@ func (r *runner) step(i int, s step) {
 	case opQuotas:
 		r.quotas(i, s)
 		return
+	case opSnapshot, opGetSnapshot, opDeleteSnapshot:
+		r.snapshot(i, s)
+		return
+	case opGroup, opGetGroup, opDeleteGroup:
+		r.groupSnapshot(i, s)
+		return
+	case opRestore:
+		v, err = r.c.CreateVolume(ctx, cloud.CreateVolumeRequest{Name: s.vol, SizeBytes: s.size, SourceSnapshotID: r.snapID(s.snap)})
+		if err == nil && v.SourceSnapshotID != r.snapID(s.snap) {
+			t.Errorf("step %d (restore %s from %s): source snapshot %q, expected %q", i, s.vol, s.snap, v.SourceSnapshotID, r.snapID(s.snap))
+		}
 	}
 	if !r.wantCode(i, s, err) || err != nil {
 		return
@@ -396,7 +528,7 @@ func (r *runner) wantCode(i int, s step, err error) bool {
 func (r *runner) volume(i int, s step, v *cloud.Volume) {
 	t := r.t
 	t.Helper()
-	if s.op == opCreate {
+	if s.op == opCreate || s.op == opRestore {
 		if prev, ok := r.ids[s.vol]; s.same && (!ok || prev != v.ID) {
 			t.Errorf("step %d: create %s again: expected the volume %s, got %s", i, s.vol, prev, v.ID)
 		}
@@ -423,8 +555,8 @@ func (r *runner) volume(i int, s step, v *cloud.Volume) {
 	if s.wantType != "" && v.Type != s.wantType {
 		t.Errorf("step %d (%s %s): type %q, expected %q", i, s.op, s.vol, v.Type, s.wantType)
 	}
-	if s.op == opVolume && s.state != "" && (v.State != s.state || v.AttachedTo != s.on) {
-		t.Errorf("step %d (volume %s): %q on %q, expected %q on %q", i, s.vol, v.State, v.AttachedTo, s.state, s.on)
+	if s.op == opVolume && s.state != "" && (v.State != s.state || v.AttachedTo != s.on || v.ReadOnly != s.ro) {
+		t.Errorf("step %d (volume %s): %q on %q read-only %v, expected %q on %q read-only %v", i, s.vol, v.State, v.AttachedTo, v.ReadOnly, s.state, s.on, s.ro)
 	}
 	// Not on create either: the real cloud's create answer carries no health.
 	if s.op != opCreate && v.Health != cloud.VolumeHealthOK {
@@ -443,6 +575,9 @@ func (r *runner) attachment(i int, s step, a *cloud.Attachment) {
 	}
 	if a.State != s.state {
 		t.Errorf("step %d (%s %s to %s): state %q, expected %q", i, s.op, s.vol, s.inst, a.State, s.state)
+	}
+	if s.op != opDetach && a.ReadOnly != s.ro {
+		t.Errorf("step %d (%s %s to %s): read-only %v, expected %v", i, s.op, s.vol, s.inst, a.ReadOnly, s.ro)
 	}
 	attached := a.State == cloud.StateAttached
 	if attached != (a.Device != "") {
@@ -500,5 +635,100 @@ func (r *runner) quotas(i int, s step) {
 	got := used{attachments: q.Attachments.Used, volumes: q.Volumes.Used, bytes: q.CapacityBytes.Used}
 	if got != *s.quotas {
 		t.Errorf("step %d (quotas): use %+v, expected %+v", i, got, *s.quotas)
+	}
+}
+
+func (r *runner) snapshot(i int, s step) {
+	t, ctx := r.t, context.Background()
+	t.Helper()
+	var (
+		sn  *cloud.Snapshot
+		err error
+	)
+	switch s.op {
+	case opSnapshot:
+		sn, err = r.c.CreateSnapshot(ctx, cloud.CreateSnapshotRequest{Name: s.snap, SourceVolumeID: r.id(s.vol)})
+	case opGetSnapshot:
+		sn, err = r.c.GetSnapshot(ctx, r.snapID(s.snap))
+	case opDeleteSnapshot:
+		err = r.c.DeleteSnapshot(ctx, r.snapID(s.snap))
+	}
+	if !r.wantCode(i, s, err) || sn == nil {
+		return
+	}
+	if s.op == opSnapshot {
+		if sn.Name != s.snap || sn.SourceVolumeID != r.id(s.vol) || sn.GroupSnapshotID != "" || !sn.ReadyToUse {
+			t.Errorf("step %d (snapshot %s of %s): got %+v", i, s.snap, s.vol, sn)
+		}
+		r.snaps[s.snap] = sn.ID
+	}
+	if sn.ID != r.snapID(s.snap) {
+		t.Errorf("step %d (%s %s): snapshot %s, expected %s", i, s.op, s.snap, sn.ID, r.snapID(s.snap))
+	}
+	if s.wantSize != 0 && sn.SizeBytes != s.wantSize {
+		t.Errorf("step %d (%s %s): size %d, expected %d", i, s.op, s.snap, sn.SizeBytes, s.wantSize)
+	}
+}
+
+func (r *runner) groupSnapshot(i int, s step) {
+	t, ctx := r.t, context.Background()
+	t.Helper()
+	vols := make([]string, 0, len(s.vols))
+	for _, name := range s.vols {
+		vols = append(vols, r.id(name))
+	}
+	var (
+		g   *cloud.GroupSnapshot
+		err error
+	)
+	switch s.op {
+	case opGroup:
+		g, err = r.c.CreateGroupSnapshot(ctx, cloud.CreateGroupSnapshotRequest{Name: s.group, SourceVolumeIDs: vols})
+	case opGetGroup:
+		g, err = r.c.GetGroupSnapshot(ctx, r.groupID(s.group))
+	case opDeleteGroup:
+		err = r.c.DeleteGroupSnapshot(ctx, r.groupID(s.group))
+		if err == nil {
+			delete(r.groups, s.group)
+		}
+	}
+	if !r.wantCode(i, s, err) || g == nil {
+		return
+	}
+	if prev, ok := r.groups[s.group]; ok {
+		if g.ID != prev.ID || !slices.Equal(g.SnapshotIDs(), prev.SnapshotIDs()) {
+			t.Errorf("step %d (%s %s): group %s with members %v, expected %s with %v", i, s.op, s.group, g.ID, g.SnapshotIDs(), prev.ID, prev.SnapshotIDs())
+		}
+	} else if s.same || s.op != opGroup {
+		t.Errorf("step %d (%s %s): a new group %s, expected the one created before", i, s.op, s.group, g.ID)
+	}
+	want := slices.Clone(vols)
+	slices.Sort(want)
+	if g.Name != s.group || g.ID == "" || !slices.Equal(g.SourceVolumeIDs, want) || len(g.Snapshots) != len(want) || !g.ReadyToUse {
+		t.Errorf("step %d (%s %s of %v): got %+v, expected volumes %v and as many ready members", i, s.op, s.group, s.vols, g, want)
+		return
+	}
+	// One point in time: every member has the group's revision and time, the member of
+	// each volume in the order of SourceVolumeIDs, and that volume's size.
+	for j, m := range g.Snapshots {
+		src, err := r.c.GetVolume(ctx, want[j])
+		switch {
+		case m.SourceVolumeID != want[j] || m.GroupSnapshotID != g.ID || !m.ReadyToUse || m.ID == "":
+			t.Errorf("step %d (%s %s): member %d is %+v, expected a ready snapshot of %s in group %s", i, s.op, s.group, j, m, want[j], g.ID)
+		case m.Revision != g.Revision || !m.CreatedAt.Equal(g.CreatedAt):
+			t.Errorf("step %d (%s %s): member %s at revision %d, %v; the group at %d, %v: not one point in time", i, s.op, s.group, m.ID, m.Revision, m.CreatedAt, g.Revision, g.CreatedAt)
+		case err == nil && m.SizeBytes != src.SizeBytes:
+			t.Errorf("step %d (%s %s): member %s of %d bytes, its volume has %d", i, s.op, s.group, m.ID, m.SizeBytes, src.SizeBytes)
+		}
+	}
+	if _, ok := r.groups[s.group]; !ok {
+		r.groups[s.group] = g
+		for name, id := range r.ids {
+			for _, m := range g.Snapshots {
+				if m.SourceVolumeID == id {
+					r.snaps[s.group+"/"+name] = m.ID
+				}
+			}
+		}
 	}
 }

@@ -71,6 +71,10 @@ func (s *Server) router() *mux.Router {
 	handle(http.MethodGet, "/v1/snapshots/{id}", "getSnapshot", RoleReader, s.getSnapshot)
 	handle(http.MethodDelete, "/v1/snapshots/{id}", "deleteSnapshot", RoleDriver, s.deleteSnapshot)
 
+	handleBody(http.MethodPost, "/v1/group-snapshots", "createGroupSnapshot", RoleDriver, s.createGroupSnapshot)
+	handle(http.MethodGet, "/v1/group-snapshots/{id}", "getGroupSnapshot", RoleReader, s.getGroupSnapshot)
+	handle(http.MethodDelete, "/v1/group-snapshots/{id}", "deleteGroupSnapshot", RoleDriver, s.deleteGroupSnapshot)
+
 	handle(http.MethodGet, "/v1/quotas", "getQuotas", RoleReader, s.getQuotas)
 	handleBody(http.MethodPatch, "/v1/quotas", "patchQuotas", RoleAdmin, s.patchQuotas)
 

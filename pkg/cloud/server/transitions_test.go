@@ -227,3 +227,33 @@ func TestSeedDurations(t *testing.T) {
 		t.Fatalf("instance type %+v: want attach 0 (set, not absent) and detach 2500", it)
 	}
 }
+
+// TestReadOnlyAttachThroughTransitions: a read-only attach keeps its mode from attaching to
+// attached (completed by the transition worker) and while detaching; the other mode is
+// AlreadyExists while attaching too; a detach body with readOnly is refused and changes
+// nothing.
+func TestReadOnlyAttachThroughTransitions(t *testing.T) {
+	tc := startCloud(t, server.Config{AttachDuration: 50 * time.Millisecond, DetachDuration: 50 * time.Millisecond})
+	ctx := context.Background()
+	v := must[*cloud.Volume](t)(tc.driver.CreateVolume(ctx, cloud.CreateVolumeRequest{Name: "ro", SizeBytes: 1, Zone: "zone-a"}))
+	a := must[*cloud.Attachment](t)(tc.driver.Attach(ctx, v.ID, cloud.AttachRequest{InstanceID: "node-a", ReadOnly: true}))
+	if a.State != cloud.StateAttaching || !a.ReadOnly {
+		t.Fatalf("attach = %+v, want attaching read-only", a)
+	}
+	_, err := tc.driver.AttachVolume(ctx, v.ID, "node-a")
+	wantCode(t, err, cloud.CodeAlreadyExists)
+	if got := waitVolume(t, tc.reader, v.ID, cloud.StateAttached); !got.ReadOnly {
+		t.Errorf("attached volume %+v lost its read-only mode", got)
+	}
+	r := tc.do(t, http.MethodPost, "/v1/volumes/"+v.ID+"/detach", driverToken, `{"instanceId":"node-a","readOnly":true}`)
+	if r.status != http.StatusBadRequest {
+		t.Errorf("detach with readOnly: status %d %s, want 400", r.status, r.body)
+	}
+	d := must[*cloud.Attachment](t)(tc.driver.DetachVolume(ctx, v.ID, "node-a"))
+	if d.State != cloud.StateDetaching || !d.ReadOnly {
+		t.Errorf("detach = %+v, want detaching, still read-only", d)
+	}
+	if got := waitVolume(t, tc.reader, v.ID, cloud.StateDetached); got.ReadOnly {
+		t.Errorf("detached volume %+v still says read-only", got)
+	}
+}

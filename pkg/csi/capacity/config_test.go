@@ -111,6 +111,7 @@ func TestClassifyCoversEveryCode(t *testing.T) {
 		cloud.CodeAccessDenied: ClassPermission, cloud.CodeUnauthenticated: ClassAuth,
 		cloud.CodeZoneMismatch: ClassOther, cloud.CodeVolumeInUse: ClassOther, cloud.CodePreconditionFailed: ClassOther,
 		cloud.CodeVolumeNotFound: ClassOther, cloud.CodeSnapshotNotFound: ClassOther,
+		cloud.CodeGroupSnapshotNotFound: ClassOther, cloud.CodeSnapshotInGroup: ClassOther,
 		cloud.CodeInstanceNotFound: ClassNotFound, cloud.CodeNotFound: ClassNotFound,
 		cloud.CodeInstanceImpaired: ClassOther, cloud.CodeInstanceStopped: ClassOther,
 		cloud.CodeAlreadyExists: ClassOther, cloud.CodeInvalidArgument: ClassOther, cloud.CodePayloadTooLarge: ClassOther,

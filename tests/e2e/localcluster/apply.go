@@ -23,7 +23,8 @@ const DriverNamespace = "fakecloud-csi"
 
 // deployFiles are the deploy/kind files the local cluster applies: the
 // cluster-level objects of the driver, with the RBAC of every sidecar
-// (provisioner, attacher, resizer, snapshotter) and of the node plugin. The
+// (provisioner, attacher, resizer, snapshotter) and of the node plugin, and the
+// VolumeAttributesClass (S19 modifies a claim to it). The
 // driver's own processes run outside the cluster, so its Deployment and
 // DaemonSet are not among them; the VolumeSnapshotClass needs the snapshot
 // CRDs first (applySnapshotSupport).
@@ -37,7 +38,8 @@ func deployFiles(dir string) ([]string, error) {
 		rbac = append(rbac, m...)
 	}
 	sort.Strings(rbac)
-	return append(rbac, filepath.Join(dir, "csidriver.yaml"), filepath.Join(dir, "storageclass.yaml")), nil
+	return append(rbac, filepath.Join(dir, "csidriver.yaml"), filepath.Join(dir, "storageclass.yaml"),
+		filepath.Join(dir, "volumeattributesclass.yaml")), nil
 }
 
 // applyDeploy creates the namespace and every object of deployFiles (one
@@ -85,6 +87,8 @@ func create(ctx context.Context, cs kubernetes.Interface, obj runtime.Object) er
 		_, err = cs.StorageV1().CSIDrivers().Create(ctx, o, opts)
 	case *storagev1.StorageClass:
 		_, err = cs.StorageV1().StorageClasses().Create(ctx, o, opts)
+	case *storagev1.VolumeAttributesClass:
+		_, err = cs.StorageV1().VolumeAttributesClasses().Create(ctx, o, opts)
 	default:
 		err = fmt.Errorf("kind %T is not one the local cluster applies", obj)
 	}

@@ -74,7 +74,7 @@ func TestDeployFilesCoverTheSidecars(t *testing.T) {
 		"rbac-provisioner-clusterrole.yaml", "rbac-attacher-clusterrole.yaml",
 		"resizer-clusterrole.yaml", "resizer-clusterrolebinding.yaml",
 		"snapshotter-clusterrole.yaml", "snapshotter-clusterrolebinding.yaml",
-		"rbac-sidecars-role.yaml", "csidriver.yaml", "storageclass.yaml",
+		"rbac-sidecars-role.yaml", "csidriver.yaml", "storageclass.yaml", "volumeattributesclass.yaml",
 	} {
 		if !slices.Contains(files, filepath.Join(dir, want)) {
 			t.Errorf("deployFiles lacks %s", want)

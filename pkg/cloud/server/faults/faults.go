@@ -49,6 +49,7 @@ func Operations() []cloud.Operation {
 		cloud.OperationListVolumes, cloud.OperationAttachVolume, cloud.OperationDetachVolume,
 		cloud.OperationResizeVolume, cloud.OperationModifyVolume, cloud.OperationGetCapacity, cloud.OperationGetInstance,
 		cloud.OperationCreateSnapshot, cloud.OperationDeleteSnapshot, cloud.OperationListSnapshots,
+		cloud.OperationCreateGroupSnapshot, cloud.OperationDeleteGroupSnapshot,
 	}
 }
 

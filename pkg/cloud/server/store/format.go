@@ -35,10 +35,19 @@ import (
 // A volume without a phase is attached when its volumeState names an instance and detached
 // otherwise, which is what every format 2 volume is.
 //
-// Open migrates a format 1 store to format 3 in one transaction (a crash midway leaves format
-// 1 intact), stamps a format 2 store as format 3 (its buckets are created empty), and refuses
-// a store of a later format than it knows.
-const Format = 3
+// Format 4 adds group snapshots (CSI's VolumeGroupSnapshot), again in buckets of their own:
+//
+//   - groupSnapshots: group snapshot ID → its JSON record (name, sorted source volumes,
+//     member snapshot IDs);
+//   - groupSnapshotNames: name → group snapshot ID, the idempotency index;
+//
+// and a snapshot record may carry groupSnapshotId. A format 3 fakecloud would let a member be
+// deleted on its own and leave its group naming a snapshot that is gone, hence the new number.
+//
+// Open migrates a format 1 store to Format in one transaction (a crash midway leaves format
+// 1 intact), stamps a format 2 or 3 store as Format (the buckets it lacks are created empty),
+// and refuses a store of a later format than it knows.
+const Format = 4
 
 var (
 	keyFormat = []byte("format")
@@ -66,8 +75,8 @@ func checkFormat(tx *bolt.Tx) error {
 		return fmt.Errorf("store format record is %d bytes, want 8: not a fakecloud store, or a damaged one", len(v))
 	case binary.BigEndian.Uint64(v) == Format:
 		return nil
-	case binary.BigEndian.Uint64(v) == 2:
-		// Format 3 only adds buckets, which Open has just created.
+	case binary.BigEndian.Uint64(v) == 2, binary.BigEndian.Uint64(v) == 3:
+		// Formats 3 and 4 only add buckets, which Open has just created, and fields.
 		return meta.Put(keyFormat, uintKey(Format))
 	default:
 		return fmt.Errorf("store has on-disk format %d; this fakecloud reads formats 1 to %d: use the fakecloud that wrote it, or a new data dir",

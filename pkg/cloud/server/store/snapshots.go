@@ -121,13 +121,17 @@ func (s *Store) ListSnapshots(o cloud.ListSnapshotsOptions) (*cloud.SnapshotList
 }
 
 // DeleteSnapshot deletes a snapshot; SnapshotNotFound when it is already gone (callers that
-// want idempotent deletion treat that as done). Volumes made from it are not affected.
+// want idempotent deletion treat that as done), SnapshotInGroup for a group's member (it goes
+// with its group: DeleteGroupSnapshot). Volumes made from it are not affected.
 func (s *Store) DeleteSnapshot(id string) (uint64, error) {
 	var rev uint64
 	err := s.update(func(t *txn) error {
 		sn, err := t.getSnapshot(id)
 		if err != nil {
 			return err
+		}
+		if sn.GroupSnapshotID != "" {
+			return cloud.NewError(cloud.CodeSnapshotInGroup, "snapshot %s is a member of group snapshot %s: delete the group", id, sn.GroupSnapshotID)
 		}
 		if rev, err = t.bump(); err != nil {
 			return err

@@ -80,25 +80,28 @@ const DefaultMaxBatchSize = 256
 const DBFileName = "fakecloud.db"
 
 var (
-	bucketMeta      = []byte("meta")
-	bucketTypes     = []byte("instanceTypes")
-	bucketInstances = []byte("instances")
-	bucketVolumes   = []byte("volumes")
-	bucketVolNames  = []byte("volumeNames")
-	bucketSnapshots = []byte("snapshots")
-	bucketSnapNames = []byte("snapshotNames")
-	bucketEvents    = []byte("events")
+	bucketMeta       = []byte("meta")
+	bucketTypes      = []byte("instanceTypes")
+	bucketInstances  = []byte("instances")
+	bucketVolumes    = []byte("volumes")
+	bucketVolNames   = []byte("volumeNames")
+	bucketSnapshots  = []byte("snapshots")
+	bucketSnapNames  = []byte("snapshotNames")
+	bucketGroups     = []byte("groupSnapshots")
+	bucketGroupNames = []byte("groupSnapshotNames")
+	bucketEvents     = []byte("events")
 
 	// stateBuckets are emptied by Reset; meta and events survive it so that revisions and
 	// event sequence numbers never go backwards.
 	stateBuckets = [][]byte{bucketTypes, bucketInstances, bucketInstStates, bucketAttach, bucketVolumes, bucketVolStates,
-		bucketVolNames, bucketSnapshots, bucketSnapNames, bucketPhases, bucketPending}
+		bucketVolNames, bucketSnapshots, bucketSnapNames, bucketGroups, bucketGroupNames, bucketPhases, bucketPending}
 
 	keyRevision     = []byte("revision")
 	keyEpoch        = []byte("epoch")
 	keySeq          = []byte("seq")
 	keyNextVolume   = []byte("nextVolume")
 	keyNextSnapshot = []byte("nextSnapshot")
+	keyNextGroup    = []byte("nextGroupSnapshot")
 	keyQuotas       = []byte("quotas")
 	keySeeded       = []byte("seeded")
 	keyEventBytes   = []byte("eventBytes")

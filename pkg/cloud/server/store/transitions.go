@@ -31,11 +31,15 @@ type phase struct {
 	Instance string `json:"i,omitempty"`
 	// From is, in state error, the transition that failed (attaching or detaching).
 	From cloud.AttachState `json:"o,omitempty"`
+	// ReadOnly is the attachment's mode while attaching, attached or detaching
+	// (cloud.AttachRequest.ReadOnly).
+	ReadOnly bool `json:"ro,omitempty"`
 }
 
 // apply writes the phase into v's API shape.
 func (p phase) apply(v *cloud.Volume) {
 	v.State = p.State
+	v.ReadOnly = p.ReadOnly && p.State != cloud.StateError && p.State != cloud.StateDetached
 	if !p.Since.IsZero() {
 		t := p.Since
 		v.StateSince = &t
@@ -169,6 +173,7 @@ func attachment(vv *volView, instID string) *cloud.Attachment {
 	a := &cloud.Attachment{
 		VolumeID: vv.rec.ID, InstanceID: instID, Device: DevicePrefix + vv.rec.ID, State: vv.phase.State, Since: vv.phase.Since,
 		ErrorCode: vv.volume().ErrorCode, ErrorMessage: vv.phase.errorMessage(), Revision: vv.state.revision,
+		ReadOnly: vv.volume().ReadOnly,
 	}
 	if vv.phase.State.Transient() && !vv.phase.Stuck {
 		due := vv.phase.Due
@@ -229,7 +234,8 @@ func (t *txn) releaseSlot(vv *volView, iv *instView, rev uint64) error {
 
 // startTransition puts vv into state (attaching or detaching) on iv, planned by plan: it
 // completes at once, in this transaction, when its duration is 0 and no rule holds it.
-func (t *txn) startTransition(vv *volView, iv *instView, state cloud.AttachState, plan *TransitionPlan) error {
+// readOnly is the attachment's mode (a detach keeps the mode it detaches).
+func (t *txn) startTransition(vv *volView, iv *instView, state cloud.AttachState, readOnly bool, plan *TransitionPlan) error {
 	for _, ev := range plan.Events {
 		if err := t.event(ev); err != nil {
 			return err
@@ -239,7 +245,7 @@ func (t *txn) startTransition(vv *volView, iv *instView, state cloud.AttachState
 	if err != nil {
 		return err
 	}
-	vv.phase = phase{State: state, Since: t.now, Due: t.now.Add(d), Stuck: plan.Stuck, Rule: plan.Rule, Fail: plan.Fail, Instance: iv.rec.ID}
+	vv.phase = phase{State: state, Since: t.now, Due: t.now.Add(d), Stuck: plan.Stuck, Rule: plan.Rule, Fail: plan.Fail, Instance: iv.rec.ID, ReadOnly: readOnly}
 	if d == 0 && !plan.Stuck {
 		// A synchronous cloud: the request's own transaction completes it, with only the
 		// completion's event, as before transitions existed.
@@ -281,7 +287,7 @@ func (t *txn) complete(vv *volView, iv *instView) error {
 		return err
 	}
 	p := vv.phase
-	next := phase{State: cloud.StateAttached, Since: t.now}
+	next := phase{State: cloud.StateAttached, Since: t.now, ReadOnly: p.ReadOnly}
 	typ, detail := "VolumeAttached", DevicePrefix+vv.rec.ID
 	switch {
 	case p.State == cloud.StateAttaching && p.Fail == "":
@@ -302,7 +308,8 @@ func (t *txn) complete(vv *volView, iv *instView) error {
 			return err
 		}
 	default:
-		next = phase{State: cloud.StateError, Since: t.now, Fail: p.Fail, Rule: p.Rule, Instance: iv.rec.ID, From: p.State}
+		// Still attached, in the mode it had.
+		next = phase{State: cloud.StateError, Since: t.now, Fail: p.Fail, Rule: p.Rule, Instance: iv.rec.ID, From: p.State, ReadOnly: p.ReadOnly}
 		typ, detail = "VolumeDetachFailed", string(p.Fail)
 		vv.state.revision = rev
 		if err := t.putVolumeState(vv.rec.ID, vv.state); err != nil {
@@ -332,6 +339,14 @@ func (t *txn) complete(vv *volView, iv *instView) error {
 // plan is asked only when a transition starts. With register != nil a missing instance is
 // created from it in the same transaction.
 func (s *Store) Attach(volumeID, instanceID string, register *cloud.CreateInstanceRequest, plan Planner) (*cloud.Attachment, error) {
+	return s.AttachMode(volumeID, instanceID, false, register, plan)
+}
+
+// AttachMode is Attach in a mode: readOnly attaches read-only (cloud.AttachRequest.ReadOnly).
+// On the same instance, an attaching or attached volume in the other mode is AlreadyExists
+// and nothing changes; an error volume (after a failed detach) attaches again in the mode
+// asked for.
+func (s *Store) AttachMode(volumeID, instanceID string, readOnly bool, register *cloud.CreateInstanceRequest, plan Planner) (*cloud.Attachment, error) {
 	if volumeID == "" || instanceID == "" {
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "attach: volume ID and instanceId are required")
 	}
@@ -355,6 +370,10 @@ func (s *Store) Attach(volumeID, instanceID string, register *cloud.CreateInstan
 		case iv.rec.ID:
 			switch v.phase.State {
 			case cloud.StateAttaching, cloud.StateAttached:
+				if v.phase.ReadOnly != readOnly {
+					return cloud.NewError(cloud.CodeAlreadyExists, "volume %s is %s to %s with readOnly=%v; detach it before attaching with readOnly=%v",
+						v.rec.ID, v.phase.State, iv.rec.ID, v.phase.ReadOnly, readOnly)
+				}
 				out = attachment(v, iv.rec.ID)
 				return nil
 			case cloud.StateDetaching:
@@ -366,7 +385,7 @@ func (s *Store) Attach(volumeID, instanceID string, register *cloud.CreateInstan
 				return err
 			}
 			p := plan.plan()
-			if err := t.startTransition(v, iv, cloud.StateAttaching, &p); err != nil {
+			if err := t.startTransition(v, iv, cloud.StateAttaching, readOnly, &p); err != nil {
 				return err
 			}
 			out = attachment(v, iv.rec.ID)
@@ -399,7 +418,7 @@ func (s *Store) Attach(volumeID, instanceID string, register *cloud.CreateInstan
 			return err
 		}
 		p := plan.plan()
-		if err := t.startTransition(v, iv, cloud.StateAttaching, &p); err != nil {
+		if err := t.startTransition(v, iv, cloud.StateAttaching, readOnly, &p); err != nil {
 			return err
 		}
 		out = attachment(v, iv.rec.ID)
@@ -456,7 +475,7 @@ func (s *Store) Detach(volumeID, instanceID string, plan Planner) (*cloud.Attach
 			return err
 		}
 		p := plan.plan()
-		if err := t.startTransition(v, iv, cloud.StateDetaching, &p); err != nil {
+		if err := t.startTransition(v, iv, cloud.StateDetaching, v.phase.ReadOnly, &p); err != nil {
 			return err
 		}
 		out = attachment(v, instanceID)

@@ -14,6 +14,7 @@ package cloudfake
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -36,10 +37,12 @@ type Fake struct {
 	instances map[string]*cloud.Instance
 	volumes   map[string]*cloud.Volume
 	snapshots map[string]*cloud.Snapshot
-	quotas    cloud.Quotas
-	errs      map[cloud.Operation][]error
-	hooks     map[cloud.Operation]Hook
-	calls     map[cloud.Operation]int
+	// groups are the group snapshots; their members are in snapshots too.
+	groups map[string]*cloud.GroupSnapshot
+	quotas cloud.Quotas
+	errs   map[cloud.Operation][]error
+	hooks  map[cloud.Operation]Hook
+	calls  map[cloud.Operation]int
 	// async leaves attaches attaching and detaches detaching until Complete; started counts
 	// the transitions started (a repeat that joins one starts none).
 	async   bool
@@ -50,6 +53,8 @@ type Fake struct {
 const (
 	OperationGetQuotas   cloud.Operation = "GetQuotas"
 	OperationGetSnapshot cloud.Operation = "GetSnapshot"
+	// OperationGetGroupSnapshot is GetGroupSnapshot, which no fault rule names either.
+	OperationGetGroupSnapshot cloud.Operation = "GetGroupSnapshot"
 )
 
 // DefaultZone is the zone of volumes created without one (the real cloud's
@@ -72,6 +77,7 @@ func New() *Fake {
 		instances: map[string]*cloud.Instance{},
 		volumes:   map[string]*cloud.Volume{},
 		snapshots: map[string]*cloud.Snapshot{},
+		groups:    map[string]*cloud.GroupSnapshot{},
 		quotas: cloud.Quotas{
 			Attachments:   cloud.Quota{Limit: DefaultQuotaLimit},
 			Volumes:       cloud.Quota{Limit: DefaultQuotaLimit},
@@ -506,6 +512,14 @@ func (f *Fake) DeleteVolume(ctx context.Context, id string) error {
 // Errors: InstanceNotFound (checked first), VolumeNotFound, ZoneMismatch, VolumeInUse (attached elsewhere),
 // AttachmentLimitExceeded (attached + out-of-band ≥ limit), AttachmentQuotaExceeded.
 func (f *Fake) AttachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error) {
+	return f.Attach(ctx, volumeID, cloud.AttachRequest{InstanceID: instanceID})
+}
+
+// Attach is AttachVolume in the request's mode: req.ReadOnly attaches read-only, and an
+// attaching or attached volume of the same instance in the other mode is AlreadyExists, as
+// the real cloud answers.
+func (f *Fake) Attach(ctx context.Context, volumeID string, req cloud.AttachRequest) (*cloud.Attachment, error) {
+	instanceID := req.InstanceID
 	if err := f.lock(ctx, cloud.OperationAttachVolume); err != nil {
 		return nil, err
 	}
@@ -522,6 +536,9 @@ func (f *Fake) AttachVolume(ctx context.Context, volumeID, instanceID string) (*
 	if v.AttachedTo == instanceID {
 		if v.State == cloud.StateDetaching {
 			return nil, cloud.NewError(cloud.CodeIncorrectState, "volume %s is detaching from %s", volumeID, instanceID)
+		}
+		if (v.State == cloud.StateAttaching || v.State == cloud.StateAttached) && v.ReadOnly != req.ReadOnly {
+			return nil, cloud.NewError(cloud.CodeAlreadyExists, "volume %s is %s to %s with readOnly=%v", volumeID, v.State, instanceID, v.ReadOnly)
 		}
 		return attachmentOf(v, in.ID), nil
 	}
@@ -543,6 +560,7 @@ func (f *Fake) AttachVolume(ctx context.Context, volumeID, instanceID string) (*
 	f.quotas.Attachments.Used++
 	v.AttachedTo = instanceID
 	v.Device = DevicePrefix + v.ID
+	v.ReadOnly = req.ReadOnly
 	v.Revision = f.revision
 	v.State, v.ErrorCode, v.ErrorMessage = cloud.StateAttached, "", ""
 	f.started++
@@ -588,6 +606,7 @@ func (f *Fake) Complete(fail cloud.Code) int {
 		switch {
 		case fail != "":
 			v.State, v.ErrorCode, v.ErrorMessage = cloud.StateError, fail, "failed by the fake"
+			v.ReadOnly = false
 			if attaching {
 				f.releaseLocked(v)
 			}
@@ -608,7 +627,7 @@ func (f *Fake) releaseLocked(v *cloud.Volume) {
 		in.Revision = f.revision
 	}
 	f.quotas.Attachments.Used--
-	v.AttachedTo, v.Device = "", ""
+	v.AttachedTo, v.Device, v.ReadOnly = "", "", false
 }
 
 // DetachVolume detaches a volume from an instance; detaching what is not attached there is a
@@ -698,7 +717,8 @@ func (f *Fake) CreateSnapshot(ctx context.Context, req cloud.CreateSnapshotReque
 	}
 	defer f.mu.Unlock()
 	for _, s := range f.snapshots {
-		if s.Name != req.Name {
+		// A group's members are not in the real cloud's name index.
+		if s.Name != req.Name || s.GroupSnapshotID != "" {
 			continue
 		}
 		if s.SourceVolumeID != req.SourceVolumeID {
@@ -761,17 +781,112 @@ func (f *Fake) DeleteSnapshot(ctx context.Context, id string) error {
 		return err
 	}
 	defer f.mu.Unlock()
-	if _, ok := f.snapshots[id]; !ok {
+	s, ok := f.snapshots[id]
+	if !ok {
 		return cloud.NewError(cloud.CodeSnapshotNotFound, "snapshot %s not found", id)
+	}
+	if s.GroupSnapshotID != "" {
+		return cloud.NewError(cloud.CodeSnapshotInGroup, "snapshot %s is a member of group snapshot %s", id, s.GroupSnapshotID)
 	}
 	f.revision++
 	delete(f.snapshots, id)
 	return nil
 }
 
+// groupLocked is a deep copy of the group id with its members as they are, or
+// cloud.ErrGroupSnapshotNotFound.
+func (f *Fake) groupLocked(id string) (*cloud.GroupSnapshot, error) {
+	g, ok := f.groups[id]
+	if !ok {
+		return nil, cloud.NewError(cloud.CodeGroupSnapshotNotFound, "group snapshot %s not found", id)
+	}
+	c := *g
+	c.SourceVolumeIDs = slices.Clone(g.SourceVolumeIDs)
+	c.Snapshots = make([]cloud.Snapshot, 0, len(g.Snapshots))
+	for _, m := range g.Snapshots {
+		c.Snapshots = append(c.Snapshots, *f.snapshots[m.ID])
+	}
+	return &c, nil
+}
+
+// CreateGroupSnapshot snapshots the volumes together, as the real cloud does: idempotent by
+// name (same set of volumes in any order: the existing group; another set: AlreadyExists),
+// all members at one revision and time, volumes in one zone (else ZoneMismatch), checked by
+// cloud.CreateGroupSnapshotRequest.Check.
+func (f *Fake) CreateGroupSnapshot(ctx context.Context, req cloud.CreateGroupSnapshotRequest) (*cloud.GroupSnapshot, error) {
+	ids, err := req.Check()
+	if err != nil {
+		return nil, err
+	}
+	if err := f.lock(ctx, cloud.OperationCreateGroupSnapshot); err != nil {
+		return nil, err
+	}
+	defer f.mu.Unlock()
+	for _, g := range f.groups {
+		if g.Name != req.Name {
+			continue
+		}
+		if !slices.Equal(g.SourceVolumeIDs, ids) {
+			return nil, cloud.NewError(cloud.CodeAlreadyExists, "group snapshot %s exists for other volumes", req.Name)
+		}
+		return f.groupLocked(g.ID)
+	}
+	vols := make([]*cloud.Volume, 0, len(ids))
+	for _, id := range ids {
+		v, err := f.volumeLocked(id)
+		if err != nil {
+			return nil, err
+		}
+		if len(vols) > 0 && v.Zone != vols[0].Zone {
+			return nil, cloud.NewError(cloud.CodeZoneMismatch, "volumes %s (%s) and %s (%s) are in different zones", vols[0].ID, vols[0].Zone, v.ID, v.Zone)
+		}
+		vols = append(vols, v)
+	}
+	f.revision++
+	now := f.now()
+	g := &cloud.GroupSnapshot{ID: f.newID("gsnap"), Name: req.Name, SourceVolumeIDs: ids, ReadyToUse: true, CreatedAt: now, Revision: f.revision}
+	for _, v := range vols {
+		s := &cloud.Snapshot{ID: f.newID("snap"), Name: req.Name + "/" + v.ID, SourceVolumeID: v.ID, SizeBytes: v.SizeBytes,
+			ReadyToUse: true, CreatedAt: now, Revision: f.revision, GroupSnapshotID: g.ID}
+		f.snapshots[s.ID] = s
+		g.Snapshots = append(g.Snapshots, *s)
+	}
+	f.groups[g.ID] = g
+	return f.groupLocked(g.ID)
+}
+
+// GetGroupSnapshot returns a copy of the group with its members, or
+// cloud.ErrGroupSnapshotNotFound.
+func (f *Fake) GetGroupSnapshot(ctx context.Context, id string) (*cloud.GroupSnapshot, error) {
+	if err := f.lock(ctx, OperationGetGroupSnapshot); err != nil {
+		return nil, err
+	}
+	defer f.mu.Unlock()
+	return f.groupLocked(id)
+}
+
+// DeleteGroupSnapshot deletes the group and its members, or returns
+// cloud.ErrGroupSnapshotNotFound.
+func (f *Fake) DeleteGroupSnapshot(ctx context.Context, id string) error {
+	if err := f.lock(ctx, cloud.OperationDeleteGroupSnapshot); err != nil {
+		return err
+	}
+	defer f.mu.Unlock()
+	g, ok := f.groups[id]
+	if !ok {
+		return cloud.NewError(cloud.CodeGroupSnapshotNotFound, "group snapshot %s not found", id)
+	}
+	f.revision++
+	for _, m := range g.Snapshots {
+		delete(f.snapshots, m.ID)
+	}
+	delete(f.groups, id)
+	return nil
+}
+
 // attachmentOf is the attachment of v to instanceID as the volume stands.
 func attachmentOf(v *cloud.Volume, instanceID string) *cloud.Attachment {
-	return &cloud.Attachment{VolumeID: v.ID, InstanceID: instanceID, Device: v.Device, State: v.State, Revision: v.Revision}
+	return &cloud.Attachment{VolumeID: v.ID, InstanceID: instanceID, Device: v.Device, State: v.State, ReadOnly: v.ReadOnly, Revision: v.Revision}
 }
 
 func insertSorted(s []string, v string) []string {
