@@ -97,7 +97,7 @@ func registrarCommand() *cobra.Command {
 		Short: "Register the node plugin with the kubelet (plugin registration socket and /healthz)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return registration.Run(cmd.Context(), cfg, klog.Background())
+			return registration.Run(cmd.Context(), cfg)
 		},
 	}
 	f := cmd.Flags()
