@@ -128,7 +128,7 @@ deploy-dry-run: ## Server-side dry run of every deploy/kind manifest against KUB
 	hack/deploy-dry-run.sh
 
 .PHONY: verify
-verify: ## gofmt, go vet, go.mod tidiness of every module, docs/packages.md current.
+verify: ## gofmt, go vet, go.mod tidiness of every module, contextual klog in the main module (logcheck), docs/packages.md current.
 	hack/verify.sh
 
 .PHONY: docs-graph

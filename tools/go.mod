@@ -5,6 +5,7 @@ go 1.26.0
 tool (
 	github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity
 	sigs.k8s.io/kind
+	sigs.k8s.io/logtools/logcheck
 )
 
 require (
@@ -29,6 +30,7 @@ require (
 	github.com/spf13/pflag v1.0.5 // indirect
 	go.uber.org/mock v0.6.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
+	golang.org/x/exp v0.0.0-20240506185415-9bf2ced13842 // indirect
 	golang.org/x/mod v0.36.0 // indirect
 	golang.org/x/net v0.56.0 // indirect
 	golang.org/x/sync v0.21.0 // indirect
@@ -41,5 +43,6 @@ require (
 	gopkg.in/yaml.v2 v2.4.0 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	sigs.k8s.io/kind v0.33.0 // indirect
+	sigs.k8s.io/logtools v0.11.0 // indirect
 	sigs.k8s.io/yaml v1.4.0 // indirect
 )

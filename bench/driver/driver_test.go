@@ -6,9 +6,7 @@ package driver_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -23,7 +21,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"k8s.io/klog/v2"
 
 	"github.com/fakecloud/fakecloud-csi/internal/teststack"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
@@ -158,15 +155,4 @@ func mean(d []time.Duration) time.Duration {
 		sum += x
 	}
 	return sum / time.Duration(len(d))
-}
-
-// TestMain silences klog: the driver's and the cloud's logs would land in the middle of the
-// benchmark lines that hack/bench.sh reads (go test prints the binary's stderr with them).
-func TestMain(m *testing.M) {
-	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(fs)
-	_ = fs.Set("logtostderr", "false")
-	_ = fs.Set("stderrthreshold", "FATAL")
-	klog.SetOutput(io.Discard)
-	os.Exit(m.Run())
 }

@@ -97,7 +97,7 @@ func registrarCommand() *cobra.Command {
 		Short: "Register the node plugin with the kubelet (plugin registration socket and /healthz)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return registration.Run(cmd.Context(), cfg, klog.Background())
+			return registration.Run(cmd.Context(), cfg)
 		},
 	}
 	f := cmd.Flags()
@@ -187,9 +187,9 @@ func checkSocket(path string) error {
 func isNil(m proto.Message) bool { return !m.ProtoReflect().IsValid() }
 
 // serve validates the options (the one place they are), builds the cloud and Kubernetes
-// clients, runs the start-up cluster check (CheckCluster: the capacity mode of a node plugin;
-// the one step that waits on the API server), builds the driver (no I/O) and runs it until
-// ctx ends.
+// clients, runs a node plugin's start-up cluster check (clustercheck.Decide: its capacity
+// mode; the one step that waits on the API server), builds the driver (no I/O) and runs it
+// until ctx ends (Driver.Run: the state directory's lock and the capacity restore first).
 func serve(ctx context.Context, opts csidriver.Options) error {
 	if err := opts.Validate(); err != nil {
 		return err
@@ -208,7 +208,10 @@ func serve(ctx context.Context, opts csidriver.Options) error {
 	if err != nil {
 		return err
 	}
-	mode := csidriver.CheckCluster(ctx, opts, kube, reg)
+	var mode clustercheck.Mode // a controller plugin reports no capacity: nothing to decide
+	if opts.Mode != csidriver.ModeController {
+		mode = clustercheck.Decide(ctx, opts.ClusterCheckConfig(), kube, reg)
+	}
 	d, err := csidriver.NewForCloud(opts, client, mode, mount.NewLinux(), reg)
 	if err != nil {
 		return err

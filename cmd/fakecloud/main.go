@@ -11,12 +11,17 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"k8s.io/klog/v2"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	// The one process-wide logging call: with --log_file klog buffers, and os.Exit skips
+	// deferred calls.
+	klog.Flush()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fakecloud:", err)
 		os.Exit(1)

@@ -77,13 +77,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	ver, commit := version.Get()
-	logger := klog.FromContext(ctx).WithValues("version", ver, "commit", commit)
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "version", ver, "commit", commit)
 	cfg.Logger = &logger
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err
 	}
-	defer klog.Flush()
 	runErr := srv.Run(klog.NewContext(ctx, logger))
 	if err := srv.Close(); err != nil {
 		return errors.Join(runErr, err)

@@ -23,6 +23,7 @@ import (
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
 	csidriver "github.com/fakecloud/fakecloud-csi/pkg/csi"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/clustercheck"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
 )
 
@@ -158,7 +159,7 @@ func Start(tb testing.TB, cfg Config) *Stack {
 	if err := opts.Validate(); err != nil {
 		tb.Fatal(err)
 	}
-	d, err := csidriver.NewForCloud(opts, driverClient, csidriver.CheckCluster(ctx, opts, nil, nil), m, prometheus.NewRegistry())
+	d, err := csidriver.NewForCloud(opts, driverClient, clustercheck.Decide(ctx, opts.ClusterCheckConfig(), nil, nil), m, prometheus.NewRegistry())
 	if err != nil {
 		tb.Fatal(err)
 	}

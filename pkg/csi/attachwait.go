@@ -85,10 +85,16 @@ func stillRunning(what, volID, nodeID string) error {
 }
 
 // transitionError is the status of a transition that ended in state error: the cloud's code
-// of the failure, mapped like any cloud error of the call.
+// of the failure (transitionFailure), mapped like any cloud error of the call.
 func transitionError(op cloudOp, code cloud.Code, msg, format string, args ...any) error {
+	return cloudStatus(op, transitionFailure(code, msg), format, args...)
+}
+
+// transitionFailure is the cloud error of a transition that ended in state error with code
+// and msg; a failure without a code is the cloud's InternalError.
+func transitionFailure(code cloud.Code, msg string) *cloud.Error {
 	if code == "" {
 		code = cloud.CodeInternalError
 	}
-	return cloudStatus(op, cloud.NewError(code, "%s", msg), format, args...)
+	return cloud.NewError(code, "%s", msg)
 }

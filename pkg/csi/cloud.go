@@ -56,11 +56,14 @@ type Cloud interface {
 // MaxVolumesPerNode returns the total number of slots this driver may use on the node, to be
 // reported as NodeGetInfo.max_volumes_per_node; it must honour ctx. Run does the reporter's
 // background work (refreshing the value between kubelet calls) until ctx ends and returns
-// nil then; a reporter with nothing to do returns at once. DebugState returns a
-// JSON-encodable snapshot of the reporter's state for /debug/capacity.
-// *capacity.Reporter and *capacity.Static implement it.
+// nil then; a reporter with nothing to do returns at once. Restore is the reporter's
+// start-up step, the only one that reads the state directory: Driver.Run calls it once, after
+// taking the state directory's lock and before serving (constructors do no I/O); a reporter
+// that persists nothing does nothing. DebugState returns a JSON-encodable snapshot of the
+// reporter's state for /debug/capacity. *capacity.Reporter and *capacity.Static implement it.
 type CapacityReporter interface {
 	MaxVolumesPerNode(ctx context.Context) (int64, error)
+	Restore(ctx context.Context)
 	Run(ctx context.Context) error
 	DebugStater
 }

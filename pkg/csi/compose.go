@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/clustercheck"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/nodestate"
 )
@@ -19,12 +20,14 @@ import (
 // and the staged-volume tracker, then the capacity reporter of mode (a capacity.Reporter
 // reading the node's capacity through c, persisting its last trusted value under
 // opts.StateDir, its floor fed by the tracker; or a capacity.Static count when
-// mode.StaticReason is set) and gives the node service the same tracker. mode comes from
-// CheckCluster; the zero CapacityMode is the capacity policy. m does the node's bind mounts;
+// mode.StaticReason is set) and gives the node service the same tracker; mode.Watch, if
+// any, runs beside the servers and answers /debug/cluster. mode comes from the start-up step
+// clustercheck.Decide (node plugins only); the zero Mode is the capacity policy. m does the
+// node's bind mounts;
 // reg receives the driver's and the reporter's metrics. opts must have passed
 // Options.Validate (cmd/driver validates once, first). Errors: missing dependencies, a
 // reporter or metrics that cannot be built.
-func NewForCloud(opts Options, c Cloud, mode CapacityMode, m mount.Mounter, reg *prometheus.Registry) (*Driver, error) {
+func NewForCloud(opts Options, c Cloud, mode clustercheck.Mode, m mount.Mounter, reg *prometheus.Registry) (*Driver, error) {
 	deps := Deps{ControllerCloud: c, Registry: reg}
 	if opts.Mode == ModeNode || opts.Mode == ModeAll {
 		staged := nodestate.NewStaged(nodestate.NewDir(opts.StateDir), m)
@@ -33,9 +36,9 @@ func NewForCloud(opts Options, c Cloud, mode CapacityMode, m mount.Mounter, reg 
 			return nil, fmt.Errorf("capacity reporter for %s: %w", opts.NodeID, err)
 		}
 		deps.NodeCloud, deps.Mounter, deps.Capacity, deps.Staged = c, m, reporter, staged
-		if mode.watch != nil {
-			deps.Background = append(deps.Background, mode.watch.run)
-			deps.ClusterCheck = mode.watch
+		if mode.Watch != nil {
+			deps.Background = append(deps.Background, mode.Watch.Run)
+			deps.ClusterCheck = mode.Watch
 		}
 	}
 	return New(opts, deps)

@@ -323,7 +323,7 @@ func (s *ControllerServer) ControllerPublishVolume(ctx context.Context, req *csi
 		// ALREADY_EXISTS says the pair is attached, in the other mode: nothing for the
 		// backoff to learn (it would forget that the pair is attached).
 		if s.backoff != nil && status.Code(st) != codes.AlreadyExists {
-			s.backoff.Record(nodeID, volID, st)
+			s.backoff.Record(nodeID, volID, err, st)
 		}
 		return nil, st
 	}
@@ -347,16 +347,17 @@ func (s *ControllerServer) ControllerPublishVolume(ctx context.Context, req *csi
 	case cloud.StateAttached:
 	case cloud.StateError:
 		class = cloudClass(cloud.NewError(code, "%s", msg))
-		st := transitionError(opDefault, code, msg, "attach %s to %s", volID, nodeID)
+		failed := transitionFailure(code, msg)
+		st := cloudStatus(opDefault, failed, "attach %s to %s", volID, nodeID)
 		if s.backoff != nil {
-			s.backoff.Record(nodeID, volID, st)
+			s.backoff.Record(nodeID, volID, failed, st)
 		}
 		return nil, st
 	default:
 		return nil, status.Errorf(codes.Aborted, "volume %s is %s on %s", volID, state, nodeID)
 	}
 	if s.backoff != nil {
-		s.backoff.Record(nodeID, volID, nil)
+		s.backoff.Record(nodeID, volID, nil, nil)
 	}
 	klog.FromContext(ctx).V(2).Info("Volume attached", "volumeID", volID, "nodeID", nodeID, "device", att.Device, "readOnly", ro)
 	pc := map[string]string{PublishContextDevicePath: att.Device}
@@ -377,12 +378,12 @@ func (s *ControllerServer) checkBackoff(ctx context.Context, volID, nodeID strin
 	if s.backoff == nil {
 		return classNotAsked, nil
 	}
-	refused := s.backoff.Check(nodeID, volID)
+	window, refused := s.backoff.Check(nodeID, volID)
 	if refused == nil {
 		return classNotAsked, nil
 	}
-	if status.Code(refused) != codes.ResourceExhausted {
-		s.metrics.refused(refused)
+	if window != backoff.ClassCapacity {
+		s.metrics.refused(window)
 		return classBackoff, refused
 	}
 	v, lookupErr := s.cloud.GetVolume(ctx, volID)
@@ -392,7 +393,7 @@ func (s *ControllerServer) checkBackoff(ctx context.Context, volID, nodeID strin
 	}
 	if v.AttachedTo != nodeID {
 		klog.FromContext(ctx).V(4).Info("Publish refused by the capacity backoff", "volumeID", volID, "nodeID", nodeID)
-		s.metrics.refused(refused)
+		s.metrics.refused(window)
 		return classBackoff, refused
 	}
 	s.backoff.Published(nodeID, volID)

@@ -131,10 +131,10 @@ func (m *controllerMetrics) observe(op string, err error, class string) {
 	m.ops.WithLabelValues(op, status.Code(err).String(), class).Inc()
 }
 
-// refused counts a publish answered from a backoff window.
-func (m *controllerMetrics) refused(err error) {
+// refused counts a publish answered from a backoff window of class window.
+func (m *controllerMetrics) refused(window backoff.Class) {
 	if m == nil {
 		return
 	}
-	m.refusals.WithLabelValues(string(backoff.Classify(err))).Inc()
+	m.refusals.WithLabelValues(string(window)).Inc()
 }

@@ -7,9 +7,11 @@
 // ControllerPublishVolume is the authority that maps the cloud's answer to a gRPC code
 // (docs/errors.md). Driver.Run owns the gRPC server and the optional HTTP server.
 //
-// Start-up is three steps, in this order: Options.Validate (once), CheckCluster (the capacity
-// mode; the only step that waits on the Kubernetes API server) and NewForCloud, the
-// composition root, which builds every part without I/O and hands the node service and the
-// capacity reporter the same staged-volume tracker (package nodestate). docs/architecture.md
-// follows the two data paths file by file.
+// Start-up is four steps, in this order: Options.Validate (once), clustercheck.Decide (a
+// node plugin's capacity mode; the only step that waits on the Kubernetes API server),
+// NewForCloud, the composition root, which builds every part without I/O and hands the node
+// service and the capacity reporter the same staged-volume tracker (package nodestate), and
+// Driver.Run, which takes the state directory's lock, restores the capacity reporter's last
+// known good value (CapacityReporter.Restore) and then serves. docs/architecture.md follows
+// the two data paths file by file.
 package csi

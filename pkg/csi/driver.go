@@ -174,7 +174,8 @@ func listen(endpoint string) (net.Listener, error) {
 // Run serves until ctx ends, then stops gracefully (calls in progress get gracePeriod) and
 // returns nil; it returns an error when a server cannot start or fails. In node and all modes
 // it first takes an exclusive lock on <StateDir>/.lock, held until it returns: a second
-// plugin on the same state dir fails here, naming the dir and the holder's pid. It refuses a
+// plugin on the same state dir fails here, naming the dir and the holder's pid. Under the
+// lock it restores the capacity reporter's persisted state (CapacityReporter.Restore). It refuses a
 // unix endpoint a running process answers on (listen). Besides the servers
 // it runs the readiness checks (the cloud for the controller, the zone for the node) and the
 // capacity reporter's background loop (CapacityReporter.Run).
@@ -188,6 +189,9 @@ func (d *Driver) Run(ctx context.Context) error {
 			return err
 		}
 		defer lock.Close()
+		// Under the lock (the file is this plugin's alone) and before the endpoint: the first
+		// NodeGetInfo answers the last known good value of the previous run, not the floor.
+		d.deps.Capacity.Restore(ctx)
 	}
 	lis, err := listen(d.opts.Endpoint)
 	if err != nil {

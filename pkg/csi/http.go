@@ -14,7 +14,7 @@ import (
 //	GET /readyz           200 "ok" when Probe would say ready, else 503
 //	GET /metrics          the Prometheus registry given in Deps
 //	GET /debug/capacity   JSON of the capacity reporter's DebugState (404 without a node service)
-//	GET /debug/cluster    JSON of the newest cluster check, ClusterDebugInfo (404 when the
+//	GET /debug/cluster    JSON of the newest cluster check, clustercheck.DebugInfo (404 when the
 //	                      plugin does not check: no API access, dynamic capacity off, or
 //	                      no answer within --cluster-check-timeout at start)
 func (d *Driver) HTTPHandler() http.Handler {

@@ -23,7 +23,7 @@ const (
 // stripped (protosanitizer) at -v=5, and every error. It puts a logger with the method into
 // the context for the handlers (klog.FromContext).
 func logInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	logger := klog.FromContext(ctx).WithValues("method", info.FullMethod)
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "method", info.FullMethod)
 	ctx = klog.NewContext(ctx, logger)
 	logger.V(logLevelMethod).Info("GRPC call")
 	logger.V(logLevelPayload).Info("GRPC request", "request", protosanitizer.StripSecrets(req))

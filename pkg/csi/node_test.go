@@ -38,6 +38,9 @@ func (c *fixedCapacity) DebugState() any { return map[string]int64{"slots": c.sl
 // Run has no background work: it returns at once.
 func (c *fixedCapacity) Run(context.Context) error { return nil }
 
+// Restore has nothing persisted to read.
+func (c *fixedCapacity) Restore(context.Context) {}
+
 type nodeEnv struct {
 	srv     *NodeServer
 	fake    *cloudfake.Fake

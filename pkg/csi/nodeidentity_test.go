@@ -18,6 +18,7 @@ import (
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/clustercheck"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/nodestate"
@@ -101,6 +102,7 @@ func TestNodeGetInfoFromPersistedIdentityWhileTheCloudIsDown(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			rep.Restore(context.Background()) // Driver.Run's start-up step
 			var ready atomic.Int32
 			n := NewNodeServer(NodeConfig{NodeID: "i-1", StateDir: stateDir, Cloud: f, Mounter: mount.NewFake(), Capacity: rep,
 				TopologyReady: func() { ready.Add(1) }})
@@ -208,7 +210,7 @@ func TestDriverRestartsWithTheCloudDown(t *testing.T) {
 	opts.Mode, opts.NodeID, opts.StateDir = ModeNode, "i-1", stateDir
 	sock := filepath.Join(dir, "csi.sock")
 	opts.Endpoint = "unix://" + sock
-	d, err := NewForCloud(opts, f, CheckCluster(context.Background(), opts, nil, nil), mount.NewFake(), prometheus.NewRegistry())
+	d, err := NewForCloud(opts, f, clustercheck.Decide(context.Background(), opts.ClusterCheckConfig(), nil, nil), mount.NewFake(), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +247,7 @@ func TestDriverRestartsWithTheCloudDown(t *testing.T) {
 	// A second plugin on the same state dir is refused before it touches anything.
 	opts2 := opts
 	opts2.Endpoint = "unix://" + filepath.Join(dir, "other.sock")
-	d2, err := NewForCloud(opts2, f, CheckCluster(context.Background(), opts2, nil, nil), mount.NewFake(), prometheus.NewRegistry())
+	d2, err := NewForCloud(opts2, f, clustercheck.Decide(context.Background(), opts2.ClusterCheckConfig(), nil, nil), mount.NewFake(), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/backoff"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/clustercheck"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/nodestate"
 )
 
@@ -96,6 +97,12 @@ type Options struct {
 	// Version is the driver version reported by GetPluginInfo; set by the binary, not a flag.
 	Version string
 }
+
+// DynamicCapacityNodeLabel is the Node label that switches one node between the capacity
+// policy ("true") and the static count ("false"), overriding --dynamic-capacity; read once at
+// node plugin start, with --node-name and API access (clustercheck.Decide). It is the canary
+// switch of docs/upgrade.md: one DaemonSet, some nodes labelled.
+const DynamicCapacityNodeLabel = "fakecloud.dev/dynamic-capacity"
 
 // DefaultOptions returns the flag defaults.
 func DefaultOptions() Options {
@@ -242,6 +249,15 @@ func (o *Options) PublishBackoffConfig() backoff.Config {
 	b := backoff.DefaultConfig()
 	b.CapacityInitial, b.CapacityMax = o.PublishBackoffInitial, o.PublishBackoffMax
 	return b
+}
+
+// ClusterCheckConfig is the input of the node plugin's start-up step clustercheck.Decide:
+// this driver's name, the node's IDs, --dynamic-capacity and --cluster-check-timeout.
+func (o *Options) ClusterCheckConfig() clustercheck.Config {
+	return clustercheck.Config{
+		DriverName: DriverName, NodeID: o.NodeID, NodeName: o.NodeName, ModeLabel: DynamicCapacityNodeLabel,
+		DynamicCapacity: o.DynamicCapacity, Timeout: o.ClusterCheckTimeout,
+	}
 }
 
 // CapacityConfig turns the capacity flags into the capacity policy's configuration, with the

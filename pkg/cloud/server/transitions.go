@@ -146,7 +146,7 @@ func attachReply(att *cloud.Attachment) *reply {
 // A transition's outcome is decided when it starts and stored with it, so completing it
 // needs no request and no caller: it runs whether or not anyone waits for it.
 func (s *Server) runTransitions(ctx context.Context) {
-	logger := klog.FromContext(ctx).WithName("transitions")
+	logger := klog.LoggerWithName(klog.FromContext(ctx), "transitions")
 	if n, err := s.store.ReleaseStuck("fault rules do not survive a restart"); err != nil {
 		logger.Error(err, "Releasing stuck transitions failed")
 	} else if n > 0 {

@@ -3,10 +3,11 @@
 // and a volume whose attach failed transiently (throttling, 5xx, timeouts) is not retried
 // against the cloud faster than an exponential backoff allows.
 //
-// Windows are per error class: a capacity failure opens a window for the whole node (any
-// volume), a retryable failure one for that node and volume only. Final errors
-// (InvalidArgument, NotFound, FailedPrecondition, PermissionDenied, ...) open none: retrying
-// them changes nothing and remembering them would hide a fix. A successful attach or detach
+// Windows are per error class, decided by Classify from the cloud error's class
+// (cloud.ClassOf; docs/errors.md), never from the gRPC code it was answered with: a capacity
+// failure opens a window for the whole node (any volume), a retryable failure one for that
+// node and volume only. Final errors (invalid request, not found, zone mismatch, permission,
+// ...) open none: retrying them changes nothing and remembering them would hide a fix. A successful attach or detach
 // on the node, or the window expiring, lets the next publish reach the cloud. A volume this
 // process saw published to a node always reaches the cloud, whose attach is idempotent.
 package backoff
@@ -32,42 +33,47 @@ type Class string
 const (
 	// ClassNone: success, or a final error that opens no window.
 	ClassNone Class = ""
-	// ClassCapacity: the node or the account has no attach slot (RESOURCE_EXHAUSTED; cloud
-	// AttachmentLimitExceeded / AttachmentQuotaExceeded). Opens a node-wide window.
+	// ClassCapacity: the node or the account has no attach slot (cloud.ClassAttachCapacity:
+	// AttachmentLimitExceeded / AttachmentQuotaExceeded; also cloud.ClassStorageQuota, all
+	// answered RESOURCE_EXHAUSTED). Opens a node-wide window.
 	ClassCapacity Class = "capacity"
-	// ClassRetryable: throttling, unavailability, internal errors, timeouts (UNAVAILABLE,
-	// INTERNAL, DEADLINE_EXCEEDED). Opens a window for the node and volume. ABORTED (the
-	// same publish in flight) is not one: the in-flight guard answers it already.
+	// ClassRetryable: throttling, unavailability, an unhealthy instance, internal errors,
+	// timeouts, a cloud not reached (answered UNAVAILABLE, INTERNAL or DEADLINE_EXCEEDED).
+	// Opens a window for the node and volume. ABORTED (the same publish in flight, or the
+	// cloud's opposite transition) is not one: the in-flight guard answers the first, and
+	// the second ends by itself.
 	ClassRetryable Class = "retryable"
 )
 
-// Classify returns the class of err, a gRPC status error as ControllerPublishVolume returns
-// it or a cloud error (*cloud.Error).
+// Classify is the retry policy of ControllerPublishVolume: the class of the error of the
+// cloud's attach (a *cloud.Error, a transport or context error, wrapped or not), read from
+// its cloud class (cloud.ClassOf, docs/errors.md) and never from the gRPC code it became.
+// Final errors (the request or the state of the objects must change first) are ClassNone.
 func Classify(err error) Class {
-	if err == nil {
-		return ClassNone
-	}
-	if class := cloud.ClassOf(err); class.FromCloud() {
-		switch {
-		case class == cloud.ClassAttachCapacity:
-			return ClassCapacity
-		case cloud.CodeOf(err).Retryable():
-			return ClassRetryable
-		}
-		return ClassNone
-	}
-	// A status error, as ControllerPublishVolume returns it after the cloud error's class
-	// became a gRPC code (pkg/csi errors.go).
-	s, ok := status.FromError(err)
-	if !ok {
-		return ClassNone
-	}
-	switch s.Code() {
-	case codes.ResourceExhausted:
+	switch cloud.ClassOf(err) {
+	case cloud.ClassAttachCapacity:
 		return ClassCapacity
-	case codes.Unavailable, codes.Internal, codes.DeadlineExceeded:
+	case cloud.ClassStorageQuota:
+		// Never an attach's answer unless a fault rule makes it one; answered
+		// RESOURCE_EXHAUSTED like attach capacity, so it opens the same window.
+		return ClassCapacity
+	case cloud.ClassThrottled, cloud.ClassUnavailable, cloud.ClassInternal, cloud.ClassInstanceHealth,
+		cloud.ClassNetwork, cloud.ClassTimeout:
 		return ClassRetryable
+	case cloud.ClassNoRoute, cloud.ClassOther, cloud.ClassUnknownCode, cloud.ClassLocal:
+		// Answered INTERNAL: nothing says the next try fails the same way, and a window
+		// keeps a broken cloud from being asked at the external-attacher's full rate.
+		return ClassRetryable
+	case cloud.ClassPermission, cloud.ClassAuth, cloud.ClassTopology, cloud.ClassConflict,
+		cloud.ClassObjectNotFound, cloud.ClassInstanceNotFound, cloud.ClassAlreadyExists, cloud.ClassInvalid:
+		// Final: the request, the token or the objects must change first.
+		return ClassNone
+	case cloud.ClassTransition:
+		// An attach while the volume detaches (ABORTED): it ends by itself, and the retry
+		// must reach the cloud as soon as it has.
+		return ClassNone
 	default:
+		// ClassNone (success) and ClassCanceled (the caller gave up; the cloud said nothing).
 		return ClassNone
 	}
 }
@@ -157,32 +163,33 @@ func New(cfg Config, clk clock.PassiveClock) (*Backoff, error) {
 	}, nil
 }
 
-// Check returns nil when a publish of volumeID to nodeID may go to the cloud, else the
-// remembered error as a status error: RESOURCE_EXHAUSTED while the node is in a capacity
-// window, the remembered code (e.g. UNAVAILABLE) while the volume is in a retryable window.
+// Check returns ClassNone and nil when a publish of volumeID to nodeID may go to the cloud,
+// else the window's class and the remembered answer as a status error: ClassCapacity and
+// RESOURCE_EXHAUSTED while the node is in a capacity window, ClassRetryable and the
+// remembered code (e.g. UNAVAILABLE) while the volume is in a retryable window.
 // The message names volumeID and nodeID, how long ago the failure that opened the window
 // happened and what it said, and how long the window still lasts. A node-wide window is
 // usually opened by another volume's attach, whose message must not read as this volume's
 // (it ends up in that VolumeAttachment's status.attachError). Call it after request
 // validation and before the cloud.
-func (b *Backoff) Check(nodeID, volumeID string) error {
+func (b *Backoff) Check(nodeID, volumeID string) (Class, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clk.Now()
 	if _, ok := b.published[volumeKey{nodeID, volumeID}]; ok {
-		return nil
+		return ClassNone, nil
 	}
 	if w := b.nodes[nodeID]; w != nil && now.Before(w.until) {
 		code, cause := remembered(w, codes.ResourceExhausted)
-		return status.Errorf(code, "attach %s to %s not tried: the cloud refused an attach to node %s for lack of capacity %s ago (%s); not asking the cloud again for %s",
+		return ClassCapacity, status.Errorf(code, "attach %s to %s not tried: the cloud refused an attach to node %s for lack of capacity %s ago (%s); not asking the cloud again for %s",
 			volumeID, nodeID, nodeID, roundMs(now.Sub(w.at)), cause, roundMs(w.until.Sub(now)))
 	}
 	if w := b.volumes[volumeKey{nodeID, volumeID}]; w != nil && now.Before(w.until) {
 		code, cause := remembered(w, codes.Unavailable)
-		return status.Errorf(code, "attach %s to %s not retried yet: it failed %s ago (%s); backing off for %s",
+		return ClassRetryable, status.Errorf(code, "attach %s to %s not retried yet: it failed %s ago (%s); backing off for %s",
 			volumeID, nodeID, roundMs(now.Sub(w.at)), cause, roundMs(w.until.Sub(now)))
 	}
-	return nil
+	return ClassNone, nil
 }
 
 // remembered returns the code to answer with (the remembered status code, else fallback) and
@@ -200,23 +207,30 @@ func remembered(w *window, fallback codes.Code) (codes.Code, string) {
 // roundMs rounds d to milliseconds for a message; a clock that went back shows 0s.
 func roundMs(d time.Duration) time.Duration { return max(d, 0).Round(time.Millisecond) }
 
-// Record notes the outcome of a publish of volumeID to nodeID that reached the cloud. nil
-// (success) closes the volume's window and, unless the pair was already published (a
-// repeated publish uses no new slot), the node's capacity window: the node had a slot.
-// A capacity error opens or lengthens the node's window, a retryable one the volume's;
-// a final error opens none. Any non-retryable error forgets that the pair is published.
-func (b *Backoff) Record(nodeID, volumeID string, err error) {
+// Record notes the outcome of a publish of volumeID to nodeID that reached the cloud. cause
+// is the error of the cloud's attach (nil: attached), whose Classify class decides; answer is
+// what the RPC returned for it (a status error), which Check answers with and quotes while
+// the window lasts (nil: cause is quoted). A nil cause (success) closes the volume's window
+// and, unless the pair was already published (a repeated publish uses no new slot), the
+// node's capacity window: the node had a slot. A capacity error opens or lengthens the
+// node's window, a retryable one the volume's; a final error opens none. Any error that is
+// not retryable forgets that the pair is published.
+func (b *Backoff) Record(nodeID, volumeID string, cause, answer error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clk.Now()
 	key := volumeKey{nodeID, volumeID}
-	switch Classify(err) {
+	if answer == nil {
+		answer = cause
+	}
+	class := Classify(cause)
+	switch class {
 	case ClassCapacity:
-		b.nodes[nodeID] = b.next(b.nodes[nodeID], now, err, b.cfg.CapacityInitial, b.cfg.CapacityMax)
+		b.nodes[nodeID] = b.next(b.nodes[nodeID], now, answer, b.cfg.CapacityInitial, b.cfg.CapacityMax)
 	case ClassRetryable:
-		b.volumes[key] = b.next(b.volumes[key], now, err, b.cfg.RetryableInitial, b.cfg.RetryableMax)
+		b.volumes[key] = b.next(b.volumes[key], now, answer, b.cfg.RetryableInitial, b.cfg.RetryableMax)
 	default:
-		if err == nil {
+		if cause == nil {
 			if _, again := b.published[key]; !again {
 				// A new attachment proves the node had a slot. A repeated publish of an
 				// attached pair proves nothing: the node may still be full.
@@ -226,7 +240,7 @@ func (b *Backoff) Record(nodeID, volumeID string, err error) {
 			b.published[key] = struct{}{}
 		}
 	}
-	if err != nil && Classify(err) != ClassRetryable {
+	if cause != nil && class != ClassRetryable {
 		// An attached pair's attach is an idempotent success, so a capacity or final error
 		// says the pair is not (or no longer) attached; only transient errors say nothing.
 		delete(b.published, key)

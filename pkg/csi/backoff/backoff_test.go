@@ -1,8 +1,13 @@
 package backoff
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/url"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,12 +18,26 @@ import (
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
 
+// outcome is an attach failure as ControllerPublishVolume records it: the error of the
+// cloud's attach (cause) and the status error the RPC answered with (answer).
+type outcome struct{ cause, answer error }
+
+// failed is the outcome of an attach of vol-1 to i-1 the cloud refused with code and msg,
+// answered with the gRPC code c.
+func failed(code cloud.Code, c codes.Code, msg string) outcome {
+	return outcome{
+		cause:  fmt.Errorf("attach vol-1 to i-1: %w", cloud.NewError(code, "%s", msg)),
+		answer: status.Errorf(c, "attach vol-1 to i-1: %s: %s", code, msg),
+	}
+}
+
 var (
-	errFull      = status.Error(codes.ResourceExhausted, "attach vol-1 to i-1: AttachmentLimitExceeded: no free slot")
-	errQuota     = status.Error(codes.ResourceExhausted, "attach vol-1 to i-1: AttachmentQuotaExceeded: account quota")
-	errThrottled = status.Error(codes.Unavailable, "attach vol-1 to i-1: Throttled: slow down")
-	errZone      = status.Error(codes.FailedPrecondition, "attach vol-1 to i-1: ZoneMismatch")
-	errDenied    = status.Error(codes.PermissionDenied, "attach vol-1 to i-1: AccessDenied")
+	attached     = outcome{}
+	errFull      = failed(cloud.CodeAttachmentLimitExceeded, codes.ResourceExhausted, "no free slot")
+	errQuota     = failed(cloud.CodeAttachmentQuotaExceeded, codes.ResourceExhausted, "account quota")
+	errThrottled = failed(cloud.CodeThrottled, codes.Unavailable, "slow down")
+	errZone      = failed(cloud.CodeZoneMismatch, codes.FailedPrecondition, "zones differ")
+	errDenied    = failed(cloud.CodeAccessDenied, codes.PermissionDenied, "no role")
 )
 
 // op is one step of a scripted timeline; exactly one of its actions is set.
@@ -35,10 +54,10 @@ type op struct {
 
 type recordOp struct {
 	node, volume string
-	err          error
+	outcome
 }
 
-func rec(node, volume string, err error) op { return op{record: &recordOp{node, volume, err}} }
+func rec(node, volume string, o outcome) op { return op{record: &recordOp{node, volume, o}} }
 func chk(node, volume string, want codes.Code) op {
 	return op{check: [2]string{node, volume}, want: want}
 }
@@ -66,13 +85,18 @@ func TestBackoffTimelines(t *testing.T) {
 			rec("i-1", "vol-1", errQuota),
 			chk("i-1", "vol-9", codes.ResourceExhausted),
 		}},
-		{"cloud errors are classified like status errors", []op{
-			rec("i-1", "vol-1", cloud.NewError(cloud.CodeAttachmentLimitExceeded, "full")),
+		{"without an answer the cloud error is remembered, with the window's code", []op{
+			rec("i-1", "vol-1", outcome{cause: cloud.NewError(cloud.CodeAttachmentLimitExceeded, "full")}),
 			chk("i-1", "vol-2", codes.ResourceExhausted),
-			rec("i-2", "vol-1", cloud.NewError(cloud.CodeThrottled, "slow")),
+			rec("i-2", "vol-1", outcome{cause: cloud.NewError(cloud.CodeThrottled, "slow")}),
 			chk("i-2", "vol-1", codes.Unavailable),
-			rec("i-3", "vol-1", cloud.NewError(cloud.CodeZoneMismatch, "zone")),
+			rec("i-3", "vol-1", outcome{cause: cloud.NewError(cloud.CodeZoneMismatch, "zone")}),
 			chk("i-3", "vol-1", codes.OK),
+		}},
+		{"the class comes from the cloud error, not the answer's code", []op{
+			rec("i-1", "vol-1", outcome{cause: cloud.NewError(cloud.CodeThrottled, "slow"), answer: status.Error(codes.ResourceExhausted, "odd")}),
+			chk("i-1", "vol-2", codes.OK),
+			chk("i-1", "vol-1", codes.ResourceExhausted),
 		}},
 		{"consecutive capacity failures double the window up to the cap", []op{
 			rec("i-1", "vol-1", errFull), wait(5 * time.Second), chk("i-1", "vol-1", codes.OK),
@@ -96,14 +120,14 @@ func TestBackoffTimelines(t *testing.T) {
 			chk("i-1", "vol-1", codes.OK),
 		}},
 		{"a successful detach of a volume on the node clears the capacity window", []op{
-			rec("i-1", "vol-1", nil),
+			rec("i-1", "vol-1", attached),
 			rec("i-1", "vol-2", errFull),
 			chk("i-1", "vol-2", codes.ResourceExhausted),
 			op{detached: [2]string{"i-1", "vol-1"}},
 			chk("i-1", "vol-2", codes.OK),
 		}},
 		{"a volume already published to the full node still reaches the cloud", []op{
-			rec("i-1", "vol-1", nil),
+			rec("i-1", "vol-1", attached),
 			rec("i-1", "vol-2", errFull),
 			chk("i-1", "vol-1", codes.OK),
 			chk("i-1", "vol-2", codes.ResourceExhausted),
@@ -112,21 +136,21 @@ func TestBackoffTimelines(t *testing.T) {
 			chk("i-1", "vol-1", codes.ResourceExhausted),
 		}},
 		{"a repeated publish of a published pair keeps the node's window", []op{
-			rec("i-1", "vol-1", nil),
+			rec("i-1", "vol-1", attached),
 			rec("i-1", "vol-2", errFull),
-			rec("i-1", "vol-1", nil),
+			rec("i-1", "vol-1", attached),
 			chk("i-1", "vol-2", codes.ResourceExhausted),
 		}},
 		{"a pair the cloud reports attached passes and keeps the node's window", []op{
 			rec("i-1", "vol-2", errFull),
 			op{published: [2]string{"i-1", "vol-1"}},
 			chk("i-1", "vol-1", codes.OK),
-			rec("i-1", "vol-1", nil),
+			rec("i-1", "vol-1", attached),
 			chk("i-1", "vol-3", codes.ResourceExhausted),
 		}},
 		{"a capacity or final error forgets the published pair, a transient one does not", []op{
-			rec("i-1", "vol-1", nil),
-			rec("i-1", "vol-2", nil),
+			rec("i-1", "vol-1", attached),
+			rec("i-1", "vol-2", attached),
 			rec("i-1", "vol-1", errThrottled),
 			rec("i-1", "vol-3", errFull),
 			chk("i-1", "vol-1", codes.OK),
@@ -143,7 +167,7 @@ func TestBackoffTimelines(t *testing.T) {
 		{"a successful publish clears the node and the volume", []op{
 			rec("i-1", "vol-1", errFull),
 			wait(5 * time.Second),
-			rec("i-1", "vol-1", nil),
+			rec("i-1", "vol-1", attached),
 			rec("i-1", "vol-1", errFull), // starts again from the initial window
 			wait(5 * time.Second),
 			chk("i-1", "vol-1", codes.OK),
@@ -171,8 +195,8 @@ func TestBackoffTimelines(t *testing.T) {
 		{"final errors open no window", []op{
 			rec("i-1", "vol-1", errZone),
 			rec("i-1", "vol-2", errDenied),
-			rec("i-1", "vol-3", status.Error(codes.InvalidArgument, "bad")),
-			rec("i-1", "vol-4", errors.New("not a status")),
+			rec("i-1", "vol-3", failed(cloud.CodeInvalidArgument, codes.InvalidArgument, "bad")),
+			rec("i-1", "vol-4", outcome{cause: fmt.Errorf("attach: %w", context.Canceled), answer: status.Error(codes.Canceled, "gone")}),
 			chk("i-1", "vol-1", codes.OK),
 			chk("i-1", "vol-2", codes.OK),
 			chk("i-1", "vol-3", codes.OK),
@@ -193,7 +217,7 @@ func TestBackoffTimelines(t *testing.T) {
 					elapsed += o.advance
 					clk.SetTime(clk.Now().Add(o.advance))
 				case o.record != nil:
-					b.Record(o.record.node, o.record.volume, o.record.err)
+					b.Record(o.record.node, o.record.volume, o.record.cause, o.record.answer)
 				case o.reset != "":
 					b.Reset(o.reset)
 				case o.forget[0] != "":
@@ -203,7 +227,11 @@ func TestBackoffTimelines(t *testing.T) {
 				case o.published[0] != "":
 					b.Published(o.published[0], o.published[1])
 				default:
-					got := status.Code(b.Check(o.check[0], o.check[1]))
+					class, err := b.Check(o.check[0], o.check[1])
+					got := status.Code(err)
+					if (class == ClassNone) != (got == codes.OK) {
+						t.Fatalf("op %d at +%s: Check(%s, %s) = class %q with %v", i, elapsed, o.check[0], o.check[1], class, err)
+					}
 					if got != o.want {
 						t.Fatalf("op %d at +%s: Check(%s, %s) = %s, want %s", i, elapsed, o.check[0], o.check[1], got, o.want)
 					}
@@ -222,7 +250,7 @@ func TestCheckMessageNamesTheVolumeAskedFor(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		recordVolume string
-		recordErr    error
+		recorded     outcome
 		after        time.Duration
 		checkVolume  string
 		wantCode     codes.Code
@@ -230,24 +258,25 @@ func TestCheckMessageNamesTheVolumeAskedFor(t *testing.T) {
 	}{
 		{
 			name: "node window opened by another volume", recordVolume: "vol-4",
-			recordErr: status.Error(codes.ResourceExhausted, "attach vol-4 to i-1: AttachmentLimitExceeded: no free slot"),
-			after:     1200 * time.Millisecond, checkVolume: "vol-3", wantCode: codes.ResourceExhausted,
+			recorded: outcome{cloud.NewError(cloud.CodeAttachmentLimitExceeded, "no free slot"),
+				status.Error(codes.ResourceExhausted, "attach vol-4 to i-1: AttachmentLimitExceeded: no free slot")},
+			after: 1200 * time.Millisecond, checkVolume: "vol-3", wantCode: codes.ResourceExhausted,
 			wantMsg: "attach vol-3 to i-1 not tried: the cloud refused an attach to node i-1 for lack of capacity 1.2s ago " +
 				"(attach vol-4 to i-1: AttachmentLimitExceeded: no free slot); not asking the cloud again for 3.8s",
 		},
 		{
-			name: "quota window", recordVolume: "vol-4", recordErr: errQuota,
+			name: "quota window", recordVolume: "vol-4", recorded: errQuota,
 			after: 0, checkVolume: "vol-9", wantCode: codes.ResourceExhausted,
 			wantMsg: "attach vol-9 to i-1 not tried: the cloud refused an attach to node i-1 for lack of capacity 0s ago " +
 				"(attach vol-1 to i-1: AttachmentQuotaExceeded: account quota); not asking the cloud again for 5s",
 		},
 		{
-			name: "volume window", recordVolume: "vol-1", recordErr: errThrottled,
+			name: "volume window", recordVolume: "vol-1", recorded: errThrottled,
 			after: 300 * time.Millisecond, checkVolume: "vol-1", wantCode: codes.Unavailable,
 			wantMsg: "attach vol-1 to i-1 not retried yet: it failed 300ms ago (attach vol-1 to i-1: Throttled: slow down); backing off for 700ms",
 		},
 		{
-			name: "plain error remembered", recordVolume: "vol-4", recordErr: cloud.NewError(cloud.CodeAttachmentLimitExceeded, "full"),
+			name: "plain error remembered", recordVolume: "vol-4", recorded: outcome{cause: cloud.NewError(cloud.CodeAttachmentLimitExceeded, "full")},
 			after: time.Second, checkVolume: "vol-5", wantCode: codes.ResourceExhausted,
 			wantMsg: "attach vol-5 to i-1 not tried: the cloud refused an attach to node i-1 for lack of capacity 1s ago " +
 				"(AttachmentLimitExceeded: full); not asking the cloud again for 4s",
@@ -259,9 +288,9 @@ func TestCheckMessageNamesTheVolumeAskedFor(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b.Record("i-1", tc.recordVolume, tc.recordErr)
+			b.Record("i-1", tc.recordVolume, tc.recorded.cause, tc.recorded.answer)
 			clk.SetTime(clk.Now().Add(tc.after))
-			err = b.Check("i-1", tc.checkVolume)
+			_, err = b.Check("i-1", tc.checkVolume)
 			s, _ := status.FromError(err)
 			if s.Code() != tc.wantCode || s.Message() != tc.wantMsg {
 				t.Errorf("Check(i-1, %s) = %s %q\nwant %s %q", tc.checkVolume, s.Code(), s.Message(), tc.wantCode, tc.wantMsg)
@@ -279,9 +308,9 @@ func TestJitterShortensWithinBounds(t *testing.T) {
 		clk := clocktesting.NewFakePassiveClock(start)
 		b, _ := New(cfg, clk)
 		for range i { // different draws from the same generator
-			b.Record("i-0", "v", errFull)
+			b.Record("i-0", "v", errFull.cause, errFull.answer)
 		}
-		b.Record("i-1", "vol-1", errFull)
+		b.Record("i-1", "vol-1", errFull.cause, errFull.answer)
 		w := b.nodes["i-1"].until.Sub(start)
 		if w <= cfg.CapacityInitial/2 || w > cfg.CapacityInitial {
 			t.Fatalf("window %s outside (%s, %s]", w, cfg.CapacityInitial/2, cfg.CapacityInitial)
@@ -296,11 +325,11 @@ func TestJitterShortensWithinBounds(t *testing.T) {
 func TestSweepDropsOldWindows(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	b, _ := New(DefaultConfig(), clk)
-	b.Record("i-1", "vol-1", errFull)
-	b.Record("i-1", "vol-1", errThrottled)
+	b.Record("i-1", "vol-1", errFull.cause, errFull.answer)
+	b.Record("i-1", "vol-1", errThrottled.cause, errThrottled.answer)
 	clk.SetTime(clk.Now().Add(time.Hour))
 	for range 256 {
-		b.Record("i-2", "vol-2", nil)
+		b.Record("i-2", "vol-2", nil, nil)
 	}
 	if n, v := b.Len(); n != 0 || v != 0 {
 		t.Errorf("after the sweep: %d node and %d volume windows, want none", n, v)
@@ -323,27 +352,47 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// TestClassify is the retry policy's table: a class for every code of the cloud's error
+// table (a code added without a row here fails) and for the errors that are not answers.
 func TestClassify(t *testing.T) {
+	codeRows := map[cloud.Code]Class{
+		cloud.CodeAttachmentLimitExceeded: ClassCapacity, cloud.CodeAttachmentQuotaExceeded: ClassCapacity,
+		cloud.CodeVolumeQuotaExceeded: ClassCapacity, cloud.CodeCapacityQuotaExceeded: ClassCapacity,
+		cloud.CodeAccessDenied: ClassNone, cloud.CodeUnauthenticated: ClassNone,
+		cloud.CodeZoneMismatch: ClassNone, cloud.CodeVolumeInUse: ClassNone, cloud.CodePreconditionFailed: ClassNone,
+		cloud.CodeVolumeNotFound: ClassNone, cloud.CodeSnapshotNotFound: ClassNone, cloud.CodeGroupSnapshotNotFound: ClassNone, cloud.CodeSnapshotInGroup: ClassNone, cloud.CodeInstanceNotFound: ClassNone,
+		cloud.CodeAlreadyExists: ClassNone, cloud.CodeInvalidArgument: ClassNone, cloud.CodePayloadTooLarge: ClassNone,
+		cloud.CodeIncorrectState:   ClassNone,
+		cloud.CodeInstanceImpaired: ClassRetryable, cloud.CodeInstanceStopped: ClassRetryable,
+		cloud.CodeThrottled: ClassRetryable, cloud.CodeInternalError: ClassRetryable, cloud.CodeUnavailable: ClassRetryable,
+		cloud.CodeNotFound: ClassRetryable, cloud.CodeFaultNotFound: ClassRetryable,
+		cloud.CodeServerLimitExceeded: ClassRetryable, cloud.CodeMethodNotAllowed: ClassRetryable,
+	}
+	for _, c := range cloud.Codes() {
+		want, ok := codeRows[c]
+		if !ok {
+			t.Errorf("cloud code %s has no row: decide whether it opens a window", c)
+			continue
+		}
+		if got := Classify(fmt.Errorf("attach vol-1 to i-1: %w", cloud.NewError(c, "x"))); got != want {
+			t.Errorf("Classify(%s) = %q, want %q", c, got, want)
+		}
+	}
 	for _, tc := range []struct {
+		name string
 		err  error
 		want Class
 	}{
-		{nil, ClassNone},
-		{errFull, ClassCapacity},
-		{errThrottled, ClassRetryable},
-		{status.Error(codes.DeadlineExceeded, ""), ClassRetryable},
-		{status.Error(codes.Internal, ""), ClassRetryable},
-		{status.Error(codes.Aborted, "in flight"), ClassNone},
-		{errZone, ClassNone},
-		{errDenied, ClassNone},
-		{status.Error(codes.NotFound, ""), ClassNone},
-		{cloud.NewError(cloud.CodeAttachmentQuotaExceeded, ""), ClassCapacity},
-		{cloud.NewError(cloud.CodeUnavailable, ""), ClassRetryable},
-		{cloud.NewError(cloud.CodeVolumeInUse, ""), ClassNone},
-		{errors.New("plain"), ClassNone},
+		{"success", nil, ClassNone},
+		{"a code the driver does not know", &cloud.Error{Code: "SomethingNew", HTTPStatus: 500}, ClassRetryable},
+		{"deadline", fmt.Errorf("attach: %w", context.DeadlineExceeded), ClassRetryable},
+		{"canceled", fmt.Errorf("attach: %w", context.Canceled), ClassNone},
+		{"connection refused", &url.Error{Op: "Post", URL: "http://x", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}, ClassRetryable},
+		{"local error (answered INTERNAL)", errors.New("bug"), ClassRetryable},
+		{"a status error decides nothing", status.Error(codes.ResourceExhausted, "AttachmentLimitExceeded"), ClassRetryable},
 	} {
 		if got := Classify(tc.err); got != tc.want {
-			t.Errorf("Classify(%v) = %q, want %q", tc.err, got, tc.want)
+			t.Errorf("%s: Classify(%v) = %q, want %q", tc.name, tc.err, got, tc.want)
 		}
 	}
 }
@@ -353,10 +402,10 @@ func TestOpenCountsOnlyWindowsInForce(t *testing.T) {
 	cfg.Jitter = 0
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	b, _ := New(cfg, clk)
-	b.Record("i-1", "vol-1", errFull)
-	b.Record("i-2", "vol-2", errThrottled)
-	b.Record("i-2", "vol-3", errThrottled)
-	b.Record("i-3", "vol-4", errZone) // final: no window
+	b.Record("i-1", "vol-1", errFull.cause, errFull.answer)
+	b.Record("i-2", "vol-2", errThrottled.cause, errThrottled.answer)
+	b.Record("i-2", "vol-3", errThrottled.cause, errThrottled.answer)
+	b.Record("i-3", "vol-4", errZone.cause, errZone.answer) // final: no window
 	if n, v := b.Open(); n != 1 || v != 2 {
 		t.Errorf("Open = %d nodes, %d volumes; want 1, 2", n, v)
 	}

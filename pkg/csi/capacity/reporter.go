@@ -44,9 +44,10 @@ type Reporter struct {
 	m          *metrics
 	sf         singleflight.Group
 
-	persistMu sync.Mutex // orders state writes; taken before mu
-	persisted PersistedState
-	stateNote string // the outcome of the restore at start, DebugInfo.RestoredAtStart
+	persistMu   sync.Mutex // orders state reads and writes; taken before mu
+	persisted   PersistedState
+	restoreDone bool   // Restore has run
+	stateNote   string // the outcome of Restore, DebugInfo.RestoredAtStart
 
 	// attachedHere, if set, counts this driver's volumes in use on the node now (the live
 	// floor); it is called without mu held, as it may do I/O. Set once by NewReporter.
@@ -77,12 +78,10 @@ type Reporter struct {
 // follows detaches while the cloud cannot be read (Policy.ObserveAttachedHere); nil, or a
 // count that fails, falls back to the attached count of the last good reading. here must be
 // safe for concurrent use and must not call the reporter. clk nil
-// means the real clock; reg nil means the metrics are not exported. When cfg.StatePath holds
-// a state of this instance the reporter starts from it as last known good; a missing,
-// unreadable or foreign file is not an error (it is shown in DebugState), so that a bad file
-// cannot keep the node plugin from registering. No goroutine is started and the cloud is not
-// called. Errors: an invalid cfg (all problems, errors.Join), a nil src, an empty
-// instanceID, metrics that cannot be registered on reg.
+// means the real clock; reg nil means the metrics are not exported. It does no I/O: no
+// goroutine is started, the cloud is not called and cfg.StatePath is not read; Restore reads
+// it, once, before the first answer. Errors: an invalid cfg (all problems, errors.Join), a
+// nil src, an empty instanceID, metrics that cannot be registered on reg.
 func NewReporter(cfg Config, src Source, instanceID string, here AttachedHereFunc, clk clock.Clock, reg prometheus.Registerer) (*Reporter, error) {
 	var errs []error
 	if err := cfg.Validate(); err != nil {
@@ -110,6 +109,7 @@ func NewReporter(cfg Config, src Source, instanceID string, here AttachedHereFun
 		clk:          clk,
 		attachedHere: here,
 		policy:       NewPolicy(cfg),
+		stateNote:    "nothing yet: Restore has not run",
 		// Seeded by the node ID: deterministic in tests, yet nodes spread their lookups.
 		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 	}
@@ -121,18 +121,46 @@ func NewReporter(cfg Config, src Source, instanceID string, here AttachedHereFun
 	}
 	r.m.info.WithLabelValues(instanceID).Set(1)
 	r.m.dynamic.Set(1)
-	r.restore()
-	// What MaxVolumesPerNode would answer before any lookup: the restored value as last
-	// known good (or the floor, if it is too old), else 1 at the floor. Peek, not Value: a
-	// floor taken now would use the restored attached count and stick, while the first
-	// lookup sees the node's live count.
-	s := r.policy.Peek(clk.Now())
-	r.m.setMode(s.Mode)
-	r.m.reported.Set(float64(s.Value))
+	r.publishPeek()
 	return r, nil
 }
 
-func (r *Reporter) restore() {
+// publishPeek sets the mode and reported metrics to what MaxVolumesPerNode would answer
+// before any lookup: the restored value as last known good (or the floor, if it is too old),
+// else 1 at the floor. Peek, not Value: a floor taken now would use the restored attached
+// count and stick, while the first lookup sees the node's live count.
+func (r *Reporter) publishPeek() {
+	r.mu.Lock()
+	s := r.policy.Peek(r.clk.Now())
+	r.mu.Unlock()
+	r.m.setMode(s.Mode)
+	r.m.reported.Set(float64(s.Value))
+}
+
+// Restore is the reporter's start-up step: when cfg.StatePath holds a state of this instance
+// (written by an earlier run of the plugin, docs/design.md "Survives restarts"), the reporter
+// starts from it as last known good. A missing, unreadable or foreign file is not an error:
+// it is logged and shown in DebugState (RestoredAtStart), so that a bad file cannot keep the
+// node plugin from registering. Driver.Run calls it once, after taking the state directory's
+// lock and before serving, so that the first NodeGetInfo already answers the restored value.
+// Only the first call reads the file, and only before the first lookup; later calls do
+// nothing.
+func (r *Reporter) Restore(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	r.persistMu.Lock()
+	defer r.persistMu.Unlock()
+	if r.restoreDone {
+		return
+	}
+	r.restoreDone = true
+	r.mu.Lock()
+	looked := !r.lastLookup.IsZero()
+	r.mu.Unlock()
+	if looked {
+		// A reading is newer than anything on disk.
+		r.stateNote = "nothing: a lookup came first"
+		return
+	}
 	if r.cfg.StatePath == "" {
 		r.stateNote = "nothing: no state path"
 		return
@@ -141,24 +169,28 @@ func (r *Reporter) restore() {
 	switch {
 	case err != nil:
 		r.stateNote = "nothing, ignored: " + err.Error()
-		klog.ErrorS(err, "Ignoring capacity state", "path", r.cfg.StatePath)
+		logger.Error(err, "Ignoring capacity state", "path", r.cfg.StatePath, "nodeID", r.instanceID)
 		return
 	case !ok:
 		r.stateNote = "nothing: no state file"
 		return
 	case s.InstanceID != r.instanceID:
 		r.stateNote = fmt.Sprintf("nothing, ignored: the state file is for instance %q", s.InstanceID)
-		klog.InfoS("Ignoring capacity state of another instance", "path", r.cfg.StatePath, "stateInstanceID", s.InstanceID, "nodeID", r.instanceID)
+		logger.Info("Ignoring capacity state of another instance", "path", r.cfg.StatePath, "stateInstanceID", s.InstanceID, "nodeID", r.instanceID)
 		return
 	}
-	if err := r.policy.Restore(s); err != nil {
+	r.mu.Lock()
+	err = r.policy.Restore(s)
+	r.mu.Unlock()
+	if err != nil {
 		r.stateNote = "nothing, ignored: " + err.Error()
-		klog.ErrorS(err, "Ignoring capacity state", "path", r.cfg.StatePath)
+		logger.Error(err, "Ignoring capacity state", "path", r.cfg.StatePath, "nodeID", r.instanceID)
 		return
 	}
 	r.persisted = s
 	r.stateNote = "restored"
-	klog.InfoS("Restored capacity state", "path", r.cfg.StatePath, "nodeID", r.instanceID, "reported", s.Reported, "revision", s.Revision, "epoch", s.Epoch, "goodAt", s.GoodAt)
+	r.publishPeek()
+	logger.Info("Restored capacity state", "path", r.cfg.StatePath, "nodeID", r.instanceID, "reported", s.Reported, "revision", s.Revision, "epoch", s.Epoch, "goodAt", s.GoodAt)
 }
 
 // AttachedHereFunc counts the volumes of this driver in use on the node now, as the node
@@ -264,7 +296,7 @@ func (r *Reporter) lookup(ctx context.Context) {
 		// Another lookup finished between the caller's check and this one.
 		return
 	}
-	logger := klog.FromContext(ctx).WithValues("nodeID", r.instanceID)
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "nodeID", r.instanceID)
 	lctx, cancel := context.WithTimeout(ctx, r.cfg.LookupTimeout)
 	c, err := r.src.GetCapacity(lctx, r.instanceID)
 	cancel()
@@ -407,7 +439,7 @@ func (r *Reporter) persist(logger klog.Logger) {
 // logMode picks at the default verbosity, the others at V(2).
 func (r *Reporter) current(ctx context.Context) Snapshot {
 	r.observeHere(ctx)
-	logger := klog.FromContext(ctx).WithValues("nodeID", r.instanceID)
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "nodeID", r.instanceID)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.policy.Value(r.clk.Now())
@@ -501,7 +533,8 @@ type DebugInfo struct {
 	StatePath      string     `json:"statePath,omitempty"`
 	// RestoredAtStart is the outcome of reading StatePath when the plugin started, not the
 	// file now (which the plugin writes as it goes): "restored", or "nothing: no state
-	// path", "nothing: no state file", "nothing, ignored: <why>".
+	// path", "nothing: no state file", "nothing, ignored: <why>"; "nothing yet: Restore has
+	// not run" before Driver.Run's start-up step.
 	RestoredAtStart string `json:"restoredAtStart"`
 	Config          struct {
 		StaleAfter         string     `json:"staleAfter"`

@@ -88,7 +88,8 @@ func newTestReporter(t *testing.T, cfg Config, src Source) (*Reporter, *clocktes
 	return newCountedReporter(t, cfg, src, nil)
 }
 
-// newCountedReporter is newTestReporter with the node's live count here.
+// newCountedReporter is newTestReporter with the node's live count here. It runs the
+// start-up step Restore, as Driver.Run does before serving.
 func newCountedReporter(t *testing.T, cfg Config, src Source, here AttachedHereFunc) (*Reporter, *clocktesting.FakeClock, *prometheus.Registry) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(t0)
@@ -97,6 +98,7 @@ func newCountedReporter(t *testing.T, cfg Config, src Source, here AttachedHereF
 	if err != nil {
 		t.Fatalf("NewReporter: %v", err)
 	}
+	r.Restore(context.Background())
 	return r, clk, reg
 }
 
@@ -337,11 +339,62 @@ func TestReporterPersistsAndRestores(t *testing.T) {
 			if err != nil {
 				t.Fatalf("NewReporter: %v", err)
 			}
+			r2.Restore(context.Background())
 			if got := mustValue(t, r2); got != tc.want {
 				t.Errorf("restarted value = %d, want %d", got, tc.want)
 			}
 			if d := r2.DebugState().(DebugInfo); d.Mode != tc.wantMode || d.RestoredAtStart != "restored" || d.StatePath != cfg2.StatePath {
 				t.Errorf("debug state %+v, want mode %s, restoredAtStart restored", d, tc.wantMode)
+			}
+		})
+	}
+}
+
+// NewReporter reads nothing (constructors do no I/O): the state file counts from Restore on,
+// and only its first call, made before any lookup, reads it.
+func TestReporterReadsTheStateInRestoreOnly(t *testing.T) {
+	saved := PersistedState{Version: 1, InstanceID: "i-1", Reported: 9, Revision: 7, Attached: 4, GoodAt: t0}
+	down := cloud.NewError(cloud.CodeUnavailable, "down")
+	for _, tc := range []struct {
+		name         string
+		restore      int  // calls of Restore
+		lookupFirst  bool // a lookup before the first Restore
+		wantNote     string
+		wantValue    int64
+		wantMode     Mode
+		wantReported float64 // fakecloud_csi_capacity_reported before any NodeGetInfo
+	}{
+		{"not restored", 0, false, "nothing yet: Restore has not run", 1, ModeFloor, 1},
+		{"restored", 1, false, "restored", 9, ModeLastKnownGood, 9},
+		{"restored once", 2, false, "restored", 9, ModeLastKnownGood, 9},
+		{"after a lookup", 1, true, "nothing: a lookup came first", 1, ModeFloor, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.StatePath = filepath.Join(t.TempDir(), "capacity.json")
+			if err := saveState(cfg.StatePath, saved); err != nil {
+				t.Fatal(err)
+			}
+			src := newFakeSource(nil)
+			src.err = down
+			r, err := NewReporter(cfg, src, "i-1", nil, clocktesting.NewFakeClock(t0.Add(time.Minute)), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.lookupFirst {
+				mustValue(t, r)
+			}
+			for range tc.restore {
+				r.Restore(context.Background())
+			}
+			if got := testutil.ToFloat64(r.m.reported); !tc.lookupFirst && got != tc.wantReported {
+				t.Errorf("reported gauge before any answer = %v, want %v", got, tc.wantReported)
+			}
+			if got := mustValue(t, r); got != tc.wantValue {
+				t.Errorf("value = %d, want %d", got, tc.wantValue)
+			}
+			if d := r.DebugState().(DebugInfo); d.RestoredAtStart != tc.wantNote || d.Mode != tc.wantMode {
+				t.Errorf("restoredAtStart %q mode %s, want %q %s", d.RestoredAtStart, d.Mode, tc.wantNote, tc.wantMode)
 			}
 		})
 	}

@@ -116,10 +116,14 @@ func (s *Static) MaxVolumesPerNode(ctx context.Context) (int64, error) {
 	return s.value, nil
 }
 
+// Restore does nothing: the static count reads no persisted state (see Static), so that the
+// capacity policy's last trusted value stays as it was for a later roll-forward.
+func (s *Static) Restore(context.Context) {}
+
 // Run fixes the count at start: it looks the cloud up until a lookup succeeds (waiting 1s
 // after the first failure, doubling up to 30s) or ctx ends, then returns nil, so that
 // /debug/capacity and the metrics show the count before the kubelet's first NodeGetInfo. The
-// driver runs it beside the gRPC server (Deps.Capacity with a Run method).
+// driver runs it beside the gRPC server (CapacityReporter.Run).
 func (s *Static) Run(ctx context.Context) error {
 	// DelayFunc keeps returning the cap once reached, so this retries until ctx ends
 	// (ExponentialBackoff would give up at the cap).

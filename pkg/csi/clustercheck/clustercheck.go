@@ -11,6 +11,11 @@
 // policy (pkg/csi/capacity.Static): such a kubelet reads max_volumes_per_node only at
 // registration, and a value that depended on the attachments of that moment would stay wrong
 // for the node's life.
+//
+// Decide (decide.go) is that start-up step as cmd/driver calls it: it runs the check (Check,
+// retried by CheckUntil), reads the per-node label, reports a fallback (Report) and returns
+// the node plugin's Mode, with a Watch that re-checks while the plugin runs. It is the only
+// part of a driver's start-up that waits on the Kubernetes API server.
 package clustercheck
 
 import (

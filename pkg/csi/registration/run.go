@@ -87,7 +87,7 @@ func csiSocketPath(addr string) string { return strings.TrimPrefix(addr, "unix:/
 // registration socket, so that the kubelet deregisters the driver, and returns nil. Errors:
 // an invalid cfg, a driver name it cannot get before ctx ends, a socket or HTTP endpoint it
 // cannot listen on.
-func Run(ctx context.Context, cfg Config, log klog.Logger) error {
+func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -98,11 +98,12 @@ func Run(ctx context.Context, cfg Config, log klog.Logger) error {
 			return fmt.Errorf("listen on --http-endpoint %s: %w", cfg.HTTPEndpoint, err)
 		}
 	}
-	return run(ctx, cfg, log, lis)
+	return run(ctx, cfg, lis)
 }
 
 // run is Run with the /healthz listener already open (nil: no HTTP server); it closes lis.
-func run(ctx context.Context, cfg Config, log klog.Logger, lis net.Listener) error {
+func run(ctx context.Context, cfg Config, lis net.Listener) error {
+	log := klog.FromContext(ctx)
 	// /healthz answers from the start, failing until the socket is served: a registrar still
 	// waiting for its driver is not healthy yet, and the probe must be able to say so.
 	health := &healthHandler{timeout: cfg.CallTimeout}
@@ -116,7 +117,7 @@ func run(ctx context.Context, cfg Config, log klog.Logger, lis net.Listener) err
 			_ = hs.Shutdown(sctx)
 		}()
 	}
-	name, err := DriverName(ctx, cfg.CSIAddress, cfg.CallTimeout, cfg.RetryInterval, log)
+	name, err := DriverName(ctx, cfg.CSIAddress, cfg.CallTimeout, cfg.RetryInterval)
 	if err != nil {
 		return err
 	}
@@ -143,7 +144,8 @@ func run(ctx context.Context, cfg Config, log klog.Logger, lis net.Listener) err
 // driver answers (it may still be starting, or not have created its socket yet). It logs the
 // first failure and then one line every 30 s with the time waited. Errors: ctx ended first,
 // or the driver answered with an empty name.
-func DriverName(ctx context.Context, csiAddress string, callTimeout, retryInterval time.Duration, log klog.Logger) (string, error) {
+func DriverName(ctx context.Context, csiAddress string, callTimeout, retryInterval time.Duration) (string, error) {
+	log := klog.FromContext(ctx)
 	conn, err := grpc.NewClient("unix://"+csiSocketPath(csiAddress), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return "", fmt.Errorf("dial CSI driver at %s: %w", csiAddress, err)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
-	"k8s.io/klog/v2"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
@@ -107,7 +106,7 @@ func TestRunRegistersTheDriverAndCleansUp(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg, klog.Background(), lis) }()
+	go func() { done <- run(ctx, cfg, lis) }()
 
 	// No driver yet: unhealthy, and the stale file is still there.
 	time.Sleep(200 * time.Millisecond)
@@ -171,12 +170,12 @@ func TestDriverNameErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	missing := filepath.Join(dir, "missing.sock")
-	if _, err := DriverName(ctx, missing, 50*time.Millisecond, 20*time.Millisecond, klog.Background()); err == nil || !strings.Contains(err.Error(), missing) {
+	if _, err := DriverName(ctx, missing, 50*time.Millisecond, 20*time.Millisecond); err == nil || !strings.Contains(err.Error(), missing) {
 		t.Errorf("DriverName on a missing socket = %v, want an error naming it after the context ends", err)
 	}
 	empty := filepath.Join(dir, "empty.sock")
 	serveIdentity(t, empty, "")
-	if _, err := DriverName(context.Background(), empty, time.Second, 20*time.Millisecond, klog.Background()); err == nil || !strings.Contains(err.Error(), "empty name") {
+	if _, err := DriverName(context.Background(), empty, time.Second, 20*time.Millisecond); err == nil || !strings.Contains(err.Error(), "empty name") {
 		t.Errorf("DriverName of a nameless driver = %v, want an empty-name error", err)
 	}
 }

@@ -57,7 +57,7 @@ var _ registerapi.RegistrationServer = (*Server)(nil)
 // NewServer returns a Server for driverName whose CSI socket the kubelet finds at endpoint.
 // log receives the kubelet's calls and verdicts (add key/values such as the node to it).
 func NewServer(driverName, endpoint string, log klog.Logger) *Server {
-	return &Server{driverName: driverName, endpoint: endpoint, log: log.WithValues("driver", driverName)}
+	return &Server{driverName: driverName, endpoint: endpoint, log: klog.LoggerWithValues(log, "driver", driverName)}
 }
 
 // DriverName is the CSI driver name the server announces.

@@ -73,7 +73,7 @@ func (s *Sampler) SampleNode(ctx context.Context, at time.Time, node, instanceID
 		sm.CloudErr = err.Error()
 	} else {
 		sm.Cloud = c
-		sm.Truth = Truth(c.AttachLimit-c.OutOfBandSlots, c.Attached, c.QuotaHeadroom, c.Instances, s.Share)
+		sm.Truth = Truth(c.Slots(), c.Attached, c.QuotaHeadroom, c.Instances, s.Share)
 	}
 	if cn, err := s.Listers.CSINodes.Get(node); err == nil {
 		sm.CSINode = (&Watcher{driver: s.Driver}).count(cn)

@@ -9,31 +9,31 @@ import (
 	"time"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 )
 
 // QuotaShare is how much of the account's attachment-quota headroom counts
-// toward one node, as the driver's --quota-share.
-type QuotaShare string
+// toward one node: the driver's own type (--quota-share).
+type QuotaShare = capacity.QuotaShare
 
 // The quota shares the driver knows.
 const (
 	// QuotaShareNone gives every node the whole headroom.
-	QuotaShareNone QuotaShare = "none"
+	QuotaShareNone = capacity.QuotaShareNone
 	// QuotaShareEven gives every node ceil(headroom / instances).
-	QuotaShareEven QuotaShare = "even"
+	QuotaShareEven = capacity.QuotaShareEven
 )
 
 // Truth is the count the driver should report for one instance's facts, in
 // attach slots: max(1, min(slots, attached + share)) where share is the quota
-// headroom, or ceil(headroom / instances) for QuotaShareEven (it mirrors
-// pkg/csi/capacity.Raw and Reportable, which this module does not import).
+// headroom, or ceil(headroom / instances) for QuotaShareEven. It is the
+// driver's formula itself (capacity.Raw and capacity.Reportable, imported from
+// the main module, docs/design.md "Capacity model"), not a copy of it: the
+// plots compare the driver's reports with the truth, and a second statement
+// of the formula could drift from the one the driver runs.
 func Truth(slots, attached int, headroom int64, instances int, share QuotaShare) int64 {
-	headroom = max(headroom, 0)
-	if share == QuotaShareEven {
-		n := int64(max(instances, 1))
-		headroom = (headroom + n - 1) / n
-	}
-	return max(1, min(int64(slots), int64(attached)+headroom))
+	c := cloud.Capacity{AttachLimit: slots, Attached: attached, QuotaHeadroom: headroom, Instances: instances}
+	return capacity.Reportable(capacity.Raw(c, share))
 }
 
 // InstanceFacts are the capacity inputs of one instance at the baseline.

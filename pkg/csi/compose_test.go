@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -24,13 +23,14 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/clustercheck"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
 )
 
 var _ Cloud = (*cloudfake.Fake)(nil)
 
-// newNodeDriver is CheckCluster and NewForCloud in node mode for instance i-1 (8 slots, 1 out of band) of a
+// newNodeDriver is clustercheck.Decide and NewForCloud in node mode for instance i-1 (8 slots, 1 out of band) of a
 // fake cloud, with the driver's flags plus args.
 func newNodeDriver(t *testing.T, kube kubernetes.Interface, args ...string) (*Driver, *cloudfake.Fake, *prometheus.Registry) {
 	t.Helper()
@@ -46,7 +46,7 @@ func newNodeDriver(t *testing.T, kube kubernetes.Interface, args ...string) (*Dr
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	d, err := NewForCloud(o, f, CheckCluster(context.Background(), o, kube, reg), mount.NewFake(), reg)
+	d, err := NewForCloud(o, f, clustercheck.Decide(context.Background(), o.ClusterCheckConfig(), kube, reg), mount.NewFake(), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,72 +191,42 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	return -1
 }
 
-func TestClusterWatchFollowsTheCluster(t *testing.T) {
-	kube := kubeCluster("v1.37.2", ptr.To[int64](10), nil)
-	o := DefaultOptions()
-	o.Mode, o.NodeID, o.StateDir = ModeNode, "i-1", t.TempDir()
-	reg := prometheus.NewRegistry()
-	mode := CheckCluster(context.Background(), o, kube, reg)
-	reason, watch := mode.StaticReason, mode.watch
-	if reason != "" || watch == nil {
-		t.Fatalf("CheckCluster = %q, %v; want dynamic with a watch", reason, watch)
-	}
-	setPeriod := func(p *int64) {
-		t.Helper()
-		d, err := kube.StorageV1().CSIDrivers().Get(context.Background(), DriverName, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.Spec.NodeAllocatableUpdatePeriodSeconds = p
-		if _, err := kube.StorageV1().CSIDrivers().Update(context.Background(), d, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, step := range []struct {
-		period *int64
-		fail   bool
-		want   float64
+// /debug/cluster serves the watch of the cluster check that NewForCloud was given.
+func TestDebugClusterShowsTheWatch(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		kube     *fake.Clientset
+		wantCode int
 	}{
-		{period: nil, want: 0},                           // someone removed the period: the count is frozen now
-		{period: ptr.To[int64](30), fail: true, want: 0}, // a failed re-check changes nothing
-		{period: ptr.To[int64](30), want: 1},             // back
+		{"watched", kubeCluster("v1.37.2", ptr.To[int64](10), nil), http.StatusOK},
+		{"not checked", nil, http.StatusNotFound},
 	} {
-		setPeriod(step.period)
-		if step.fail {
-			kube.PrependReactor("get", "csidrivers", func(k8stesting.Action) (bool, runtime.Object, error) {
-				return true, nil, apierrors.NewServiceUnavailable("down")
-			})
-		}
-		watch.once(context.Background())
-		if step.fail {
-			kube.ReactionChain = kube.ReactionChain[1:]
-		}
-		if got := gaugeValue(t, reg, "fakecloud_csi_cluster_dynamic_capacity_supported"); got != step.want {
-			t.Errorf("period %v, failing %v: supported = %v, want %v", step.period, step.fail, got, step.want)
-		}
-		// /debug/cluster shows the newest answer; a failed check leaves the one before.
-		srv := httptest.NewServer((&Driver{deps: Deps{ClusterCheck: watch, Registry: reg}}).HTTPHandler())
-		resp, err := http.Get(srv.URL + "/debug/cluster")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got ClusterDebugInfo
-		err = json.NewDecoder(resp.Body).Decode(&got)
-		resp.Body.Close()
-		srv.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET /debug/cluster = %d, %v", resp.StatusCode, err)
-		}
-		wantPeriod := step.period
-		if step.fail {
-			wantPeriod = nil
-		}
-		if got.Supported != (step.want == 1) || !got.SupportedAtStart || got.CheckedAt.IsZero() ||
-			!reflect.DeepEqual(got.NodeAllocatableUpdatePeriodSeconds, wantPeriod) || got.ServerVersion != "v1.37.2" {
-			t.Errorf("period %v, failing %v: /debug/cluster = %+v", step.period, step.fail, got)
-		}
-		if !got.Supported && len(got.Problems) == 0 {
-			t.Errorf("period %v: unsupported without problems", step.period)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			var kube kubernetes.Interface
+			if tc.kube != nil {
+				kube = tc.kube
+			}
+			d, _, _ := newNodeDriver(t, kube)
+			srv := httptest.NewServer(d.HTTPHandler())
+			defer srv.Close()
+			resp, err := http.Get(srv.URL + "/debug/cluster")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != tc.wantCode {
+				t.Fatalf("GET /debug/cluster = %d, want %d", resp.StatusCode, tc.wantCode)
+			}
+			if tc.wantCode != http.StatusOK {
+				return
+			}
+			var got clustercheck.DebugInfo
+			if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+				t.Fatal(err)
+			}
+			if !got.Supported || !got.SupportedAtStart || got.ServerVersion != "v1.37.2" || got.CheckedAt.IsZero() {
+				t.Errorf("/debug/cluster = %+v", got)
+			}
+		})
 	}
 }
