@@ -122,7 +122,9 @@ type Config struct {
 	// Logger is the base logger; default klog.Background().
 	Logger *klog.Logger
 	// Console configures the web console of GET /ui: the node plugins whose capacity it
-	// shows beside the cloud's (none: the cloud's view only).
+	// shows beside the cloud's (none: the cloud's view only) and the Kubernetes cluster it
+	// reads CSINode counts and Pending pods from (none: no cluster view). Its clock
+	// defaults to Now.
 	Console console.Config
 }
 
@@ -275,6 +277,9 @@ func New(cfg Config) (*Server, error) {
 	s.logger.V(2).Info("Store opened", "path", st.Path(), "seeded", seeded)
 	s.store = st
 	s.metrics = newMetrics(st, s.faults)
+	if cfg.Console.Now == nil {
+		cfg.Console.Now = cfg.Now
+	}
 	if s.console, err = console.New(cfg.Console); err != nil {
 		_ = st.Close()
 		return nil, err

@@ -116,7 +116,13 @@
     const limit = inst.attachLimit;
     const oob = inst.outOfBandSlots;
     const attached = (inst.attachments || []).length;
-    return { limit, oob, attached, free: Math.max(0, limit - oob - attached), over: Math.max(0, oob + attached - limit) };
+    // Every attachment holds a slot from the start of attaching to the end of detaching; these
+    // say how many of them are in a transition (GET /v1/instances counts them).
+    const attaching = inst.attaching || 0, detaching = inst.detaching || 0, failed = inst.failed || 0;
+    return {
+      limit, oob, attached, attaching, detaching, failed, steady: Math.max(0, attached - attaching - detaching - failed),
+      free: Math.max(0, limit - oob - attached), over: Math.max(0, oob + attached - limit),
+    };
   }
 
   // An input is dirty when its value differs from the last value the page filled in: the
@@ -182,16 +188,26 @@
       const n = instanceNumbers(inst);
       c.title.textContent = `${inst.instanceType} · ${inst.zone}` + (inst.attachLimitOverride != null ? " · limit overridden" : "");
       const scale = Math.max(n.limit, n.oob + n.attached);
+      // The driver's slots within the limit, split by state: transitions first, so a held
+      // detach stays visible when the limit is lowered below use.
+      let visible = Math.max(0, Math.min(n.attached, n.limit - Math.min(n.oob, n.limit)));
+      const take = (k) => { const v = Math.min(k, visible); visible -= v; return v; };
+      const attaching = take(n.attaching), detaching = take(n.detaching), failed = take(n.failed), steady = take(n.steady);
       c.bar.replaceChildren(
         segment("oob", Math.min(n.oob, scale), `${n.oob} out of band`),
-        segment("attached", Math.max(0, Math.min(n.attached, n.limit - Math.min(n.oob, n.limit))), `${n.attached} attached by this driver`),
+        segment("attached", steady, `${n.steady} attached by this driver`),
+        segment("attaching", attaching, `${n.attaching} attaching`),
+        segment("detaching", detaching, `${n.detaching} detaching`),
+        segment("failed", failed, `${n.failed} failed detach (still holding a slot)`),
         segment("free", n.free, `${n.free} free`),
         segment("over", n.over, `${n.over} over the limit`));
       c.bar.dataset.limit = n.limit;
       const nodeInfo = state.debug[inst.id];
       const nums = [
-        ["limit", n.limit], ["out of band", n.oob], ["attached", n.attached], ["free", n.free],
+        ["limit", n.limit], ["out of band", n.oob], ["attached", n.attached],
+        ["attaching", n.attaching], ["detaching", n.detaching], ["free", n.free],
       ];
+      if (n.failed > 0) nums.push(["failed detach", n.failed]);
       if (n.over > 0) nums.push(["over", n.over]);
       c.numbers.replaceChildren(...nums.map(([label, v]) =>
         el("span", { "data-field": label.replace(/ /g, "-") }, label + " ", el("b", {}, v))));
