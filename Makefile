@@ -71,7 +71,8 @@ fuzz: ## Every Go fuzz target (fake cloud requests, identifier checks, CSI valid
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: e2e-local-build
-e2e-local-build: ## Build etcd, kube-apiserver, -controller-manager, -scheduler, hollow kubelet, csi-attacher, -provisioner, -resizer, -snapshotter, snapshot-controller (v1.37.2) into the cache; only what is missing (~20-40 min cold).
+e2e-local-build: ## Build etcd, kube-apiserver, -controller-manager, -scheduler, hollow kubelet, csi-attacher, -provisioner, -resizer, -snapshotter, snapshot-controller (v1.37.2) into the cache; only what is missing (~20-40 min cold; "step N/M" and the elapsed time every 30 s).
+	@echo "compiling the localcluster tool (go run in tests/e2e; seconds once client-go is in Go's build cache)"
 	$(LOCALCLUSTER) build
 
 .PHONY: e2e-local
