@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -96,7 +97,7 @@ func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return fmt.Errorf("scenario: %w", err)
 	}
-	_, _ = fmt.Fprintf(stdout, "driving %s; every step is also in GET /v1/events and the console (%s/ui)\n", o.CloudURL, o.CloudURL)
+	_, _ = fmt.Fprintf(stdout, "driving %s; every step is also in GET /v1/events and the console: %s\n", o.CloudURL, consoleURL(o.CloudURL, token))
 	r := scenario.Runner{API: client, Report: func(at time.Duration, s scenario.Step, err error) {
 		outcome := "ok"
 		if err != nil {
@@ -112,4 +113,15 @@ func note(s scenario.Step) string {
 		return ""
 	}
 	return "  (" + s.Note + ")"
+}
+
+// consoleURL is the console of the fake cloud at cloudURL, with token in the fragment the page
+// reads it from (browsers never send a fragment; the token is the one this command was given,
+// which the terminal shows anyway): the page then needs no typing before it shows anything.
+func consoleURL(cloudURL, token string) string {
+	u := strings.TrimRight(cloudURL, "/") + "/ui"
+	if token == "" {
+		return u
+	}
+	return u + "#token=" + url.QueryEscape(token)
 }
