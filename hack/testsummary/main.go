@@ -24,7 +24,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -81,7 +83,11 @@ func run(_ context.Context, args []string, stdin io.Reader, stdout io.Writer) er
 	if *total != "" {
 		return printTotal(*total, *also, stdout)
 	}
-	s, err := summarize(stdin, stdout, *label)
+	ticker := time.NewTicker(quietPeriod)
+	defer ticker.Stop()
+	out, stop := stillRunning(stdout, ticker.C, time.Now(), time.Now)
+	s, err := summarize(stdin, out, *label)
+	stop()
 	if err != nil {
 		return err
 	}
@@ -101,6 +107,56 @@ func run(_ context.Context, args []string, stdin io.Reader, stdout io.Writer) er
 
 // skipLine is the line t.Skip writes: "    file_test.go:12: reason".
 var skipLine = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: (.*)$`)
+
+// quietPeriod is how long go test may print nothing before run says it is still going: a
+// cold compile of client-go with the race detector prints nothing for minutes, and README
+// promises no step is silent for more than 30 s.
+const quietPeriod = 30 * time.Second
+
+// stillRunning writes a line to out after every quiet period (a tick of ticks) in which
+// nothing was written through the returned writer; stop ends it.
+func stillRunning(out io.Writer, ticks <-chan time.Time, start time.Time, now func() time.Time) (w io.Writer, stop func()) {
+	a := &activity{out: out}
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case <-done:
+				return
+			case <-ticks:
+				a.mu.Lock()
+				if !a.wrote {
+					fmt.Fprintf(a.out, "  ... go test still compiling or testing (%s elapsed, %d packages done)\n", now().Sub(start).Round(time.Second), a.packages)
+				}
+				a.wrote = false
+				a.mu.Unlock()
+			}
+		}
+	}()
+	return a, func() { close(done); <-finished }
+}
+
+// activity is out, noting whether anything was written since the last tick and counting the
+// package lines ("ok", "FAIL", "?").
+type activity struct {
+	mu       sync.Mutex
+	out      io.Writer
+	wrote    bool
+	packages int
+}
+
+func (a *activity) Write(b []byte) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.wrote = true
+	for l := range strings.Lines(string(b)) {
+		if strings.HasPrefix(l, "ok  ") || strings.HasPrefix(l, "FAIL\t") || strings.HasPrefix(l, "?   ") {
+			a.packages++
+		}
+	}
+	return a.out.Write(b)
+}
 
 // summarize copies what go test without -v would print to out and counts the run.
 func summarize(in io.Reader, out io.Writer, label string) (Summary, error) {

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // events is go test -json of two packages: p1 with a pass, a skip (with its reason), a
@@ -102,3 +105,38 @@ func TestRecordAndTotal(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStillRunning: a quiet period gets one line saying how far go test got; a period with
+// output gets none.
+func TestStillRunning(t *testing.T) {
+	var out syncBuffer
+	ticks := make(chan time.Time)
+	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	now := start
+	w, stop := stillRunning(&out, ticks, start, func() time.Time { return now })
+	if _, err := io.WriteString(w, "ok  \tp1\t1.0s\n"); err != nil {
+		t.Fatal(err)
+	}
+	ticks <- now // output in this period: no line
+	now = start.Add(time.Minute)
+	ticks <- now // a quiet period: one line
+	ticks <- now // still quiet: one more line
+	stop()
+	want := "ok  \tp1\t1.0s\n  ... go test still compiling or testing (1m0s elapsed, 1 packages done)\n" +
+		"  ... go test still compiling or testing (1m0s elapsed, 1 packages done)\n"
+	if got := out.String(); got != want {
+		t.Fatalf("output %q, want %q", got, want)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
