@@ -121,6 +121,9 @@ for n in "${nodes[@]}"; do
   port=$((port + 1))
   echo "  node plugin $n  unix://$RUN_DIR/$n/csi.sock   http://127.0.0.1:$port/debug/capacity"
 done
+watch_urls=()
+for i in "${!nodes[@]}"; do watch_urls+=("http://127.0.0.1:$((HTTP_BASE + i + 1))"); done
+echo "  watch              $BIN/driver watch ${watch_urls[*]}   (one line per node a second: reported, target, mode, the cloud's facts)"
 n0=${nodes[0]}
 cat <<CURL
 
