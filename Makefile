@@ -39,14 +39,24 @@ run: build ## Main job: fake cloud + controller + one node plugin per instance, 
 
 FUZZTIME ?= 60s
 
+# Each go test run of `make test` goes through hack/testsummary: the output of go test without
+# -v (package lines, failed tests in full), then one line per run, and at the end one line for
+# all of them: packages, tests passed, failed, skipped and why.
+SUMMARY := _output/test-summary.jsonl
+TESTSUMMARY = $(CURDIR)/$(BIN)/testsummary -record=$(CURDIR)/$(SUMMARY)
+
 .PHONY: test
-test: verify build ## Everything CI checks: verify, unit + integration tests (race; fuzz seed corpora), csi-sanity (in process and binary), README curl lines, alert rules, deploy manifests and images.
-	CGO_ENABLED=1 $(GO) test -race -count=1 $(GOTESTFLAGS) ./...
+test: verify build ## Everything CI checks: verify, unit + integration tests (race; fuzz seed corpora), csi-sanity (in process and binary), README curl lines, alert rules, deploy manifests and images; ends with one summary line.
+	@mkdir -p _output && rm -f $(SUMMARY)
+	$(GO) build -o $(BIN)/testsummary ./hack/testsummary
+	@echo "go test -race ./... (a first run compiles client-go, grpc and the Kubernetes API types with the race detector: most of the ~21 minutes of a first make test on 2 cores, README; a line per package as it ends)"
+	CGO_ENABLED=1 $(GO) test -json -race -count=1 $(GOTESTFLAGS) ./... | $(TESTSUMMARY) -label='main module, race'
 	hack/sanity.sh
 	hack/readme-check.sh
 	hack/promtool-test.sh
-	cd hack/kind && $(GO) test -count=1 $(GOTESTFLAGS) ./...
-	cd tests/e2e && CGO_ENABLED=1 $(GO) test -race -count=1 $(GOTESTFLAGS) ./... # the suite itself skips here: it needs a cluster (make e2e-local)
+	cd hack/kind && $(GO) test -json -count=1 $(GOTESTFLAGS) ./... | $(TESTSUMMARY) -label=hack/kind
+	cd tests/e2e && CGO_ENABLED=1 $(GO) test -json -race -count=1 $(GOTESTFLAGS) ./... | $(TESTSUMMARY) -label='tests/e2e (the suite skips: it needs a cluster, make e2e-local)'
+	@$(BIN)/testsummary -total=$(SUMMARY) -also='csi-sanity (mount and block), README curl lines, alert rules'
 
 BROWSER_ARGS ?=
 
@@ -61,7 +71,8 @@ fuzz: ## Every Go fuzz target (fake cloud requests, identifier checks, CSI valid
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: e2e-local-build
-e2e-local-build: ## Build etcd, kube-apiserver, -controller-manager, -scheduler, hollow kubelet, csi-attacher, -provisioner, -resizer, -snapshotter, snapshot-controller (v1.37.2) into the cache; only what is missing (~20-40 min cold).
+e2e-local-build: ## Build etcd, kube-apiserver, -controller-manager, -scheduler, hollow kubelet, csi-attacher, -provisioner, -resizer, -snapshotter, snapshot-controller (v1.37.2) into the cache; only what is missing (~20-40 min cold; "step N/M" and the elapsed time every 30 s).
+	@echo "compiling the localcluster tool (go run in tests/e2e; seconds once client-go is in Go's build cache)"
 	$(LOCALCLUSTER) build
 
 .PHONY: e2e-local

@@ -12,6 +12,8 @@
 #   VERBOSITY=4                      klog -v of every process (4: the fake cloud logs each request)
 #   FAKECLOUD_ARGS='--max-events=100' DRIVER_ARGS='--capacity-stability-window=5s'
 #                                    extra flags for the fake cloud / every driver process
+#   FOLLOW=0                         after the demo, do not show the fake cloud's requests and
+#                                    fault firings and the plugins' capacity changes here
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,6 +41,7 @@ cleanup() {
   local rc=$?
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  rm -f "$RUN_DIR/follow.fifo"
   if [[ ${#pids[@]} -eq 0 && $own_run_dir -eq 1 ]]; then
     rm -rf "$RUN_DIR" # nothing was started: nothing to keep
   elif [[ $stopped -eq 1 ]]; then
@@ -118,6 +121,9 @@ for n in "${nodes[@]}"; do
   port=$((port + 1))
   echo "  node plugin $n  unix://$RUN_DIR/$n/csi.sock   http://127.0.0.1:$port/debug/capacity"
 done
+watch_urls=()
+for i in "${!nodes[@]}"; do watch_urls+=("http://127.0.0.1:$((HTTP_BASE + i + 1))"); done
+echo "  watch              $BIN/driver watch ${watch_urls[*]}   (one line per node a second: reported, target, mode, the cloud's facts)"
 n0=${nodes[0]}
 cat <<CURL
 
@@ -147,6 +153,41 @@ if [[ "${DEMO:-1}" == 1 ]]; then
   echo "   --capacity-stability-window (30s) and ramp by --capacity-max-step (2) per refresh,"
   echo "   so $n1 climbs back to 7 over the next minute or so (watch /debug/capacity)."
 fi
-if [[ "${EXIT_AFTER_DEMO:-0}" == 1 ]]; then exit 0; fi
-echo; echo "Press Ctrl-C to stop."
+if [[ "${EXIT_AFTER_DEMO:-0}" == 1 ]]; then
+  echo; echo "EXIT_AFTER_DEMO=1: stopping; state and logs stay in $RUN_DIR"
+  stopped=2 # cleanup: said already
+  exit 0
+fi
+
+# show_logs copies, from now on, what the processes log that a watcher wants to see: every line
+# of the fake cloud (at the default verbosity it bounds itself: one line per change, error or
+# fault firing, at most 10 a second, reads summed up every 10 s) and the plugins' capacity
+# changes and errors, each prefixed with its process. Everything stays in the logs too. It reads
+# tail's output through a FIFO so that tail and it are this script's own children, which
+# cleanup stops (a background pipeline's tail would ignore Ctrl-C and outlive the script); a
+# bash loop rather than awk, which may read a pipe in blocks and show lines late.
+show_logs() {
+  local line f=""
+  while IFS= read -r line; do
+    case $line in
+      "==> "*" <==") f=${line#==> }; f=${f% <==}; f=${f##*/}; f=${f%.log}; f=${f/#node-/plugin }; continue ;;
+      "") continue ;;
+    esac
+    # The build stamp every fake cloud line carries: in the log, not on the screen.
+    if [[ $line =~ ^(.*)\ version=\"[^\"]*\"\ commit=\"[^\"]*\"(.*)$ ]]; then line=${BASH_REMATCH[1]}${BASH_REMATCH[2]}; fi
+    if [[ $f == fakecloud || $line == *'"Capacity '* || $line =~ ^[EW][0-9]{4}\  ]]; then
+      printf '%-16s %s\n' "$f" "$line"
+    fi
+  done
+}
+echo
+if [[ "${FOLLOW:-1}" == 1 ]]; then
+  echo "Following the fake cloud's requests and fault firings and the plugins' capacity changes (FOLLOW=0: quiet; all in $RUN_DIR/logs)."
+  rm -f "$RUN_DIR/follow.fifo" && mkfifo "$RUN_DIR/follow.fifo"
+  show_logs <"$RUN_DIR/follow.fifo" &
+  pids+=($!)
+  tail -n 0 -F "$RUN_DIR"/logs/*.log >"$RUN_DIR/follow.fifo" 2>/dev/null &
+  pids+=($!)
+fi
+echo "Press Ctrl-C to stop."
 wait

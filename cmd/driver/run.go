@@ -33,8 +33,8 @@ import (
 )
 
 // run is the whole program: `driver [flags]` serves; `driver nodeinfo|probe` query a plugin;
-// `driver registrar` registers a node plugin with its kubelet; `driver version` prints the
-// version.
+// `driver registrar` registers a node plugin with its kubelet; `driver watch` prints node
+// plugins' capacity state once a second; `driver version` prints the version.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opts := csidriver.DefaultOptions()
 	opts.Version, _ = version.Get()
@@ -78,6 +78,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return resp, err
 		}))
 	root.AddCommand(registrarCommand())
+	root.AddCommand(watchCommand(stdout))
 	root.AddCommand(&cobra.Command{Use: "version", Short: "Print the version and commit (as --version)", Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			_, err := fmt.Fprintln(stdout, version.String("driver"))

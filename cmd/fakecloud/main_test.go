@@ -40,6 +40,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"header timeout above read timeout", []string{"--auth=none", "--read-header-timeout=20s", "--read-timeout=10s"},
 			[]string{"longer than --read-timeout"}},
 		{"console nodes", []string{"--auth=none", "--console-node=node-a1=http://127.0.0.1:9809", "--console-node=node-a2=http://127.0.0.1:9810/"}, nil},
+		{"cluster view of another driver", []string{"--auth=none", "--console-driver=other.csi.example"}, nil},
+		{"bad console driver", []string{"--auth=none", "--console-driver=not a driver!"}, []string{"--console-driver", "CSI driver name"}},
 		{"bad console nodes, all reported", []string{"--auth=none", "--console-node=node-a1", "--console-node=n=ftp://x",
 			"--console-node=m=http://h:1", "--console-node=m=http://h:2"},
 			[]string{"want NAME=URL", "ftp://x", `"m" given twice`}},
@@ -104,6 +106,33 @@ func TestBoundFlagsHaveDefaultsAndReachTheConfig(t *testing.T) {
 	if n := cfg.Console.Nodes; len(n) != 1 || n[0].Name != "node-a1" || n[0].URL != "http://127.0.0.1:9809" {
 		t.Fatalf("console nodes %+v, want node-a1 at http://127.0.0.1:9809", n)
 	}
+	if cfg.Console.Kube != nil {
+		t.Fatal("a cluster client without --console-kubeconfig")
+	}
+	// --console-kubeconfig: a kubeconfig that is not there is Config's error; one that is
+	// gives the console a client (no connection is made yet).
+	if err := fs.Parse([]string{"--console-kubeconfig=" + filepath.Join(t.TempDir(), "none")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Config(); err == nil || !strings.Contains(err.Error(), "--console-kubeconfig") {
+		t.Fatalf("Config with a missing kubeconfig: %v", err)
+	}
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Parse([]string{"--console-kubeconfig=" + kc}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = o.Config(); err != nil || cfg.Console.Kube == nil || cfg.Console.DriverName != "disk.fakecloud.dev" {
+		t.Fatalf("Config with a kubeconfig: %v, client %v, driver %q", err, cfg.Console.Kube != nil, cfg.Console.DriverName)
+	}
 }
 
 // TestHelpStatesTheFixedBounds: --help lists the bounds no flag changes.
@@ -116,6 +145,21 @@ func TestHelpStatesTheFixedBounds(t *testing.T) {
 		if !strings.Contains(strings.ReplaceAll(out.String(), "  -", "  --"), want) {
 			t.Errorf("--help lacks %q", want)
 		}
+	}
+}
+
+// TestCompletion: cobra's completion command, for the fake cloud as for the driver; the
+// scenario command completes YAML files.
+func TestCompletion(t *testing.T) {
+	for _, shell := range []string{"bash", "zsh", "fish", "powershell"} {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{"completion", shell}, &out, &out); err != nil || !strings.Contains(out.String(), "fakecloud") {
+			t.Errorf("completion %s: %v, %d bytes", shell, err, out.Len())
+		}
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"__complete", "scenario", ""}, &out, &out); err != nil || !strings.Contains(out.String(), "yaml") {
+		t.Errorf("completing scenario's FILE: %v\n%s", err, out.String())
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
@@ -49,6 +51,11 @@ type Options struct {
 	// ConsoleNodes are the --console-node values, NAME=URL: node plugins whose
 	// /debug/capacity the web console (GET /ui) plots beside the cloud's truth.
 	ConsoleNodes []string
+	// ConsoleKubeconfig, when set, turns on the console's cluster view: the kubeconfig of
+	// the cluster whose CSINodes and Pending pods it shows (read only, LIST calls).
+	ConsoleKubeconfig string
+	// ConsoleDriver is the CSI driver name the cluster view reads.
+	ConsoleDriver string
 	// AttachDuration and DetachDuration are how long an attach stays attaching and a detach
 	// detaching on instances whose type sets no duration (docs/attach.md); 0 completes them
 	// within the request.
@@ -88,6 +95,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		o.ConsoleNodes = append(o.ConsoleNodes, v)
 		return nil
 	})
+	fs.StringVar(&o.ConsoleKubeconfig, "console-kubeconfig", "",
+		"kubeconfig of a cluster running the driver: the web console also shows its CSINode counts, VolumeAttachments and Pending pods with their reasons, "+
+			"per node (read only: LIST of csinodes, volumeattachments, pods and events, once a second at most); empty: no cluster view")
+	fs.StringVar(&o.ConsoleDriver, "console-driver", console.DefaultDriverName, "CSI driver name whose CSINode entries and VolumeAttachments the cluster view reads")
 	fs.DurationVar(&o.AttachDuration, "attach-duration", server.DefaultAttachDuration,
 		"how long an attach stays attaching (slot held) before it is attached, unless the instance type or a fault rule says otherwise; 0: at once, within the request")
 	fs.DurationVar(&o.DetachDuration, "detach-duration", server.DefaultDetachDuration,
@@ -142,8 +153,10 @@ func (o *Options) Validate() error {
 	if o.AutoRegister && (o.DefaultInstanceType == "" || o.DefaultZone == "") {
 		errs = append(errs, errors.New("--auto-register needs --default-instance-type and --default-zone"))
 	}
-	if _, err := o.consoleConfig(); err != nil {
+	if c, err := o.consoleConfig(); err != nil {
 		errs = append(errs, fmt.Errorf("--console-node: %w", err))
+	} else if err := c.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--console-driver: %w", err))
 	}
 	for _, f := range []struct {
 		name string
@@ -178,6 +191,7 @@ func (o *Options) consoleConfig() (console.Config, error) {
 	if len(c.Nodes) > console.MaxNodes {
 		errs = append(errs, fmt.Errorf("%d console nodes, at most %d", len(c.Nodes), console.MaxNodes))
 	}
+	c.DriverName = o.ConsoleDriver
 	return c, errors.Join(errs...)
 }
 
@@ -207,6 +221,11 @@ func (o *Options) Config() (server.Config, error) {
 	cc, err := o.consoleConfig()
 	errs = append(errs, err)
 	cfg.Console = cc
+	if o.ConsoleKubeconfig != "" {
+		kube, err := kubeClient(o.ConsoleKubeconfig)
+		errs = append(errs, err)
+		cfg.Console.Kube = kube
+	}
 	if o.SeedFile != "" {
 		seed, err := server.LoadSeed(o.SeedFile)
 		errs = append(errs, err)
@@ -218,4 +237,21 @@ func (o *Options) Config() (server.Config, error) {
 		cfg.Tokens = tokens
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// kubeClient is a clientset for the cluster view, from the kubeconfig at path: it reads the
+// file (no connection yet). Its rate limit keeps the console's few lists per second polite.
+func kubeClient(path string) (kubernetes.Interface, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("--console-kubeconfig: %w", err)
+	}
+	rc.UserAgent = "fakecloud-console"
+	rc.QPS, rc.Burst = 5, 10
+	rc.Timeout = console.ClusterTimeout
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("--console-kubeconfig %s: %w", path, err)
+	}
+	return kube, nil
 }

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
@@ -32,43 +32,46 @@ Fixed bounds (README "Limits"; 400 InvalidArgument unless said otherwise):
 `, cloud.MaxIDBytes, cloud.MaxMessageBytes, cloud.MaxQuotedBytes, paging.MaxSize, faults.MaxLatency.Milliseconds(), server.MaxFiredEventsPerRequest)
 }
 
-// run parses args, starts the fake cloud and serves until ctx ends; a clean shutdown is nil.
+// run parses args and runs the command they name: `fakecloud [flags]` serves until ctx ends
+// (a clean shutdown is nil); `fakecloud scenario FILE` runs a timeline; `fakecloud version`
+// prints the version; `fakecloud completion bash|zsh|fish|powershell` prints a shell
+// completion script. cobra and pflag, as the driver: one flag style for both binaries.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "scenario" {
-		return runScenario(ctx, args[1:], stdout, stderr)
-	}
-	if len(args) == 1 && args[0] == "version" { // as the driver's `version`
-		_, err := fmt.Fprintln(stdout, version.String("fakecloud"))
-		return err
-	}
-	// pflag, as the driver and Kubernetes use: --flag in --help, one flag style for both
-	// binaries. klog's flags come from its Go flag set.
-	fs := pflag.NewFlagSet("fakecloud", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var o Options
-	o.AddFlags(fs)
+	root := &cobra.Command{
+		Use:           "fakecloud",
+		Short:         "The fake cloud: instances with attach limits, quotas, volumes, snapshots and fault rules over HTTP (docs/fakecloud-api.md)",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Version {
+				_, err := fmt.Fprintln(stdout, version.String("fakecloud"))
+				return err
+			}
+			return serve(cmd.Context(), &o)
+		},
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	o.AddFlags(root.Flags())
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
-	fs.AddGoFlagSet(klogFlags)
-	fs.Usage = func() {
-		out := fs.Output()
-		_, _ = fmt.Fprintln(out, "Usage of fakecloud [flags] (serve), fakecloud scenario [flags] FILE (run a timeline of examples/scenarios), fakecloud version:")
-		fs.PrintDefaults()
-		_, _ = fmt.Fprint(out, fixedBounds())
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if o.Version {
-		_, err := fmt.Fprintln(stdout, version.String("fakecloud"))
-		return err
-	}
+	root.Flags().AddGoFlagSet(klogFlags)
+	// --help ends with the bounds no flag changes (README, "Limits").
+	root.SetUsageTemplate(root.UsageTemplate() + fixedBounds())
+	root.AddCommand(scenarioCommand(stdout))
+	root.AddCommand(&cobra.Command{Use: "version", Short: "Print the version and commit (as --version)", Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			_, err := fmt.Fprintln(stdout, version.String("fakecloud"))
+			return err
+		}})
+	return root.ExecuteContext(ctx)
+}
+
+// serve validates o, starts the fake cloud and serves until ctx ends.
+func serve(ctx context.Context, o *Options) error {
 	if err := o.Validate(); err != nil {
 		return fmt.Errorf("invalid flags:\n%w", err)
 	}

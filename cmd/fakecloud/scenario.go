@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/scenario"
@@ -27,12 +28,27 @@ type scenarioOptions struct {
 	MapInstance []string
 }
 
-// runScenario runs `fakecloud scenario [flags] FILE`: the timeline of FILE against a fake
+// scenarioCommand is `fakecloud scenario [flags] FILE`: the timeline of FILE against a fake
 // cloud through its admin API, one line per step, until its last step or ctx ends.
-func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := pflag.NewFlagSet("fakecloud scenario", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
+func scenarioCommand(stdout io.Writer) *cobra.Command {
 	var o scenarioOptions
+	cmd := &cobra.Command{
+		Use:   "scenario [flags] FILE",
+		Short: "Run a scenario timeline (examples/scenarios/*.yaml) against a fake cloud",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return errors.New("scenario: want exactly one FILE (e.g. examples/scenarios/quota-squeeze.yaml)")
+			}
+			return nil
+		},
+		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			return []string{"yaml", "yml"}, cobra.ShellCompDirectiveFilterFileExt
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return runScenario(cmd.Context(), o, args[0], stdout) },
+	}
+	// cobra's own usage, not the server's with its bounds (run sets that on the root).
+	cmd.SetUsageTemplate((&cobra.Command{}).UsageTemplate())
+	fs := cmd.Flags()
 	fs.StringVar(&o.CloudURL, "cloud-url", "http://127.0.0.1:8080", "the fake cloud to drive")
 	fs.StringVar(&o.Token, "token", "", "admin bearer token (make run's: demo-admin-token)")
 	fs.StringVar(&o.TokenFile, "token-file", "", "file holding the admin bearer token (make up-local prints it)")
@@ -41,29 +57,21 @@ func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		o.MapInstance = append(o.MapInstance, v)
 		return nil
 	})
-	fs.Usage = func() {
-		_, _ = fmt.Fprintln(fs.Output(), "Usage: fakecloud scenario [flags] FILE  (a timeline of examples/scenarios/*.yaml)")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return err
-	}
-	if fs.NArg() != 1 {
-		return errors.New("scenario: want exactly one FILE (e.g. examples/scenarios/quota-squeeze.yaml)")
-	}
+	return cmd
+}
+
+// runScenario runs the timeline of file with o.
+func runScenario(ctx context.Context, o scenarioOptions, file string, stdout io.Writer) error {
 	if o.Token != "" && o.TokenFile != "" {
 		return errors.New("scenario: --token and --token-file are exclusive")
 	}
-	data, err := os.ReadFile(fs.Arg(0))
+	data, err := os.ReadFile(file)
 	if err != nil {
 		return fmt.Errorf("scenario: %w", err)
 	}
 	sc, err := scenario.Parse(data)
 	if err != nil {
-		return fmt.Errorf("%s: %w", fs.Arg(0), err)
+		return fmt.Errorf("%s: %w", file, err)
 	}
 	m, err := scenario.ParseInstanceMap(o.MapInstance)
 	if err != nil {
@@ -96,7 +104,7 @@ func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return fmt.Errorf("scenario: %w", err)
 	}
-	_, _ = fmt.Fprintf(stdout, "driving %s; every step is also in GET /v1/events and the console (%s/ui)\n", o.CloudURL, o.CloudURL)
+	_, _ = fmt.Fprintf(stdout, "driving %s; every step is also in GET /v1/events and the console: %s\n", o.CloudURL, consoleURL(o.CloudURL, token))
 	r := scenario.Runner{API: client, Report: func(at time.Duration, s scenario.Step, err error) {
 		outcome := "ok"
 		if err != nil {
@@ -112,4 +120,15 @@ func note(s scenario.Step) string {
 		return ""
 	}
 	return "  (" + s.Note + ")"
+}
+
+// consoleURL is the console of the fake cloud at cloudURL, with token in the fragment the page
+// reads it from (browsers never send a fragment; the token is the one this command was given,
+// which the terminal shows anyway): the page then needs no typing before it shows anything.
+func consoleURL(cloudURL, token string) string {
+	u := strings.TrimRight(cloudURL, "/") + "/ui"
+	if token == "" {
+		return u
+	}
+	return u + "#token=" + url.QueryEscape(token)
 }

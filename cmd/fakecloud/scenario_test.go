@@ -34,6 +34,10 @@ steps:
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("name: bad\nsteps:\n  - at: 1s\n    quotaz: {attachments: 3}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tokenFile := filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenFile, []byte("adm\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -54,7 +58,8 @@ steps:
 		{"dry run calls nothing", []string{"scenario", "--dry-run", "../../examples/scenarios/noisy-quota.yaml"}, "",
 			[]string{"scenario noisy-quota", "expect: ", "+2m10s  PATCH /v1/quotas {\"attachments\":40}"}},
 		{"without a token every step fails", []string{"scenario", "--cloud-url=" + ts.URL, file}, "2 of 2 steps failed",
-			[]string{"FAILED: PATCH /v1/quotas: Unauthenticated"}},
+			[]string{"FAILED: PATCH /v1/quotas: Unauthenticated", "the console: " + ts.URL + "/ui\n"}},
+		{"a bad scenario names the YAML line and step, not JSON", []string{"scenario", "--dry-run", bad}, `line 4, steps[0] (at 1s): unknown field "quotaz"`, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,6 +81,10 @@ steps:
 	err = run(context.Background(), []string{"scenario", "--cloud-url=" + ts.URL, "--token-file=" + tokenFile, file}, &out, &out)
 	if err == nil || !strings.Contains(err.Error(), "1 of 2 steps failed") || !strings.Contains(out.String(), "+0s  PATCH /v1/quotas {\"attachments\":3}  ok") {
 		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	// The console URL carries the token where the page reads it, so it opens showing everything.
+	if !strings.Contains(out.String(), "the console: "+ts.URL+"/ui#token=adm\n") {
+		t.Fatalf("output lacks the console URL with #token=adm:\n%s", out.String())
 	}
 	c, err := cloud.NewClient(ts.URL, cloud.WithToken("adm"))
 	if err != nil {

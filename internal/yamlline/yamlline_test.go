@@ -26,3 +26,20 @@ func TestOf(t *testing.T) {
 		}
 	}
 }
+
+func TestMessage(t *testing.T) {
+	for in, want := range map[string]string{
+		`error unmarshaling JSON: while decoding JSON: json: unknown field "bogus"`:                   `unknown field "bogus"`,
+		`error converting YAML to JSON: yaml: line 3: mapping values are not allowed in this context`: `yaml: line 3: mapping values are not allowed in this context`,
+		`json: cannot unmarshal string into Go struct field Step.steps.at of type int`:                `cannot unmarshal string into Go struct field Step.steps.at of type int`,
+		`plain`: `plain`,
+	} {
+		orig := errors.New(in)
+		if got := yamlline.Message(orig); got != want {
+			t.Errorf("Message(%q) = %q, want %q", in, got, want)
+		}
+		if c := yamlline.Clean(orig); c.Error() != want || !errors.Is(c, orig) {
+			t.Errorf("Clean(%q) = %q (wraps it: %v), want %q wrapping it", in, c, errors.Is(c, orig), want)
+		}
+	}
+}

@@ -56,9 +56,17 @@ type Instance struct {
 	// OutOfBandSlots are slots taken by things this driver does not manage (boot disk, NICs,
 	// GPUs, other drivers).
 	OutOfBandSlots int `json:"outOfBandSlots"`
-	// Attachments lists the IDs of the volumes attached to this instance, sorted.
-	Attachments []string  `json:"attachments"`
-	CreatedAt   time.Time `json:"createdAt"`
+	// Attachments lists the IDs of the volumes attached to this instance, sorted: every
+	// volume holding one of its slots, whatever its state (as Capacity.Attached counts them).
+	Attachments []string `json:"attachments"`
+	// Attaching, Detaching and Failed count the Attachments in those states (docs/attach.md):
+	// attaching, detaching, and in error after a failed detach; the rest are attached. They
+	// are Capacity's counts, here so that one GET /v1/instances shows every instance's
+	// transitions.
+	Attaching int       `json:"attaching"`
+	Detaching int       `json:"detaching"`
+	Failed    int       `json:"failed"`
+	CreatedAt time.Time `json:"createdAt"`
 	// Revision is the global revision of the instance's last change.
 	Revision uint64 `json:"revision"`
 	// Health is the instance's health now: the worse of what PUT /v1/instances/{id}/health

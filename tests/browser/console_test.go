@@ -20,6 +20,11 @@ import (
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
@@ -54,8 +59,8 @@ func chromiumPath() (string, error) {
 }
 
 // startCloud serves a fake cloud seeded like `make run`, with the console showing one node
-// plugin, on loopback; it returns the cloud's URL.
-func startCloud(t *testing.T, pluginURL string) string {
+// plugin and the cluster kube holds, on loopback; it returns the cloud's URL.
+func startCloud(t *testing.T, pluginURL string, kube kubernetes.Interface) string {
 	t.Helper()
 	seed, err := server.LoadSeed("../../examples/seed.yaml")
 	if err != nil {
@@ -66,7 +71,7 @@ func startCloud(t *testing.T, pluginURL string) string {
 		t.Fatal(err)
 	}
 	srv, err := server.New(server.Config{Seed: seed, Tokens: tokens,
-		Console: console.Config{Nodes: []console.Node{{Name: node, URL: pluginURL}}}})
+		Console: console.Config{Nodes: []console.Node{{Name: node, URL: pluginURL}}, Kube: kube}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +92,12 @@ func startCloud(t *testing.T, pluginURL string) string {
 		}
 	})
 	return "http://" + ln.Addr().String()
+}
+
+// csiNode is node-a2's CSINode (Kubernetes node k8s-2) with the driver's allocatable count.
+func csiNode(count int32) *storagev1.CSINode {
+	return &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: "k8s-2"}, Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{
+		{Name: console.DefaultDriverName, NodeID: node, Allocatable: &storagev1.VolumeNodeResources{Count: &count}}}}}
 }
 
 // pluginHandler serves the driver's real capacity policy for one node as a node plugin's
@@ -161,7 +172,14 @@ func TestConsole(t *testing.T) {
 	plugin := &pluginHandler{}
 	ps := httptest.NewServer(plugin)
 	t.Cleanup(ps.Close)
-	cloudURL := startCloud(t, ps.URL)
+	// The cluster side, in client-go's fake clientset: node-a2 runs as Kubernetes node k8s-2,
+	// its CSINode count 7 (what the plugin reports at first); one pod waits for a node.
+	kube := fake.NewSimpleClientset( //nolint:staticcheck // NewClientset's type converter costs seconds; the view only lists
+		csiNode(7),
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-9"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
+				Message: "0/3 nodes are available: 3 node(s) exceed max volume count."}}}})
+	cloudURL := startCloud(t, ps.URL, kube)
 	plugin.start(t, cloudURL, testPolicy())
 
 	// Something to see: volumes on two nodes and one fault rule.
@@ -174,6 +192,7 @@ func TestConsole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var vols []string
 	for i, on := range []string{node, node, "node-a1"} {
 		v, err := driver.CreateVolume(ctx, cloud.CreateVolumeRequest{Name: fmt.Sprint("pvc-", i), SizeBytes: 1 << 30, Zone: "zone-a"})
 		if err != nil {
@@ -182,6 +201,7 @@ func TestConsole(t *testing.T) {
 		if _, err := driver.AttachVolume(ctx, v.ID, on); err != nil {
 			t.Fatal(err)
 		}
+		vols = append(vols, v.ID)
 	}
 	if _, err := admin.CreateFault(ctx, cloud.FaultRule{Operation: cloud.OperationCreateSnapshot, Error: cloud.CodeThrottled, Count: 5}); err != nil {
 		t.Fatal(err)
@@ -239,6 +259,12 @@ func TestConsole(t *testing.T) {
 	modeIs := func(mode string) string {
 		return fmt.Sprintf(`document.querySelector('[data-node=%q] .badge')?.textContent === %q`, node, mode)
 	}
+	clusterCell := func(col int, want string) string {
+		return fmt.Sprintf(`document.querySelector('#cluster tr[data-instance=%q] td:nth-child(%d)')?.textContent === %q`, node, col, want)
+	}
+	stale := func(want bool) string {
+		return fmt.Sprintf(`document.querySelector('#cluster tr[data-instance=%q]')?.classList.contains("stale") === %v`, node, want)
+	}
 	segIs := func(kind string, n int) string {
 		return fmt.Sprintf(`document.querySelector('%s .seg.%s')?.dataset.count === %q`, bar, kind, fmt.Sprint(n))
 	}
@@ -255,10 +281,23 @@ func TestConsole(t *testing.T) {
 			all(segIs("oob", 1), segIs("attached", 2), segIs("free", 5), reportedIs(7),
 				`document.querySelector('[data-quota="attachments"] [data-field="limit"]')?.textContent === "40"`,
 				`document.querySelectorAll('#faults tbody tr').length === 1`,
-				`document.querySelectorAll('#events li').length >= 4`)},
+				`document.querySelectorAll('#events li').length >= 4`,
+				// The cluster view: k8s-2's CSINode count 7, reported 7, cloud truth 7; the
+				// unscheduled pod with the scheduler's reason.
+				clusterCell(1, "k8s-2"), clusterCell(3, "7"), clusterCell(4, "7"), clusterCell(5, "7"), stale(false),
+				`document.querySelector('#unscheduled [data-pod="default/web-9"]')?.textContent.includes("exceed max volume count")`,
+				`document.querySelector('[data-instance="`+node+`"] [data-field="csinode"] b')?.textContent === "7"`)},
 		{"out of band 1 → 4 through the instance's form: bar 4/2/2, reported 4 at once (decreases are not delayed)",
 			[]chromedp.Action[chromedp.Void]{set(form+` input[name="outOfBandSlots"]`, "4"), click(form + ` button[type="submit"]`)},
-			all(segIs("oob", 4), segIs("attached", 2), segIs("free", 2), reportedIs(4))},
+			all(segIs("oob", 4), segIs("attached", 2), segIs("free", 2), reportedIs(4),
+				// The cluster still counts 7 (no kubelet here updates it): the row says stale.
+				clusterCell(3, "7"), clusterCell(4, "4"), stale(true))},
+		{"the CSINode count follows (as kubelet would update it, KEP-4876): 4, the row no longer stale",
+			[]chromedp.Action[chromedp.Void]{chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+				_, err := kube.StorageV1().CSINodes().Update(ctx, csiNode(4), metav1.UpdateOptions{})
+				return err
+			})},
+			all(clusterCell(3, "4"), stale(false), `document.querySelector('[data-node="`+node+`"] [data-field="csinode"] b')?.textContent === "4"`)},
 		{"attachment quota 40 → 3 (all in use) through the quota form: headroom 0, reported = attached = 2",
 			[]chromedp.Action[chromedp.Void]{set(`#quota-form input[name="attachments"]`, "3"), click(`#quota-form button[type="submit"]`)},
 			all(`document.querySelector('[data-quota="attachments"] [data-field="limit"]')?.textContent === "3"`,
@@ -292,6 +331,19 @@ func TestConsole(t *testing.T) {
 			all(`document.querySelector('#scenarios tbody tr[data-state="done"]')?.textContent.includes("volumes-up")`,
 				`document.querySelector('[data-quota="volumes"] [data-field="limit"]')?.textContent === "50"`,
 				`[...document.querySelectorAll('#events li')].some(li => li.dataset.type === "ScenarioStep")`)},
+		{"a detach held by a stick fault rule shows as detaching on the bar and in the numbers (GET /v1/instances counts it)",
+			[]chromedp.Action[chromedp.Void]{chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+				if _, err := admin.CreateFault(ctx, cloud.FaultRule{Operation: cloud.OperationDetachVolume, InstanceID: node, Transition: cloud.TransitionStick}); err != nil {
+					return err
+				}
+				_, err := driver.DetachVolume(ctx, vols[0], node)
+				return err
+			})},
+			all(segIs("detaching", 1), segIs("attached", 1),
+				`document.querySelector('[data-instance="`+node+`"] [data-field="detaching"] b')?.textContent === "1"`)},
+		{"the held detach released (its rule deleted through the page): attached 1, detaching 0",
+			[]chromedp.Action[chromedp.Void]{click(`#faults tbody tr:last-child button`)},
+			all(segIs("detaching", 0), segIs("attached", 1), `document.querySelectorAll('#faults tbody tr').length === 1`)},
 	}
 	for _, s := range steps {
 		if err := chromedp.Do(bctx, s.actions...); err != nil {

@@ -67,7 +67,7 @@ func TestRenderPolicyPlot(t *testing.T) {
 	plugin := &pluginHandler{}
 	ps := httptest.NewServer(plugin)
 	t.Cleanup(ps.Close)
-	cloudURL := startCloud(t, ps.URL)
+	cloudURL := startCloud(t, ps.URL, nil)
 	cfg := capacity.DefaultConfig()
 	cfg.MinInterval, cfg.Jitter, cfg.MaxStep = 500*time.Millisecond, 0, 1
 	cfg.StabilityWindow, cfg.MaxStabilityWindow, cfg.StaleAfter = 2*time.Second, 2*time.Second, 4*time.Second

@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fakecloud/fakecloud-csi/internal/yamlline"
@@ -186,7 +187,16 @@ func Parse(data []byte) (*Scenario, error) {
 	}
 	var sc Scenario
 	if err := yaml.UnmarshalStrict(data, &sc); err != nil {
-		return nil, fmt.Errorf("scenario: %w%s", err, yamlline.Of(data, err))
+		// Where, in the file's terms: its line and step, not the JSON the YAML became.
+		where := ""
+		if line := yamlline.Line(data, err); line > 0 {
+			where = fmt.Sprintf("line %d", line)
+			if step := stepAt(data, line); step != "" {
+				where += ", " + step
+			}
+			where += ": "
+		}
+		return nil, fmt.Errorf("scenario: %s%w", where, yamlline.Clean(err))
 	}
 	if err := sc.validate(); err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", cloud.Quote(sc.Name), err)
@@ -359,4 +369,39 @@ func ParseInstanceMap(pairs []string) (map[string]string, error) {
 		m[from] = to
 	}
 	return m, errors.Join(errs...)
+}
+
+// stepAt names the step of data's steps list that holds line (1-based) as validate names
+// steps, "steps[N] (at T)"; "" when line is in no step (or data is no YAML mapping).
+func stepAt(data []byte, line int) string {
+	var doc yamlv3.Node
+	if yamlv3.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yamlv3.MappingNode {
+		return ""
+	}
+	root := doc.Content[0].Content
+	for i := 0; i+1 < len(root); i += 2 {
+		if root[i].Value != "steps" || root[i+1].Kind != yamlv3.SequenceNode {
+			continue
+		}
+		items := root[i+1].Content
+		n := -1
+		for j, item := range items {
+			if item.Line <= line {
+				n = j
+			}
+		}
+		if n < 0 {
+			return ""
+		}
+		where := fmt.Sprintf("steps[%d]", n)
+		if kv := items[n].Content; items[n].Kind == yamlv3.MappingNode {
+			for k := 0; k+1 < len(kv); k += 2 {
+				if kv[k].Value == "at" {
+					where += " (at " + kv[k+1].Value + ")"
+				}
+			}
+		}
+		return where
+	}
+	return ""
 }

@@ -20,8 +20,11 @@ func TestParseRefuses(t *testing.T) {
 		name, yaml string
 		want       []string
 	}{
-		{"unknown field names its line", "name: x\nsteps:\n  - at: 1s\n    reset: true\n    bogus: 1\n", []string{"line 5", "bogus"}},
-		{"unknown field in a flow mapping names its line", "name: x\nsteps:\n  - at: 1s\n    instance: {id: n, outOfBand: 1}\n", []string{"line 4", "outOfBand"}},
+		{"unknown field names its line", "name: x\nsteps:\n  - at: 1s\n    reset: true\n    bogus: 1\n", []string{`line 5, steps[0] (at 1s): unknown field "bogus"`}},
+		{"unknown field in a flow mapping names its line", "name: x\nsteps:\n  - at: 1s\n    instance: {id: n, outOfBand: 1}\n", []string{`line 4, steps[0] (at 1s): unknown field "outOfBand"`}},
+		{"unknown field of a later step names that step", "name: x\nsteps:\n  - at: 1s\n    reset: true\n  - at: 2s\n    quotaz: {attachments: 3}\n",
+			[]string{`scenario: line 6, steps[1] (at 2s): unknown field "quotaz"`}},
+		{"unknown top-level field: its line, no step", "name: x\nstepz: []\n", []string{`scenario: line 2: unknown field "stepz"`}},
 		{"no name, no steps", "steps: []\n", []string{"name is required", "no steps"}},
 		{"bad duration", "name: x\nsteps:\n  - at: soon\n    reset: true\n", []string{`duration "soon"`}},
 		{"every problem at once", `name: x
@@ -65,6 +68,9 @@ steps:
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q lacks %q", err, w)
 				}
+			}
+			if strings.Contains(err.Error(), "JSON") {
+				t.Errorf("error %q speaks of JSON: the file is YAML", err)
 			}
 		})
 	}

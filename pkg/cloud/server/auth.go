@@ -76,7 +76,7 @@ func LoadTokens(path string) ([]Token, error) {
 	}
 	var f TokensFile
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
-		return nil, fmt.Errorf("parse tokens %s: %w%s", path, err, yamlline.Of(data, err))
+		return nil, fmt.Errorf("parse tokens %s: %w%s", path, yamlline.Clean(err), yamlline.Of(data, err))
 	}
 	if err := validateTokens(f.Tokens); err != nil {
 		return nil, fmt.Errorf("tokens %s: %w", path, err)

@@ -16,3 +16,10 @@ func (s *Server) consoleNodeCapacity(r *http.Request, _ caller) (*reply, error) 
 	}
 	return ok(state, 0), nil
 }
+
+// consoleCluster is the cluster view (console.ClusterView): enabled false without
+// --console-kubeconfig; a cluster that cannot be read is an answer that says why, not an
+// error, so the page shows it in place.
+func (s *Server) consoleCluster(r *http.Request, _ caller) (*reply, error) {
+	return ok(s.console.Cluster(r.Context()), 0), nil
+}

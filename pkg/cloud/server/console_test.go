@@ -1,11 +1,16 @@
 package server_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
@@ -54,6 +59,8 @@ func TestConsoleRoutes(t *testing.T) {
 		{http.MethodGet, "/ui/nodes/node-a/capacity", readerToken, http.StatusOK, "", `{"nodeId":"node-a","mode":"ramping","reported":2}`},
 		{http.MethodGet, "/ui/nodes/node-b/capacity", readerToken, http.StatusNotFound, cloud.CodeNotFound, ""},
 		{http.MethodGet, "/ui/nodes/..%2Fx/capacity", readerToken, http.StatusNotFound, cloud.CodeNotFound, ""},
+		{http.MethodGet, "/ui/cluster", "", http.StatusUnauthorized, cloud.CodeUnauthenticated, ""},
+		{http.MethodGet, "/ui/cluster", readerToken, http.StatusOK, "", `{"enabled":false,"nodes":[],"unscheduled":[]}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
@@ -71,6 +78,27 @@ func TestConsoleRoutes(t *testing.T) {
 				t.Fatalf("body %s, want %s", got, tt.body)
 			}
 		})
+	}
+}
+
+// TestConsoleClusterRoute: with a cluster, GET /ui/cluster answers the console's view of it
+// (package console tests its content): the driver's CSINode count under the node's name, and
+// the instance it runs on.
+func TestConsoleClusterRoute(t *testing.T) {
+	count := int32(7)
+	kube := fake.NewSimpleClientset(&storagev1.CSINode{ //nolint:staticcheck // NewClientset's type converter costs seconds; the view only lists
+		ObjectMeta: metav1.ObjectMeta{Name: "k8s-a"},
+		Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{Name: console.DefaultDriverName, NodeID: "node-a",
+			Allocatable: &storagev1.VolumeNodeResources{Count: &count}}}},
+	})
+	tc := startCloud(t, server.Config{Console: console.Config{Kube: kube}})
+	r := tc.do(t, http.MethodGet, "/ui/cluster", readerToken, "")
+	var view console.ClusterView
+	if err := json.Unmarshal(r.body, &view); err != nil || r.status != http.StatusOK {
+		t.Fatalf("GET /ui/cluster: %d %s (%v)", r.status, r.body, err)
+	}
+	if !view.Enabled || len(view.Nodes) != 1 || view.Nodes[0].NodeID != "node-a" || view.Nodes[0].Allocatable == nil || *view.Nodes[0].Allocatable != 7 {
+		t.Fatalf("GET /ui/cluster: %s, want node k8s-a on node-a with allocatable 7", r.body)
 	}
 }
 

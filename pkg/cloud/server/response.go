@@ -73,13 +73,37 @@ func (s *Server) route(name string, need Role, body bool, h handlerFunc) http.Ha
 		}
 		status := s.write(w, r, reqID, rep, err)
 		s.metrics.observe(name, status, cloud.CodeOf(err), s.now().Sub(start))
-		logger := klog.FromContext(r.Context())
-		if status >= 500 && cloud.CodeOf(err) != cloud.CodeUnavailable {
-			logger.Error(err, "Request failed", "route", name, "status", status, "requestID", reqID)
-		} else {
-			logger.V(4).Info("Request served", "route", name, "status", status, "requestID", reqID, "err", err)
-		}
+		s.logRequest(klog.FromContext(r.Context()), r, name, status, reqID, s.now().Sub(start), err)
 	})
+}
+
+// logRequest logs one served request: a server fault always; at -v=4 every request; else,
+// through the request log's bounds, one short line per change or error and a summary of the
+// successful reads every readSummaryPeriod (what `make run` shows in the terminal).
+func (s *Server) logRequest(logger klog.Logger, r *http.Request, name string, status int, reqID string, took time.Duration, err error) {
+	switch {
+	case status >= 500 && cloud.CodeOf(err) != cloud.CodeUnavailable:
+		logger.Error(err, "Request failed", "route", name, "status", status, "requestID", reqID)
+	case logger.V(4).Enabled():
+		logger.V(4).Info("Request served", "route", name, "status", status, "requestID", reqID, "ms", took.Milliseconds(), "err", err)
+	case r.Method == http.MethodGet && status < 400:
+		s.reqlog.read(name)
+	case s.reqlog.allow():
+		kv := []any{"route", name, "status", status, "ms", took.Milliseconds()}
+		if id := mux.Vars(r)["id"]; id != "" {
+			if len(id) > cloud.MaxQuotedBytes { // an ID refused for its length: its start only
+				id = cloud.Quote(id)
+			}
+			kv = append(kv, "id", id)
+		}
+		if err != nil {
+			kv = append(kv, "code", cloud.CodeOf(err), "err", cloud.TruncateMessage(err.Error()))
+		}
+		logger.Info("Request", kv...)
+	}
+	if reads, dropped, period := s.reqlog.summary(); period > 0 {
+		logger.Info("Requests summed up", "period", period, "reads", reads, "linesNotShown", dropped)
+	}
 }
 
 // write sends rep as JSON, or err in the single error shape, and returns the status sent.

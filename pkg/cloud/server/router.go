@@ -100,5 +100,6 @@ func (s *Server) router() *mux.Router {
 	}
 	handle(http.MethodGet, "/ui/nodes", "consoleNodes", RoleReader, s.consoleNodes)
 	handle(http.MethodGet, "/ui/nodes/{id}/capacity", "consoleNodeCapacity", RoleReader, s.consoleNodeCapacity)
+	handle(http.MethodGet, "/ui/cluster", "consoleCluster", RoleReader, s.consoleCluster)
 	return r
 }

@@ -57,7 +57,7 @@ func LoadSeed(path string) (Seed, error) {
 	}
 	var s Seed
 	if err := yaml.UnmarshalStrict(data, &s); err != nil {
-		return Seed{}, fmt.Errorf("parse seed %s: %w%s", path, err, yamlline.Of(data, err))
+		return Seed{}, fmt.Errorf("parse seed %s: %w%s", path, yamlline.Clean(err), yamlline.Of(data, err))
 	}
 	return s.withDefaults(), nil
 }

@@ -122,7 +122,9 @@ type Config struct {
 	// Logger is the base logger; default klog.Background().
 	Logger *klog.Logger
 	// Console configures the web console of GET /ui: the node plugins whose capacity it
-	// shows beside the cloud's (none: the cloud's view only).
+	// shows beside the cloud's (none: the cloud's view only) and the Kubernetes cluster it
+	// reads CSINode counts and Pending pods from (none: no cluster view). Its clock
+	// defaults to Now.
 	Console console.Config
 }
 
@@ -210,6 +212,8 @@ type Server struct {
 	console *console.Console
 	// scenarios runs POST /v1/scenarios timelines; Close stops them.
 	scenarios *scenario.Manager
+	// reqlog bounds what the default verbosity logs of requests and fault firings.
+	reqlog *requestLog
 	// wake wakes the transition worker (kick, started).
 	wake *waker
 	// life is Serve's base context, which ends when shutdown begins (nil before Serve): an
@@ -252,7 +256,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("fake cloud config: %w", err)
 	}
 	s := &Server{cfg: cfg, faults: faults.NewWithLimit(cfg.Now, cfg.MaxFaultRules), tokens: map[string]Role{}, logger: klog.Background(),
-		wake: newWaker()}
+		wake: newWaker(), reqlog: newRequestLog(cfg.Now)}
 	if cfg.Logger != nil {
 		s.logger = *cfg.Logger
 	}
@@ -275,6 +279,9 @@ func New(cfg Config) (*Server, error) {
 	s.logger.V(2).Info("Store opened", "path", st.Path(), "seeded", seeded)
 	s.store = st
 	s.metrics = newMetrics(st, s.faults)
+	if cfg.Console.Now == nil {
+		cfg.Console.Now = cfg.Now
+	}
 	if s.console, err = console.New(cfg.Console); err != nil {
 		_ = st.Close()
 		return nil, err
@@ -405,9 +412,14 @@ func (s *Server) inject(ctx context.Context, call faults.Call) error {
 		if _, err := s.store.RecordEvents(evs); err != nil {
 			return err
 		}
+		// At the default verbosity within the request log's bounds (a rule matching every
+		// poll must not fill `make run`'s terminal); at -v=2 every firing.
+		logger := klog.FromContext(ctx)
 		for _, f := range out.Fired {
-			klog.FromContext(ctx).V(2).Info("Fault fired", "rule", f.RuleID, "operation", f.Operation, "code", f.Error,
-				"volumeID", call.VolumeID, "nodeID", call.InstanceID)
+			if logger.V(2).Enabled() || s.reqlog.allow() {
+				logger.Info("Fault fired", "rule", f.RuleID, "operation", f.Operation, "code", f.Error,
+					"volumeID", call.VolumeID, "nodeID", call.InstanceID)
+			}
 		}
 	}
 	if out.Capped {

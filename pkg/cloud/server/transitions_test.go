@@ -141,6 +141,16 @@ func TestTransitionFaults(t *testing.T) {
 	if c := must[*cloud.Capacity](t)(tc.reader.GetCapacity(ctx, "node-a")); c.Attached != 2 || c.Detaching != 2 {
 		t.Fatalf("capacity %+v: want the 2 held detaches counted", c)
 	}
+	// GET /v1/instances counts them as the capacity route does (the console draws them).
+	for _, in := range must[[]cloud.Instance](t)(tc.reader.ListInstances(ctx)) {
+		want := [3]int{}
+		if in.ID == "node-a" {
+			want = [3]int{0, 2, 0}
+		}
+		if got := [3]int{in.Attaching, in.Detaching, in.Failed}; got != want {
+			t.Fatalf("instance %s: attaching, detaching, failed %v, want %v", in.ID, got, want)
+		}
+	}
 	if m := string(tc.do(t, http.MethodGet, "/metrics", "", "").body); !strings.Contains(m, "\nfakecloud_transitions_pending 2\n") {
 		t.Fatalf("metrics lack fakecloud_transitions_pending 2 for the 2 held detaches")
 	}

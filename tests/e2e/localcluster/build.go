@@ -141,16 +141,27 @@ func Build(ctx context.Context, o BuildOptions) error {
 		fmt.Fprintf(o.Out, "all components ready (%s)\n", o.BinDir)
 		return nil
 	}
+	prog := newProgress(o.Out, 3, start)
+	stop := prog.tick(progressPeriod)
+	defer stop()
+	prog.next("resolve the components' modules (go list; the first time downloads them from the module proxy)")
 	versions, err := moduleVersions(ctx, o.ToolsDir, todo)
 	if err != nil {
 		return err
+	}
+	var pkgs []string
+	for _, c := range todo {
+		pkgs = append(pkgs, c.pkg)
+	}
+	if n, err := countDeps(ctx, o.ToolsDir, pkgs); err == nil {
+		prog.setTotal(n)
 	}
 	tmp, err := os.MkdirTemp(o.BinDir, ".build-")
 	if err != nil {
 		return fmt.Errorf("temporary build dir: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	args := []string{"-n", "10", "go", "build", "-trimpath", "-o", tmp + "/", "-ldflags", kubeLDFlags()}
+	args := []string{"-n", "10", "go", "build", "-v", "-trimpath", "-o", tmp + "/", "-ldflags", kubeLDFlags()}
 	var names []string
 	for _, c := range todo {
 		if v := versions[c.pkg]; strings.HasPrefix(c.name, "csi-") || c.name == "snapshot-controller" {
@@ -161,17 +172,17 @@ func Build(ctx context.Context, o BuildOptions) error {
 	for _, c := range todo {
 		args = append(args, c.pkg)
 	}
-	fmt.Fprintf(o.Out, "building %s (one go build; a cold cache takes 20-45 min on 2 cores)\n", strings.Join(names, ", "))
+	prog.next(fmt.Sprintf("build %s (one go build; a cold cache takes 20-45 min on 2 cores)", strings.Join(names, ", ")))
 	cmd := exec.CommandContext(ctx, "nice", args...)
 	cmd.Dir = o.ToolsDir
 	cmd.Env = buildEnv()
-	cmd.Stdout, cmd.Stderr = o.Out, o.Out
-	stopTicker := ticker(o.Out, 30*time.Second, start)
+	cmd.Stdout, cmd.Stderr = o.Out, prog
 	err = cmd.Run()
-	stopTicker()
+	prog.flush()
 	if err != nil {
 		return fmt.Errorf("build %s in %s: %w", strings.Join(names, " "), o.ToolsDir, err)
 	}
+	prog.next("install into " + o.BinDir)
 	for _, c := range todo {
 		if err := os.Rename(filepath.Join(tmp, binaryName(c.pkg)), filepath.Join(o.BinDir, c.name)); err != nil {
 			return fmt.Errorf("install %s: %w", c.name, err)
@@ -223,23 +234,17 @@ func moduleVersions(ctx context.Context, toolsDir string, cs []component) (map[s
 	return versions, nil
 }
 
-// ticker prints the elapsed time every period until the returned stop is
-// called, so that a long build is never silent.
-func ticker(out io.Writer, period time.Duration, start time.Time) (stop func()) {
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(period)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				fmt.Fprintf(out, "  ... still building (%s)\n", time.Since(start).Round(time.Second))
-			}
-		}
-	}()
-	return func() { close(done) }
+// countDeps is how many packages building pkgs in dir involves (go list -deps): the most a
+// cold build compiles.
+func countDeps(ctx context.Context, dir string, pkgs []string) (int, error) {
+	cmd := exec.CommandContext(ctx, "go", append([]string{"list", "-deps", "-f", "{{.ImportPath}}"}, pkgs...)...)
+	cmd.Dir = dir
+	cmd.Env = buildEnv()
+	out, err := cmd.Output()
+	if err != nil {
+		return 0, fmt.Errorf("go list -deps in %s: %w", dir, err)
+	}
+	return bytes.Count(out, []byte("\n")), nil
 }
 
 // missingBinaries lists the local cluster's components not in binDir.
@@ -375,7 +380,12 @@ func BuildUpstream(ctx context.Context, o UpstreamBuildOptions) (string, error) 
 	}
 	defer os.RemoveAll(tmp)
 	start := time.Now()
-	fmt.Fprintf(o.Out, "building the %s storage e2e suite (go test -c; ~4 min once the components are built, 20-45 min cold)\n", KubeVersion)
+	// One step: go test -c has no -v that lists the packages it compiles, so the ticker
+	// says the elapsed time only.
+	prog := newProgress(o.Out, 1, start)
+	stop := prog.tick(progressPeriod)
+	defer stop()
+	prog.next(fmt.Sprintf("build the %s storage e2e suite (go test -c; ~4 min once the components are built, 20-45 min cold)", KubeVersion))
 	out := filepath.Join(tmp, "e2e-storage.test")
 	// -vet=off: vetting the test package needs vet facts of all ~2,000
 	// packages it imports, which the components' go build never computes
@@ -383,10 +393,9 @@ func BuildUpstream(ctx context.Context, o UpstreamBuildOptions) (string, error) 
 	cmd := exec.CommandContext(ctx, "nice", "-n", "10", "go", "test", "-c", "-vet=off", "-trimpath", "-ldflags", kubeLDFlags(), "-o", out, ".")
 	cmd.Dir = o.ModuleDir
 	cmd.Env = buildEnv()
-	cmd.Stdout, cmd.Stderr = o.Out, o.Out
-	stopTicker := ticker(o.Out, 30*time.Second, start)
+	cmd.Stdout, cmd.Stderr = o.Out, prog
 	err = cmd.Run()
-	stopTicker()
+	prog.flush()
 	if err != nil {
 		return "", fmt.Errorf("go test -c in %s: %w", o.ModuleDir, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestBinaryName(t *testing.T) {
@@ -100,5 +101,35 @@ func TestUpstreamBinaryName(t *testing.T) {
 	}
 	if _, err := UpstreamBinaryName(dir); err == nil {
 		t.Error("no error without go.sum")
+	}
+}
+
+// TestProgress: go build -v's package lines are counted, not printed; errors and the go
+// command's messages pass through whole, even split across writes; steps are numbered.
+func TestProgress(t *testing.T) {
+	var out strings.Builder
+	p := newProgress(&out, 3, time.Now())
+	p.next("resolve")
+	p.setTotal(2000)
+	p.next("build")
+	for _, chunk := range []string{"k8s.io/api/core/v1\nk8s.io/ap", "i/apps/v1\n# k8s.io/x\n./a.go:1:2: undefined: y\n",
+		"go: downloading k8s.io/kubernetes v1.37.2\nk8s.io/kubernetes/cmd/kube-apiserver\nlast line"} {
+		if n, err := p.Write([]byte(chunk)); err != nil || n != len(chunk) {
+			t.Fatalf("Write = %d, %v", n, err)
+		}
+	}
+	p.flush()
+	got := out.String()
+	for _, w := range []string{"step 1/3: resolve (", "step 2/3: build (", "# k8s.io/x\n./a.go:1:2: undefined: y\n",
+		"go: downloading k8s.io/kubernetes v1.37.2\n", "last line\n"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("output lacks %q:\n%s", w, got)
+		}
+	}
+	if strings.Contains(got, "k8s.io/api/core/v1") || strings.Contains(got, "apps/v1") {
+		t.Errorf("package lines printed:\n%s", got)
+	}
+	if l := p.line(); !strings.Contains(l, "step 2/3 (build)") || !strings.Contains(l, ": 3 packages compiled of at most 2000") {
+		t.Errorf("progress line %q", l)
 	}
 }

@@ -396,6 +396,9 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	for i, n := range o.Nodes {
 		cloudArgs = append(cloudArgs, fmt.Sprintf("--console-node=%s=http://127.0.0.1:%d", n.Name, p.pluginHTTP[i]))
 	}
+	// ... and, from the cluster, the CSINode counts, VolumeAttachments and Pending pods (it
+	// only lists; with the admin kubeconfig: the components' own ones are scoped to their needs).
+	cloudArgs = append(cloudArgs, "--console-kubeconfig="+c.Kubeconfig)
 	if _, err := sup.start(runCtx, procSpec{Name: "fakecloud", Path: filepath.Join(binDir, "fakecloud"), Args: cloudArgs, Restart: true}); err != nil {
 		return nil, err
 	}

@@ -13,9 +13,16 @@
 // proxies each configured plugin's GET /debug/capacity (the browser could not read another
 // port's answer: no CORS there) and the page plots it over time beside the cloud's truth.
 // The history lives in the page, not in the server.
+//
+// With a Kubernetes client (fakecloud --console-kubeconfig) the console also shows the
+// cluster's side (GET /ui/cluster): per node the driver's CSINode allocatable count, its
+// VolumeAttachments and the Pending pods with their reasons, and the pods the scheduler could
+// not place. It only lists, a bounded page per kind, at most once per ClusterRefresh for all
+// pages together.
 package console
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
@@ -24,9 +31,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
@@ -104,6 +114,10 @@ func (n Node) validate() error {
 	return errors.Join(errs...)
 }
 
+// driverNameRE is the CSI spec's driver name (GetPluginInfoResponse.name): at most 63
+// characters, alphanumerics at both ends, '-' and '.' between.
+var driverNameRE = regexp.MustCompile(`^[a-zA-Z0-9]([-a-zA-Z0-9.]{0,61}[a-zA-Z0-9])?$`)
+
 // Config configures a Console. The zero value serves the page without a node view.
 type Config struct {
 	// Nodes are the node plugins to show; names are unique.
@@ -111,6 +125,15 @@ type Config struct {
 	// Client fetches the plugins' /debug/capacity; default: an http.Client with
 	// DefaultFetchTimeout.
 	Client *http.Client
+	// Kube, when set, turns on the cluster view (GET /ui/cluster): the console lists
+	// CSINodes, Pending pods, the driver's VolumeAttachments and Warning events through it,
+	// read only (LIST calls, nothing else), at most once per ClusterRefresh. Nil: no cluster
+	// view.
+	Kube kubernetes.Interface
+	// DriverName is the CSI driver the cluster view reads; default DefaultDriverName.
+	DriverName string
+	// Now is the cluster view's clock; default time.Now.
+	Now func() time.Time
 }
 
 // Validate reports every problem of the configuration at once.
@@ -118,6 +141,9 @@ func (c *Config) Validate() error {
 	var errs []error
 	if len(c.Nodes) > MaxNodes {
 		errs = append(errs, fmt.Errorf("%d console nodes, at most %d", len(c.Nodes), MaxNodes))
+	}
+	if c.DriverName != "" && !driverNameRE.MatchString(c.DriverName) {
+		errs = append(errs, fmt.Errorf("console driver name %s: want a CSI driver name (1-63 alphanumerics, '-' and '.' between)", cloud.Quote(c.DriverName)))
 	}
 	seen := map[string]bool{}
 	for _, n := range c.Nodes {
@@ -137,6 +163,8 @@ type Console struct {
 	nodes  []Node
 	client *http.Client
 	assets map[string]Asset
+	// cluster is nil without Config.Kube.
+	cluster *cluster
 }
 
 // New validates cfg and reads the embedded files. It does no I/O beyond the embedded files.
@@ -147,6 +175,12 @@ func New(cfg Config) (*Console, error) {
 	c := &Console{nodes: slices.Clone(cfg.Nodes), client: cfg.Client, assets: map[string]Asset{}}
 	if c.client == nil {
 		c.client = &http.Client{Timeout: DefaultFetchTimeout}
+	}
+	if cfg.Kube != nil {
+		c.cluster = &cluster{client: cfg.Kube, driver: cmp.Or(cfg.DriverName, DefaultDriverName), now: cfg.Now}
+		if c.cluster.now == nil {
+			c.cluster.now = time.Now
+		}
 	}
 	for name, ct := range map[string]string{
 		IndexName:  "text/html; charset=utf-8",

@@ -138,6 +138,10 @@ func (t *txn) attachLimit(rec *instanceRec) (int, error) {
 }
 
 // instance is iv in the API's shape, with its sorted attachment list.
+//
+// The state counts come from the same transaction as the attachments, so they always add up
+// to at most len(Attachments); an undecodable phase (a corrupt store) leaves them at zero,
+// as the attachment list has no error to return either.
 func (t *txn) instance(iv *instView) *cloud.Instance {
 	out := &cloud.Instance{
 		ID:                  iv.rec.ID,
@@ -156,6 +160,9 @@ func (t *txn) instance(iv *instView) *cloud.Instance {
 			out.Attachments = append(out.Attachments, string(k))
 			return nil
 		})
+		if a, d, f, err := t.slotStates(iv.rec.ID); err == nil {
+			out.Attaching, out.Detaching, out.Failed = a, d, f
+		}
 	}
 	return out
 }

@@ -297,6 +297,9 @@ func (f *Fake) GetInstance(ctx context.Context, id string) (*cloud.Instance, err
 	}
 	c := *in
 	c.Attachments = append([]string{}, in.Attachments...)
+	// The state counts, as the store reads them with the attachments.
+	capacity := f.capacityLocked(in)
+	c.Attaching, c.Detaching, c.Failed = capacity.Attaching, capacity.Detaching, capacity.Failed
 	return &c, nil
 }
 

@@ -15,6 +15,9 @@
     token: new URLSearchParams(location.hash.slice(1)).get("token") || "",
     instances: [], quotas: null, faults: [], faultsMore: false, scenarios: [],
     lastSeq: null, events: [], nodes: null, debug: {}, history: {},
+    // cluster is GET /ui/cluster's last answer; clusterOff once it said the fake cloud has
+    // no kubeconfig (then the page stops asking).
+    cluster: null, clusterOff: false,
     revision: 0, spec: null,
   };
 
@@ -116,7 +119,13 @@
     const limit = inst.attachLimit;
     const oob = inst.outOfBandSlots;
     const attached = (inst.attachments || []).length;
-    return { limit, oob, attached, free: Math.max(0, limit - oob - attached), over: Math.max(0, oob + attached - limit) };
+    // Every attachment holds a slot from the start of attaching to the end of detaching; these
+    // say how many of them are in a transition (GET /v1/instances counts them).
+    const attaching = inst.attaching || 0, detaching = inst.detaching || 0, failed = inst.failed || 0;
+    return {
+      limit, oob, attached, attaching, detaching, failed, steady: Math.max(0, attached - attaching - detaching - failed),
+      free: Math.max(0, limit - oob - attached), over: Math.max(0, oob + attached - limit),
+    };
   }
 
   // An input is dirty when its value differs from the last value the page filled in: the
@@ -182,19 +191,34 @@
       const n = instanceNumbers(inst);
       c.title.textContent = `${inst.instanceType} · ${inst.zone}` + (inst.attachLimitOverride != null ? " · limit overridden" : "");
       const scale = Math.max(n.limit, n.oob + n.attached);
+      // The driver's slots within the limit, split by state: transitions first, so a held
+      // detach stays visible when the limit is lowered below use.
+      let visible = Math.max(0, Math.min(n.attached, n.limit - Math.min(n.oob, n.limit)));
+      const take = (k) => { const v = Math.min(k, visible); visible -= v; return v; };
+      const attaching = take(n.attaching), detaching = take(n.detaching), failed = take(n.failed), steady = take(n.steady);
       c.bar.replaceChildren(
         segment("oob", Math.min(n.oob, scale), `${n.oob} out of band`),
-        segment("attached", Math.max(0, Math.min(n.attached, n.limit - Math.min(n.oob, n.limit))), `${n.attached} attached by this driver`),
+        segment("attached", steady, `${n.steady} attached by this driver`),
+        segment("attaching", attaching, `${n.attaching} attaching`),
+        segment("detaching", detaching, `${n.detaching} detaching`),
+        segment("failed", failed, `${n.failed} failed detach (still holding a slot)`),
         segment("free", n.free, `${n.free} free`),
         segment("over", n.over, `${n.over} over the limit`));
       c.bar.dataset.limit = n.limit;
       const nodeInfo = state.debug[inst.id];
       const nums = [
-        ["limit", n.limit], ["out of band", n.oob], ["attached", n.attached], ["free", n.free],
+        ["limit", n.limit], ["out of band", n.oob], ["attached", n.attached],
+        ["attaching", n.attaching], ["detaching", n.detaching], ["free", n.free],
       ];
+      if (n.failed > 0) nums.push(["failed detach", n.failed]);
       if (n.over > 0) nums.push(["over", n.over]);
       c.numbers.replaceChildren(...nums.map(([label, v]) =>
         el("span", { "data-field": label.replace(/ /g, "-") }, label + " ", el("b", {}, v))));
+      const cn = clusterNode(inst.id);
+      if (cn) {
+        c.numbers.append(el("span", { class: "csinode", "data-field": "csinode" }, "CSINode " + cn.name + " ",
+          el("b", {}, cn.allocatable ?? "—")));
+      }
       if (nodeInfo && nodeInfo.ok) {
         c.numbers.append(el("span", { class: "reported", "data-field": "reported" }, "reported ", el("b", {}, nodeInfo.data.reported),
           " ", el("span", { class: "badge mode-" + nodeInfo.data.mode }, nodeInfo.data.mode)));
@@ -458,9 +482,11 @@
       const h = (state.history[node.name] = state.history[node.name] || []);
       const inst = state.instances.find((i) => i.id === node.name);
       const share = info.ok && info.data.config ? info.data.config.quotaShare : "";
+      const cn = clusterNode(node.name);
       h.push({
         t: now, truth: truth(inst, share),
         reported: info.ok ? info.data.reported : null,
+        csinode: cn ? cn.allocatable : null,
         mode: info.ok ? info.data.mode : "unreachable",
       });
       while (h.length && h[0].t < now - historyMs) h.shift();
@@ -470,7 +496,7 @@
   function chart(h, now) {
     const W = 640, H = 190, left = 40, right = 8, top = 8, band = 12, bottom = 22;
     const plotH = H - top - bottom - band - 4;
-    const vals = h.flatMap((p) => [p.truth, p.reported]).filter((v) => v !== null && v !== undefined);
+    const vals = h.flatMap((p) => [p.truth, p.reported, p.csinode]).filter((v) => v !== null && v !== undefined);
     const ymax = Math.max(2, ...vals) + 1;
     // The window grows with the history, from 30 s to 5 min, so a fresh page is not empty.
     const span = Math.min(historyMs, Math.max(30000, h.length ? now - h[0].t : 0));
@@ -503,7 +529,8 @@
       return d;
     };
     // The truth goes on top, dashed, so it stays visible where the plugin reports it exactly.
-    svg.append(el("svg:path", { class: "reported", d: step("reported") || "M0,0" }), el("svg:path", { class: "truth", d: step("truth") || "M0,0" }));
+    svg.append(el("svg:path", { class: "csinode", d: step("csinode") || "M0,0" }),
+      el("svg:path", { class: "reported", d: step("reported") || "M0,0" }), el("svg:path", { class: "truth", d: step("truth") || "M0,0" }));
     const by = top + plotH + 4;
     h.forEach((p, i) => {
       const x0 = x(p.t), x1 = i + 1 < h.length ? x(h[i + 1].t) : x(now);
@@ -539,6 +566,7 @@
         ["reported", d.reported], ["target", d.target ?? "—"], ["cloud truth", last && last.truth !== null ? last.truth : "—"],
         ["mode", el("span", { class: "badge mode-" + d.mode }, d.mode)],
       ];
+      if (last && last.csinode !== null && last.csinode !== undefined) items.splice(3, 0, ["csinode", last.csinode]);
       if (d.lastGoodAgeSeconds !== undefined && d.lastGoodAgeSeconds >= 0) items.push(["last good", d.lastGoodAgeSeconds.toFixed(1) + " s ago"]);
       if (d.stabilityWindow) items.push(["window", d.stabilityWindow + (d.damping ? ` (damping ${d.damping})` : "")]);
       if (d.revision) items.push(["revision", d.revision]);
@@ -546,6 +574,65 @@
       if (d.reason) items.push(["static because", d.reason]);
       c.numbers.replaceChildren(...items.map(([k, v]) => el("span", { "data-field": k.replace(/ /g, "-") }, k + " ", el("b", {}, v))));
     }
+  }
+
+  // ---- the Kubernetes cluster (fakecloud --console-kubeconfig) ----
+
+  // clusterNode is the cluster's node whose CSINode names instance id as the driver's node ID.
+  function clusterNode(id) {
+    if (!state.cluster || !state.cluster.enabled) return null;
+    return state.cluster.nodes.find((n) => n.nodeId === id) || null;
+  }
+
+  async function pollCluster() {
+    if (state.clusterOff) return;
+    const view = await api("GET", "ui/cluster");
+    if (!view.enabled) { state.clusterOff = true; return; }
+    state.cluster = view;
+  }
+
+  function podLine(p) {
+    return el("li", { "data-pod": p.namespace + "/" + p.name },
+      el("b", {}, p.namespace + "/" + p.name), " ", el("span", { class: "reason" }, p.reason || "Pending"),
+      p.message ? el("span", { class: "msg" }, " " + p.message) : null);
+  }
+
+  function renderCluster() {
+    const v = state.cluster;
+    if (!v) return;
+    $("#cluster-section").hidden = false;
+    $("#cluster-driver").textContent = v.driver;
+    const err = $("#cluster-error");
+    err.hidden = !v.error && !(v.truncated && v.truncated.length);
+    err.textContent = v.error ? "cannot read the cluster: " + v.error
+      : (v.truncated && v.truncated.length ? "first 500 only of: " + v.truncated.join(", ") : "");
+    $("#cluster-nodes").replaceChildren(...v.nodes.map((n) => {
+      const inst = state.instances.find((i) => i.id === n.nodeId);
+      const info = state.debug[n.nodeId];
+      const share = info && info.ok && info.data.config ? info.data.config.quotaShare : "";
+      const t = inst ? truth(inst, share) : null;
+      const reported = info && info.ok ? info.data.reported : null;
+      const cells = [
+        n.name, n.nodeId || "— (driver not registered)",
+        [n.allocatable ?? "—", "csinode"],
+        reported ?? "—", t ?? "—",
+        `${n.attached}` + (n.attaching ? ` + ${n.attaching} attaching` : ""),
+        [n.attachErrors ? `${n.attachErrors}: ${n.lastAttachError}` : "0", n.attachErrors ? "err" : ""],
+        n.pending.length ? el("ul", { class: "pods" }, ...n.pending.map(podLine)) : "none",
+      ];
+      // A CSINode count apart from what the plugin reports is the stale count KEP-4876 fixes.
+      const stale = n.allocatable !== null && reported !== null && n.allocatable !== reported;
+      const tr = el("tr", { "data-cluster-node": n.name, "data-instance": n.nodeId || "", class: stale ? "stale" : "" });
+      for (const c of cells) {
+        const [v, cls] = Array.isArray(c) ? c : [c, ""];
+        tr.append(el("td", { class: cls }, v));
+      }
+      return tr;
+    }));
+    $("#cluster-empty").hidden = v.nodes.length > 0 || Boolean(v.error);
+    const un = $("#unscheduled");
+    un.replaceChildren(...v.unscheduled.map(podLine));
+    $("#unscheduled-none").hidden = v.unscheduled.length > 0;
   }
 
   // ---- the loop ----
@@ -572,12 +659,14 @@
       state.faultsMore = Boolean(faults.nextPageToken);
       if (state.nodes === null) state.nodes = (await api("GET", "ui/nodes")).nodes;
       await pollEvents();
+      await pollCluster();
       await pollNodes();
       renderQuotas();
       renderInstances();
       renderFaults();
       renderScenarios();
       renderNodes();
+      renderCluster();
       setStatus("live", `live · revision ${state.revision} · ${new Date().toTimeString().slice(0, 8)}`);
     } catch (e) {
       setStatus("error", e.status === 401 ? "enter a token (reader or better)" : e.message);

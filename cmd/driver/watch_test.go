@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestWatch: one line per plugin per round, with the reporter's numbers and the cloud's facts;
+// a plugin that does not answer with its state says why, and the others still show.
+func TestWatch(t *testing.T) {
+	plugin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/debug/capacity":
+			_, _ = w.Write([]byte(`{"nodeId":"node-a2","mode":"ramping","reported":3,"target":5,
+				"inputs":{"instanceId":"node-a2","attachLimit":8,"outOfBandSlots":1,"attached":2,"quotaHeadroom":3,"revision":42},
+				"lastErrorClass":"server"}`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer plugin.Close()
+	controller := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "no capacity reporter in mode controller", http.StatusNotFound)
+	}))
+	defer controller.Close()
+
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"watch", "--count=2", "--interval=100ms", plugin.URL + "/", controller.URL}, &out, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("%d lines, want 2 rounds of 2:\n%s", len(lines), out.String())
+	}
+	for _, w := range []string{"node-a2", "reported=3 target=5 mode=ramping",
+		"(cloud: limit 8, out of band 1, attached 2, quota headroom 3, revision 42)", "last lookup failed: server"} {
+		if !strings.Contains(lines[0], w) || !strings.Contains(lines[2], w) {
+			t.Errorf("plugin lines lack %q:\n%s", w, out.String())
+		}
+	}
+	if !strings.Contains(lines[1], controller.URL+" unreachable: /debug/capacity answered 404: no capacity reporter in mode controller") {
+		t.Errorf("controller line %q", lines[1])
+	}
+
+	for _, args := range [][]string{{"watch"}, {"watch", "ftp://x"}, {"watch", "--interval=1ms", plugin.URL}} {
+		if err := run(context.Background(), args, &out, &out); err == nil {
+			t.Errorf("run %v accepted", args)
+		}
+	}
+}
