@@ -31,9 +31,16 @@ import (
 
 // BenchmarkNodeGetInfoVsEcho interleaves NodeGetInfo on the driver (its capacity cache warm)
 // with a grpc.health Check on a bare server over a unix socket, so both see the same machine
-// load, and reports each one's p99 and the ratios. Target (README): NodeGetInfo p99 <= 2x echo.
+// load, and reports each one's p99 and the ratios. Target (README): NodeGetInfo p99 <= 1.5x
+// echo.
+//
+// The node plugin runs with the production lookup interval (capacity.DefaultMinInterval,
+// 5 s), so the cache is warm as the kubelet finds it. With teststack's 1 ms for tests, its
+// background refresher asked the in-process cloud a thousand times a second during the
+// measurement, and most NodeGetInfo calls found a lookup due and waited for one: that, not
+// the driver's code, was most of the gap to the bare call.
 func BenchmarkNodeGetInfoVsEcho(b *testing.B) {
-	s := teststack.Start(b, teststack.Config{AttachLimit: 16, Instances: []string{"node-1"}})
+	s := teststack.Start(b, teststack.Config{AttachLimit: 16, Instances: []string{"node-1"}, CapacityMinInterval: capacity.DefaultMinInterval})
 	node := csi.NewNodeClient(s.Conn)
 	echo := startEcho(b)
 	ctx := context.Background()

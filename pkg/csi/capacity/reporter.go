@@ -412,10 +412,15 @@ func (r *Reporter) persist(logger klog.Logger) {
 // logMode picks at the default verbosity, the others at V(2).
 func (r *Reporter) current(ctx context.Context) Snapshot {
 	r.observeHere(ctx)
-	logger := klog.FromContext(ctx).WithValues("nodeID", r.instanceID)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.policy.Value(r.clk.Now())
+	if r.reported && s == r.last {
+		// Nothing to log or publish: the answer of almost every NodeGetInfo, which then
+		// builds no logger.
+		return s
+	}
+	logger := klog.FromContext(ctx).WithValues("nodeID", r.instanceID)
 	switch {
 	case !r.reported:
 		logger.Info("Capacity reported", "value", s.Value, "mode", s.Mode, "reason", r.policy.Reason())
