@@ -151,6 +151,8 @@ type Store struct {
 	// epoch names this database: written once when it is created, so readers can tell a
 	// store that started empty again (revisions restarting from 0) from an older reading.
 	epoch string
+	// volumeRecs caches decoded volume records (decodeVolume).
+	volumeRecs recCache
 }
 
 // Open opens (creating if needed) the store in dir/fakecloud.db. With dir == "" it uses a
