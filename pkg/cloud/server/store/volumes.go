@@ -103,12 +103,12 @@ func (t *txn) getVolumeState(id string) (volumeState, error) {
 // decodeVolume decodes a stored volume record and reads its state.
 func (t *txn) decodeVolume(data []byte) (*volView, error) {
 	vv := &volView{}
-	rec, ok := t.s.volumeRecs.get(data)
+	rec, ok := t.s.recs.volumes.get(data)
 	if !ok {
 		if err := jsonUnmarshal(data, &rec); err != nil {
 			return nil, err
 		}
-		t.s.volumeRecs.put(data, rec)
+		t.s.recs.volumes.put(data, rec)
 	}
 	vv.rec = rec
 	var err error
