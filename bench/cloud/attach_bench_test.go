@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -180,84 +179,80 @@ func (r result) report(b *testing.B, prefix string) {
 	b.ReportMetric(float64(r.p99().Microseconds())/1000, prefix+"p99-attach-ms")
 }
 
-// sequential runs b.N cycles from one caller on volume 0.
-func sequential(b *testing.B, t target) result {
-	b.Helper()
-	ctx := context.Background()
-	r := result{cycles: b.N, attach: make([]time.Duration, 0, b.N)}
-	start := time.Now()
-	for range b.N {
-		d, err := t.cycle(ctx, 0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		r.attach = append(r.attach, d)
-	}
-	r.elapsed = time.Since(start)
-	return r
+func (r *result) add(o result) {
+	r.cycles += o.cycles
+	r.elapsed += o.elapsed
+	r.attach = append(r.attach, o.attach...)
 }
 
-// parallelism is the b.SetParallelism value that gives at least clients goroutines.
-func parallelism() int {
-	procs := runtime.GOMAXPROCS(0)
-	return (clients + procs - 1) / procs
-}
-
-// parallel runs b.N cycles from parallelism()×GOMAXPROCS callers, each on its own volume.
-func parallel(b *testing.B, t target) result {
+// run makes n cycles from callers concurrent callers, caller i on volume i, and returns what
+// it measured. The first error stops it.
+func run(b *testing.B, t target, callers, n int) result {
 	b.Helper()
 	ctx := context.Background()
 	var (
 		next atomic.Int64
 		mu   sync.Mutex
-		r    = result{cycles: b.N, attach: make([]time.Duration, 0, b.N)}
+		wg   sync.WaitGroup
+		r    = result{cycles: n, attach: make([]time.Duration, 0, n)}
 	)
-	b.SetParallelism(parallelism())
 	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		i := int(next.Add(1) - 1)
-		lat := make([]time.Duration, 0, 256)
-		defer func() {
+	for i := range callers {
+		wg.Go(func() {
+			lat := make([]time.Duration, 0, n/callers+1)
+			for next.Add(1) <= int64(n) {
+				d, err := t.cycle(ctx, i)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				lat = append(lat, d)
+			}
 			mu.Lock()
 			r.attach = append(r.attach, lat...)
 			mu.Unlock()
-		}()
-		for pb.Next() {
-			d, err := t.cycle(ctx, i)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			lat = append(lat, d)
-		}
-	})
+		})
+	}
+	wg.Wait()
 	r.elapsed = time.Since(start)
 	return r
 }
 
+// rounds is how many slices of its cycles the ratio alternates between the two sides, so that
+// a change of machine load during the run falls on both alike.
+const rounds = 10
+
 // BenchmarkAttachDetach reports ops/s (each attach or detach request is one op) and the p99
 // attach latency of the durable fake cloud and of the bare handler, one caller at a time and
 // with many concurrent callers, and durable/bare, the share of the bare handler's throughput
-// the durable store keeps (target ≥ 0.5 for the parallel case).
+// the durable store keeps (target ≥ 0.5 for the parallel case). The ratio runs both sides
+// in alternating slices of the same number of cycles (rounds), in one run.
 func BenchmarkAttachDetach(b *testing.B) {
-	n := parallelism() * runtime.GOMAXPROCS(0)
-	durable := durableCloud(b, n)
-	bare := bareCloud(b, n)
+	durable := durableCloud(b, clients)
+	bare := bareCloud(b, clients)
 	for _, mode := range []struct {
-		name string
-		run  func(*testing.B, target) result
+		name    string
+		callers int
 	}{
-		{"sequential", sequential},
-		{fmt.Sprint("parallel-", n), parallel},
+		{"sequential", 1},
+		{fmt.Sprint("parallel-", clients), clients},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
-			b.Run("durable", func(b *testing.B) { mode.run(b, durable).report(b, "") })
-			b.Run("bare", func(b *testing.B) { mode.run(b, bare).report(b, "") })
+			b.Run("durable", func(b *testing.B) { run(b, durable, mode.callers, b.N).report(b, "") })
+			b.Run("bare", func(b *testing.B) { run(b, bare, mode.callers, b.N).report(b, "") })
 			b.Run("ratio", func(b *testing.B) {
-				// Both sides run the same number of cycles, back to back in one run so that
-				// machine load affects them alike.
-				rd := mode.run(b, durable)
-				rb := mode.run(b, bare)
+				var rd, rb result
+				// Slices of at least a few cycles per caller, so that every caller is busy.
+				chunk := max(4*mode.callers, b.N/rounds)
+				for i := range rounds {
+					// Each side goes first every other round.
+					first, second, fr, sr := durable, bare, &rd, &rb
+					if i%2 == 1 {
+						first, second, fr, sr = bare, durable, &rb, &rd
+					}
+					fr.add(run(b, first, mode.callers, chunk))
+					sr.add(run(b, second, mode.callers, chunk))
+				}
 				rd.report(b, "durable-")
 				rb.report(b, "bare-")
 				b.ReportMetric(rd.opsPerSec()/rb.opsPerSec(), "durable/bare")
