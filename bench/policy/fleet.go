@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -470,19 +471,19 @@ func fleetPlan(o fleetOptions) ([]fleetRun, error) {
 		}
 	}
 	delete(want, "all")
-	for s := range want {
+	for _, s := range slices.Sorted(maps.Keys(want)) {
 		errs = append(errs, fmt.Errorf("fleet-scenarios: unknown scenario %q", s))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
 	}
 	var shares []capacity.QuotaShare
 	for _, s := range strings.Split(o.shares, ",") {
 		share, err := capacity.ParseQuotaShare(strings.TrimSpace(s))
 		if err != nil {
-			return nil, fmt.Errorf("fleet-shares: %w", err)
+			errs = append(errs, fmt.Errorf("fleet-shares: %w", err))
 		}
 		shares = append(shares, share)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	var runs []fleetRun
 	for _, sc := range scs {
