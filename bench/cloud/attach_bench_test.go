@@ -29,6 +29,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -162,6 +163,22 @@ type result struct {
 	cycles  int
 	elapsed time.Duration
 	attach  []time.Duration
+	// cpu is the process's CPU time (user + system, getrusage) over the run: the client's
+	// share is the same for both sides, so the ratio of CPU per op is what the throughput
+	// ratio tends to on a machine where the benchmark is CPU-bound, and unlike throughput it
+	// hardly moves with other load on the machine.
+	cpu time.Duration
+}
+
+func (r result) cpuPerOp() time.Duration { return r.cpu / time.Duration(max(1, 2*r.cycles)) }
+
+// processCPU is the CPU time the process has used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func (r result) opsPerSec() float64 { return float64(2*r.cycles) / r.elapsed.Seconds() }
@@ -177,11 +194,13 @@ func (r result) p99() time.Duration {
 func (r result) report(b *testing.B, prefix string) {
 	b.ReportMetric(r.opsPerSec(), prefix+"ops/s")
 	b.ReportMetric(float64(r.p99().Microseconds())/1000, prefix+"p99-attach-ms")
+	b.ReportMetric(float64(r.cpuPerOp().Nanoseconds())/1000, prefix+"cpu-µs/op")
 }
 
 func (r *result) add(o result) {
 	r.cycles += o.cycles
 	r.elapsed += o.elapsed
+	r.cpu += o.cpu
 	r.attach = append(r.attach, o.attach...)
 }
 
@@ -196,7 +215,7 @@ func run(b *testing.B, t target, callers, n int) result {
 		wg   sync.WaitGroup
 		r    = result{cycles: n, attach: make([]time.Duration, 0, n)}
 	)
-	start := time.Now()
+	start, cpu := time.Now(), processCPU()
 	for i := range callers {
 		wg.Go(func() {
 			lat := make([]time.Duration, 0, n/callers+1)
@@ -214,7 +233,7 @@ func run(b *testing.B, t target, callers, n int) result {
 		})
 	}
 	wg.Wait()
-	r.elapsed = time.Since(start)
+	r.elapsed, r.cpu = time.Since(start), processCPU()-cpu
 	return r
 }
 
@@ -226,7 +245,9 @@ const rounds = 10
 // attach latency of the durable fake cloud and of the bare handler, one caller at a time and
 // with many concurrent callers, and durable/bare, the share of the bare handler's throughput
 // the durable store keeps (target ≥ 0.5 for the parallel case). The ratio runs both sides
-// in alternating slices of the same number of cycles (rounds), in one run.
+// in alternating slices of the same number of cycles (rounds), in one run, and also reports
+// cpu-bare/durable, the bare handler's CPU per op over the durable cloud's: the throughput
+// ratio's CPU part, which other load on the machine hardly moves.
 func BenchmarkAttachDetach(b *testing.B) {
 	durable := durableCloud(b, clients)
 	bare := bareCloud(b, clients)
@@ -256,6 +277,7 @@ func BenchmarkAttachDetach(b *testing.B) {
 				rd.report(b, "durable-")
 				rb.report(b, "bare-")
 				b.ReportMetric(rd.opsPerSec()/rb.opsPerSec(), "durable/bare")
+				b.ReportMetric(float64(rb.cpuPerOp())/float64(rd.cpuPerOp()), "cpu-bare/durable")
 			})
 		})
 	}
