@@ -28,9 +28,16 @@ import (
 
 // BenchmarkNodeGetInfoVsEcho interleaves NodeGetInfo on the driver (its capacity cache warm)
 // with a grpc.health Check on a bare server over a unix socket, so both see the same machine
-// load, and reports each one's p99 and the ratios. Target (README): NodeGetInfo p99 <= 2x echo.
+// load, and reports each one's p99 and the ratios. Target (README): NodeGetInfo p99 <= 1.5x
+// echo.
+//
+// The node plugin runs with the production lookup interval (capacity.DefaultMinInterval,
+// 5 s), so the cache is warm as the kubelet finds it. With teststack's 1 ms for tests, its
+// background refresher asked the in-process cloud a thousand times a second during the
+// measurement, and most NodeGetInfo calls found a lookup due and waited for one: that, not
+// the driver's code, was most of the gap to the bare call.
 func BenchmarkNodeGetInfoVsEcho(b *testing.B) {
-	s := teststack.Start(b, teststack.Config{AttachLimit: 16, Instances: []string{"node-1"}})
+	s := teststack.Start(b, teststack.Config{AttachLimit: 16, Instances: []string{"node-1"}, CapacityMinInterval: capacity.DefaultMinInterval})
 	node := csi.NewNodeClient(s.Conn)
 	echo := startEcho(b)
 	ctx := context.Background()
@@ -41,18 +48,26 @@ func BenchmarkNodeGetInfoVsEcho(b *testing.B) {
 	}
 	infoNs := make([]time.Duration, 0, b.N)
 	echoNs := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for b.Loop() {
+	timed := func(call func() error) time.Duration {
 		t0 := time.Now()
-		if _, err := echo.Check(ctx, hreq); err != nil {
+		if err := call(); err != nil {
 			b.Fatal(err)
 		}
-		t1 := time.Now()
-		if _, err := node.NodeGetInfo(ctx, req); err != nil {
-			b.Fatal(err)
+		return time.Since(t0)
+	}
+	callEcho := func() error { _, err := echo.Check(ctx, hreq); return err }
+	callInfo := func() error { _, err := node.NodeGetInfo(ctx, req); return err }
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		// Each goes first every other time, so neither always follows the other's
+		// wake-up.
+		if i%2 == 0 {
+			echoNs = append(echoNs, timed(callEcho))
+			infoNs = append(infoNs, timed(callInfo))
+		} else {
+			infoNs = append(infoNs, timed(callInfo))
+			echoNs = append(echoNs, timed(callEcho))
 		}
-		infoNs = append(infoNs, time.Since(t1))
-		echoNs = append(echoNs, t1.Sub(t0))
 	}
 	b.StopTimer()
 	ip99, ep99 := p99(infoNs), p99(echoNs)

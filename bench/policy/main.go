@@ -5,6 +5,11 @@
 // attacher on N nodes. It is deterministic for a seed and runs in seconds:
 //
 //	go run ./bench/policy [-seed=1] [-nodes=8] [-period=10s] [-quota-share=none]
+//
+// With -fleet it runs the same Reporter on thousands of nodes instead (fleet.go), for the
+// cost per node and for the fleet in CSINode writes and cloud lookups:
+//
+//	go run ./bench/policy -fleet [-fleet-nodes=10000] [-fleet-periods=10,30,60] [-fleet-json=FILE]
 package main
 
 import (
@@ -46,6 +51,7 @@ type options struct {
 	minInt     time.Duration
 	liveFloor  bool
 	refresh    bool
+	fleet      fleetOptions
 }
 
 func (o *options) addFlags(fs *flag.FlagSet) {
@@ -61,6 +67,15 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.maxWindow, "capacity-max-stability-window", d.Capacity.MaxStabilityWindow, "policy: longest window flap damping may stretch to")
 	fs.DurationVar(&o.minInt, "capacity-min-interval", d.Capacity.MinInterval, "policy: minimum time between lookups")
 	fs.BoolVar(&o.liveFloor, "live-floor", d.LiveFloor, "policy: the floor follows the node's live count of staged volumes (false: the last reading's attached count)")
+	fs.BoolVar(&o.fleet.on, "fleet", false, "run the fleet mode instead of the comparison: the policy on -fleet-nodes nodes")
+	fs.StringVar(&o.fleet.nodes, "fleet-nodes", "10000", "fleet mode: fleet sizes, comma-separated")
+	fs.StringVar(&o.fleet.periods, "fleet-periods", "10,30,60", "fleet mode: kubelet periods in seconds, comma-separated")
+	fs.StringVar(&o.fleet.scenarios, "fleet-scenarios", "all", "fleet mode: steady, quota-cut, exhausted, or all, comma-separated")
+	fs.StringVar(&o.fleet.shares, "fleet-shares", "none,even", "fleet mode: quota shares, comma-separated")
+	fs.DurationVar(&o.fleet.spread, "fleet-spread", time.Minute, "fleet mode: the --capacity-increase-spread of the quota-cut runs' after (0: no after)")
+	fs.DurationVar(&o.fleet.duration, "fleet-duration", time.Hour, "fleet mode: simulated time per run (quota changes at a third and two thirds of it)")
+	fs.StringVar(&o.fleet.jsonOut, "fleet-json", "", "fleet mode: also write one JSON object per run to this file (the comparison format)")
+	fs.IntVar(&o.fleet.at, "fleet-at", 5000, "fleet mode: the cluster size the per-node figures are scaled to in the table")
 	fs.BoolVar(&o.refresh, "refresh", d.Refresh, "policy: look the cloud up whenever a lookup is due, as the driver's background refresher does (false: only when the kubelet asks)")
 }
 
@@ -152,9 +167,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if o.fleet.on {
+		// -nodes and -period are the comparison's; the fleet has its own lists.
+		if o.nodes < 2 {
+			o.nodes = 2
+		}
+	}
 	p, err := o.params()
 	if err != nil {
 		return err
+	}
+	if o.fleet.on {
+		fp := defaultFleetParams()
+		fp.Seed, fp.Capacity, fp.LiveFloor, fp.Refresh = p.Seed, p.Capacity, p.LiveFloor, p.Refresh
+		return runFleet(ctx, fp, o.fleet, stdout)
 	}
 	res, err := compare(ctx, p)
 	if err != nil {

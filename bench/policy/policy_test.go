@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 )
 
 // TestCompare replays every trace on a smaller cluster and checks what the comparison is
@@ -148,5 +150,96 @@ func TestImpairedNodesGetNoNewPods(t *testing.T) {
 		if res.Started != oracle.Started {
 			t.Errorf("%s: %d pods started, oracle %d", name, res.Started, oracle.Started)
 		}
+	}
+}
+
+// BenchmarkFleetNodeSecond measures what the fleet mode costs: one simulated node-second
+// (the Reporter's refresh, the kubelet's copy, the scheduler's and attacher's share) of the
+// quota-cut trace with the even share on 1,000 nodes for an hour. A 10,000-node hour costs
+// 3.6e7 of them per run.
+func BenchmarkFleetNodeSecond(b *testing.B) {
+	p := defaultFleetParams()
+	sc := fleetScenarios()[1]
+	wl := newFleetWorkload(p, 1000, 1)
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := simulateFleet(p, fleetRun{sc: sc, share: capacity.QuotaShareEven, nodes: 1000, period: 10}, wl, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(1000*p.Duration), "ns/node-second")
+}
+
+// TestFleetBurstAndSpread runs the quota-cut trace on 40 nodes for 15 min: the cut reaches every node
+// within one kubelet period plus one lookup interval (decreases are never delayed, spread or
+// not), the increase spread staggers the nodes' writes when the quota is restored, the same seed gives
+// the same figures, and steady churn costs about one write per real change.
+func TestFleetBurstAndSpread(t *testing.T) {
+	p := defaultFleetParams()
+	p.Duration = 900
+	var cut, steady fleetScenario
+	for _, sc := range fleetScenarios() {
+		switch sc.name {
+		case "quota-cut":
+			cut = sc
+		case "steady":
+			steady = sc
+		}
+	}
+	const nodes, period = 40, 10
+	wl := newFleetWorkload(p, nodes, 1)
+	runOne := func(sc fleetScenario, share capacity.QuotaShare, spread time.Duration, wl fleetWorkload) fleetResult {
+		t.Helper()
+		r, err := simulateFleet(p, fleetRun{sc: sc, share: share, nodes: nodes, period: period, spread: spread}, wl, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	off, on := runOne(cut, capacity.QuotaShareEven, 0, wl), runOne(cut, capacity.QuotaShareEven, time.Minute, wl)
+	if again := runOne(cut, capacity.QuotaShareEven, 0, wl); !reflect.DeepEqual(off, again) {
+		t.Fatalf("two runs with seed %d differ:\n%+v\n%+v", p.Seed, off, again)
+	}
+	interval := p.Capacity.MinInterval + time.Duration(p.Capacity.Jitter*float64(p.Capacity.MinInterval))
+	within := period + int(interval/time.Second) + 1
+	for name, r := range map[string]fleetResult{"spread off": off, "spread 1m": on} {
+		if len(r.Bursts) != 2 {
+			t.Fatalf("%s: %d bursts, want the cut and the restore", name, len(r.Bursts))
+		}
+		if b := r.Bursts[0]; b.NodesWriting != nodes || b.FirstP99+1 > within {
+			t.Errorf("%s: after the cut %d of %d nodes wrote, 99%% within %ds; want all within %ds", name, b.NodesWriting, nodes, b.FirstP99+1, within)
+		}
+	}
+	// The peak of a 40-node burst is a few writes, too few to compare; when the nodes first
+	// wrote is what the spread moves (the README's 10,000-node runs show the peak).
+	if a, b := off.Bursts[1].FirstHalf, on.Bursts[1].FirstHalf; b <= a {
+		t.Errorf("after the restore half the nodes had written within %ds with the spread, %ds without; want later with it", b+1, a+1)
+	}
+	s := runOne(steady, capacity.QuotaShareNone, 0, newFleetWorkload(p, nodes, 0))
+	if s.WritesPerChange < 0.8 || s.WritesPerChange > 1.1 || s.CapacityChanges == 0 {
+		t.Errorf("steady churn: %d writes for %d capacity changes (%.2f each), want about one each", s.CSINodeWrites, s.CapacityChanges, s.WritesPerChange)
+	}
+	if lpm := s.LookupsPerNodeMinute; lpm < 9 || lpm > 12.1 {
+		t.Errorf("steady churn: %.1f lookups per node-minute, want 60/(5..6 s) = 10..12", lpm)
+	}
+}
+
+func TestFleetPlanReportsEveryProblem(t *testing.T) {
+	_, err := fleetPlan(fleetOptions{nodes: "1", periods: "0", scenarios: "nope", shares: "most", spread: -time.Second, duration: time.Minute, at: 1})
+	if err == nil {
+		t.Fatal("fleetPlan with bad options = nil")
+	}
+	for _, want := range []string{"fleet-nodes", "fleet-periods", "fleet-scenarios", "fleet-shares", "fleet-spread", "fleet-duration", "fleet-at"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %s", err, want)
+		}
+	}
+	runs, err := fleetPlan(fleetOptions{nodes: "10,30", periods: "10,60", scenarios: "all", shares: "none,even", spread: time.Minute, duration: time.Hour, at: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 3 scenarios × 2 shares × 2 sizes × 2 periods, and the spread runs of quota-cut/even.
+	if want := 3*2*2*2 + 2*2; len(runs) != want {
+		t.Errorf("%d runs, want %d", len(runs), want)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -50,9 +49,14 @@ func defaultParams() params {
 // world is the cloud's truth.
 type world struct {
 	limit, oob, attached []int
-	quota, external      int64
-	rev                  uint64
-	lookupDown           bool
+	// names are the instance IDs, node-<i>.
+	names []string
+	// sum is the sum of attached, kept by attach and detach so that the quota check and
+	// every reading cost O(1) however many nodes there are (-fleet).
+	sum             int64
+	quota, external int64
+	rev             uint64
+	lookupDown      bool
 	// lookupFailP is the probability that one capacity lookup fails (a flaky cloud), drawn
 	// from flaky; 0: lookups fail only while lookupDown.
 	lookupFailP float64
@@ -60,6 +64,8 @@ type world struct {
 	// impaired nodes take no attaches (InstanceImpaired: retryable, so the kubelet rejects
 	// no pod for it) and their readings say so.
 	impaired []bool
+	// lookups counts the capacity lookups the policy reporter made (GetCapacity calls).
+	lookups int
 }
 
 // lookupFails says whether the capacity lookup being made now fails.
@@ -74,21 +80,18 @@ func newWorld(p params) *world {
 		w.oob = append(w.oob, p.OutOfBand)
 		w.attached = append(w.attached, 0)
 		w.impaired = append(w.impaired, false)
+		w.names = append(w.names, fmt.Sprintf("node-%d", len(w.names)))
 	}
 	return w
 }
 
 func (w *world) used() int64 {
-	u := w.external
-	for _, a := range w.attached {
-		u += int64(a)
-	}
-	return u
+	return w.external + w.sum
 }
 
 func (w *world) capacity(i int) cloud.Capacity {
 	return cloud.Capacity{
-		InstanceID: fmt.Sprintf("node-%d", i), AttachLimit: w.limit[i], OutOfBandSlots: w.oob[i],
+		InstanceID: w.names[i], AttachLimit: w.limit[i], OutOfBandSlots: w.oob[i],
 		Attached: w.attached[i], QuotaHeadroom: max(0, w.quota-w.used()), Instances: len(w.limit),
 		Revision: w.rev, Health: health(w.impaired[i]),
 	}
@@ -111,11 +114,12 @@ func (w *world) attach(i int) (ok, unhealthy bool) {
 		return false, false
 	}
 	w.attached[i]++
+	w.sum++
 	w.rev++
 	return true, false
 }
 
-func (w *world) detach(i int) { w.attached[i]--; w.rev++ }
+func (w *world) detach(i int) { w.attached[i]--; w.sum--; w.rev++ }
 
 // scenario is a capacity trace: events at given seconds, and optionally ±1 noise of other
 // tenants' attachments (which moves every node's quota headroom).
@@ -328,6 +332,7 @@ type simSource struct {
 }
 
 func (s simSource) GetCapacity(_ context.Context, _ string) (*cloud.Capacity, error) {
+	s.w.lookups++
 	if s.w.lookupFails() {
 		return nil, cloud.NewError(cloud.CodeUnavailable, "outage")
 	}
@@ -354,7 +359,8 @@ func newPolicyReporterSeeing(p params, w *world, healthBlind bool) (*policyRepor
 			// exactly while its pod runs, which is while the cloud has it attached.
 			here = func() (int, error) { return w.attached[n], nil }
 		}
-		r, err := capacity.NewReporter(p.Capacity, simSource{w: w, n: n, healthBlind: healthBlind}, fmt.Sprintf("node-%d", n), here, pr.clk, prometheus.NewRegistry())
+		// No registry: nothing reads the metrics, and 10,000 registries (-fleet) cost memory.
+		r, err := capacity.NewReporter(p.Capacity, simSource{w: w, n: n, healthBlind: healthBlind}, w.names[n], here, pr.clk, nil)
 		if err != nil {
 			return nil, err
 		}

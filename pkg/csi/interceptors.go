@@ -26,13 +26,20 @@ func logInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, ha
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "method", info.FullMethod)
 	ctx = klog.NewContext(ctx, logger)
 	logger.V(logLevelMethod).Info("GRPC call")
-	logger.V(logLevelPayload).Info("GRPC request", "request", protosanitizer.StripSecrets(req))
+	// Checked first: the arguments would be built (and allocated) on every call otherwise,
+	// also when -v is below 5; NodeGetInfo is called every kubelet period on every node.
+	payload := logger.V(logLevelPayload)
+	if payload.Enabled() {
+		payload.Info("GRPC request", "request", protosanitizer.StripSecrets(req))
+	}
 	resp, err := handler(ctx, req)
 	if err != nil {
 		logger.Error(err, "GRPC error", "code", status.Code(err).String())
 		return resp, err
 	}
-	logger.V(logLevelPayload).Info("GRPC response", "response", protosanitizer.StripSecrets(resp))
+	if payload.Enabled() {
+		payload.Info("GRPC response", "response", protosanitizer.StripSecrets(resp))
+	}
 	return resp, err
 }
 

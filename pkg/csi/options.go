@@ -70,6 +70,12 @@ type Options struct {
 	// e2e runs set both short (e.g. 2s and 8s) to see increases within a few periods.
 	CapacityStabilityWindow    time.Duration
 	CapacityMaxStabilityWindow time.Duration
+	// CapacityIncreaseSpread staggers increases across a fleet: each node adds its own
+	// fixed share of it (from its node ID) to the stability window, so that a change every
+	// node sees at once is written to CSINode over the spread instead of within one kubelet
+	// period (--capacity-increase-spread, a duration such as 1m; 0, the default: off).
+	// Decreases are never delayed. README, "Capacity reporting at fleet scale".
+	CapacityIncreaseSpread time.Duration
 	// PublishBackoffInitial and PublishBackoffMax bound the window in which the controller
 	// answers publishes to a node the cloud just called full with RESOURCE_EXHAUSTED without
 	// asking it again: the first window, doubled per further refusal up to the max
@@ -121,6 +127,7 @@ func DefaultOptions() Options {
 
 		CapacityStabilityWindow:    c.StabilityWindow,
 		CapacityMaxStabilityWindow: c.MaxStabilityWindow,
+		CapacityIncreaseSpread:     c.IncreaseSpread,
 		PublishBackoffInitial:      b.CapacityInitial,
 		PublishBackoffMax:          b.CapacityMax,
 		DynamicCapacity:            true,
@@ -146,6 +153,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.QuotaShare, "quota-share", d.QuotaShare, "share of the account attachment-quota headroom a node counts on: none or even")
 	fs.DurationVar(&o.CapacityStabilityWindow, "capacity-stability-window", d.CapacityStabilityWindow, "how long a higher capacity must hold before the reported value rises (0: no hold)")
 	fs.DurationVar(&o.CapacityMaxStabilityWindow, "capacity-max-stability-window", d.CapacityMaxStabilityWindow, "longest stability window flap damping may stretch to; >= --capacity-stability-window (equal: no damping)")
+	fs.DurationVar(&o.CapacityIncreaseSpread, "capacity-increase-spread", d.CapacityIncreaseSpread, "each node adds its own fixed share of this to the stability window, spreading a fleet-wide increase over it (0: off); decreases are never delayed")
 	fs.DurationVar(&o.PublishBackoffInitial, "publish-backoff-initial", d.PublishBackoffInitial, "first window in which publishes to a node the cloud called full get RESOURCE_EXHAUSTED without asking the cloud")
 	fs.DurationVar(&o.PublishBackoffMax, "publish-backoff-max", d.PublishBackoffMax, "longest such window (repeated refusals double it)")
 	fs.BoolVar(&o.DynamicCapacity, "dynamic-capacity", d.DynamicCapacity, "report the capacity policy's value as max_volumes_per_node; false: a static count (attach limit - out-of-band slots) read once at start. The node label "+DynamicCapacityNodeLabel+"=true|false overrides it (needs --node-name)")
@@ -270,6 +278,7 @@ func (o *Options) CapacityConfig() capacity.Config {
 	c.QuotaShare = capacity.QuotaShare(o.QuotaShare)
 	c.StabilityWindow = o.CapacityStabilityWindow
 	c.MaxStabilityWindow = o.CapacityMaxStabilityWindow
+	c.IncreaseSpread = o.CapacityIncreaseSpread
 	if o.StateDir != "" {
 		c.StatePath = nodestate.NewDir(o.StateDir).CapacityStateFile()
 	}

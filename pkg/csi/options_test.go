@@ -40,8 +40,8 @@ func TestOptionsFlagsAndValidate(t *testing.T) {
 				"--capacity-stale-after must be > 0", "--state-dir"}},
 		{name: "every capacity, backoff and token flag at once", args: []string{"--node-id=i-1", "--capacity-max-step=-1",
 			"--capacity-min-interval=0s", "--capacity-stability-window=-1s", "--capacity-max-stability-window=-2s",
-			"--publish-backoff-initial=0s", "--publish-backoff-max=-1s", "--cloud-token-file=" + missingToken},
-			wantErr: []string{"--capacity-max-step must be >= 0", "--capacity-min-interval must be > 0",
+			"--publish-backoff-initial=0s", "--publish-backoff-max=-1s", "--cloud-token-file=" + missingToken, "--capacity-increase-spread=-1s"},
+			wantErr: []string{"--capacity-max-step must be >= 0", "--capacity-min-interval must be > 0", "--capacity-increase-spread must be >= 0",
 				"--capacity-stability-window must be >= 0", "--capacity-max-stability-window (-2s) must be >= --capacity-stability-window (-1s)",
 				"--publish-backoff-initial must be > 0", "--publish-backoff-max (-1s) must be >= --publish-backoff-initial (0s)",
 				"--cloud-token-file: open " + missingToken}},
@@ -119,12 +119,13 @@ func TestOptionsCapacityConfig(t *testing.T) {
 	fs := pflag.NewFlagSet("driver", pflag.ContinueOnError)
 	o.AddFlags(fs)
 	if err := fs.Parse([]string{"--capacity-stale-after=3m", "--capacity-max-step=4", "--capacity-min-interval=7s", "--quota-share=even", "--state-dir=/s",
-		"--capacity-stability-window=2s", "--capacity-max-stability-window=8s", "--publish-backoff-initial=1s", "--publish-backoff-max=3s"}); err != nil {
+		"--capacity-stability-window=2s", "--capacity-max-stability-window=8s", "--publish-backoff-initial=1s", "--publish-backoff-max=3s",
+		"--capacity-increase-spread=90s"}); err != nil {
 		t.Fatal(err)
 	}
 	c := o.CapacityConfig()
 	if c.StaleAfter != 3*time.Minute || c.MaxStep != 4 || c.MinInterval != 7*time.Second || c.QuotaShare != "even" || c.StatePath != "/s/capacity.json" ||
-		c.StabilityWindow != 2*time.Second || c.MaxStabilityWindow != 8*time.Second {
+		c.StabilityWindow != 2*time.Second || c.MaxStabilityWindow != 8*time.Second || c.IncreaseSpread != 90*time.Second {
 		t.Errorf("CapacityConfig = %+v", c)
 	}
 	b := o.PublishBackoffConfig()

@@ -39,6 +39,14 @@ func (s *Server) router() *mux.Router {
 	}
 	handle := func(method, path, name string, need Role, h handlerFunc) { add(method, path, name, need, false, h) }
 	handleBody := func(method, path, name string, need Role, h handlerFunc) { add(method, path, name, need, true, h) }
+	// The routes every driver calls all the time come first: gorilla/mux tries routes in
+	// order, a path regexp each, and no two routes match the same method and path, so the
+	// order changes nothing but the cost (attach was the 16th).
+	handleBody(http.MethodPost, "/v1/volumes/{id}/attach", "attachVolume", RoleDriver, s.attachVolume)
+	handleBody(http.MethodPost, "/v1/volumes/{id}/detach", "detachVolume", RoleDriver, s.detachVolume)
+	handle(http.MethodGet, "/v1/volumes/{id}", "getVolume", RoleReader, s.getVolume)
+	handle(http.MethodGet, "/v1/instances/{id}/capacity", "getCapacity", RoleReader, s.getCapacity)
+
 	handle(http.MethodGet, "/healthz", "healthz", public, s.healthz)
 	handle(http.MethodGet, "/readyz", "readyz", public, s.readyz)
 	r.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})).Methods(http.MethodGet).Name("metrics")
@@ -53,15 +61,11 @@ func (s *Server) router() *mux.Router {
 	handle(http.MethodGet, "/v1/instances", "listInstances", RoleReader, s.listInstances)
 	handle(http.MethodGet, "/v1/instances/{id}", "getInstance", RoleReader, s.getInstance)
 	handleBody(http.MethodPatch, "/v1/instances/{id}", "patchInstance", RoleAdmin, s.patchInstance)
-	handle(http.MethodGet, "/v1/instances/{id}/capacity", "getCapacity", RoleReader, s.getCapacity)
 	handleBody(http.MethodPut, "/v1/instances/{id}/health", "setInstanceHealth", RoleAdmin, s.setInstanceHealth)
 
 	handleBody(http.MethodPost, "/v1/volumes", "createVolume", RoleDriver, s.createVolume)
 	handle(http.MethodGet, "/v1/volumes", "listVolumes", RoleReader, s.listVolumes)
-	handle(http.MethodGet, "/v1/volumes/{id}", "getVolume", RoleReader, s.getVolume)
 	handle(http.MethodDelete, "/v1/volumes/{id}", "deleteVolume", RoleDriver, s.deleteVolume)
-	handleBody(http.MethodPost, "/v1/volumes/{id}/attach", "attachVolume", RoleDriver, s.attachVolume)
-	handleBody(http.MethodPost, "/v1/volumes/{id}/detach", "detachVolume", RoleDriver, s.detachVolume)
 	handleBody(http.MethodPost, "/v1/volumes/{id}/resize", "resizeVolume", RoleDriver, s.resizeVolume)
 	handleBody(http.MethodPost, "/v1/volumes/{id}/modify", "modifyVolume", RoleDriver, s.modifyVolume)
 	handleBody(http.MethodPut, "/v1/volumes/{id}/health", "setVolumeHealth", RoleAdmin, s.setVolumeHealth)

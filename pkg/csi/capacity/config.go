@@ -28,6 +28,10 @@ const (
 	DefaultJitter             = 0.2
 	DefaultAnswerBound        = 2 * time.Second
 	DefaultLookupTimeout      = 10 * time.Second
+	// DefaultIncreaseSpread is 0: increases wait only for the stability window, as
+	// before the option existed. bench/policy -fleet measures what a spread buys a large
+	// fleet (README, "Capacity reporting at fleet scale").
+	DefaultIncreaseSpread = 0
 )
 
 // Config is the capacity policy and reporter configuration. Every field has a flag in the
@@ -68,6 +72,13 @@ type Config struct {
 	// LookupTimeout bounds one cloud lookup, which continues in the background after
 	// AnswerBound (default 10s). Must be ≥ AnswerBound.
 	LookupTimeout time.Duration
+	// IncreaseSpread staggers increases across the fleet (flag --capacity-increase-spread,
+	// default 0: off). Each node holds an increase for StabilityWindow plus its own share
+	// of IncreaseSpread, a fixed fraction in [0, 1) derived from its node ID, so that a
+	// change every node sees at once (an account quota raised, with --quota-share=even)
+	// reaches the kubelets' CSINode writes over StabilityWindow + IncreaseSpread instead
+	// of within one kubelet period. Decreases are never delayed. Must be ≥ 0.
+	IncreaseSpread time.Duration
 	// StatePath is the file the last reported value and revision are kept in, normally
 	// "<--state-dir>/capacity.json". Empty: nothing persists.
 	StatePath string
@@ -85,6 +96,7 @@ func DefaultConfig() Config {
 		QuotaShare:         QuotaShareNone,
 		AnswerBound:        DefaultAnswerBound,
 		LookupTimeout:      DefaultLookupTimeout,
+		IncreaseSpread:     DefaultIncreaseSpread,
 	}
 }
 
@@ -102,7 +114,8 @@ func (c Config) Validate() error {
 // Problems lists every problem of c, one error each, naming a setting with name(setting),
 // where setting is the flag-style name of a field: "stale-after", "max-step",
 // "stability-window", "max-stability-window", "min-interval", "jitter", "quota-share",
-// "answer-bound" or "lookup-timeout". The driver's options pass a name that gives the flag
+// "answer-bound", "lookup-timeout" or "increase-spread". The driver's options pass a name
+// that gives the flag
 // (e.g. "--capacity-max-step"), so that one set of rules serves both.
 func (c Config) Problems(name func(setting string) string) []error {
 	var errs []error
@@ -135,6 +148,9 @@ func (c Config) Problems(name func(setting string) string) []error {
 	}
 	if c.LookupTimeout < c.AnswerBound {
 		errs = append(errs, fmt.Errorf("%s (%s) must be >= %s (%s)", name("lookup-timeout"), c.LookupTimeout, name("answer-bound"), c.AnswerBound))
+	}
+	if c.IncreaseSpread < 0 {
+		errs = append(errs, fmt.Errorf("%s must be >= 0 (0: off), got %s", name("increase-spread"), c.IncreaseSpread))
 	}
 	if c.StaleAfter > 0 && c.MinInterval > 0 && c.StaleAfter < c.MinInterval {
 		errs = append(errs, fmt.Errorf("%s (%s) must be >= %s (%s), or every cached value is already stale",

@@ -30,6 +30,8 @@ func TestConfigValidate(t *testing.T) {
 		{"jitter NaN", func(c *Config) { c.Jitter = math.NaN() }, []string{"jitter"}},
 		{"unknown share", func(c *Config) { c.QuotaShare = "" }, []string{"quota-share"}},
 		{"bounds", func(c *Config) { c.AnswerBound = 0; c.LookupTimeout = -1 }, []string{"answer-bound", "lookup-timeout"}},
+		{"increase spread", func(c *Config) { c.IncreaseSpread = time.Minute }, nil},
+		{"negative increase spread", func(c *Config) { c.IncreaseSpread = -time.Second }, []string{"capacity increase-spread must be >= 0"}},
 		{"stale before the interval", func(c *Config) { c.StaleAfter = time.Second }, []string{"capacity stale-after (1s) must be >= capacity min-interval"}},
 	}
 	for _, tc := range tests {

@@ -92,10 +92,13 @@ type Policy struct {
 	riseSince time.Time
 	riseLow   int64 // lowest target since riseSince
 	lastRaise time.Time
-	damping   int       // the stability window is StabilityWindow·2^damping, at most MaxStabilityWindow
-	lastFlap  time.Time // last increase undone within the window, or last damping decay
-	unknown   bool      // the last lookup failed, or no lookup since restore
-	floored   bool      // a capacity error put the value at the floor
+	// spread is this node's share of IncreaseSpread, added to the hold of an increase's
+	// first step (SpreadIncreases).
+	spread   time.Duration
+	damping  int       // the stability window is StabilityWindow·2^damping, at most MaxStabilityWindow
+	lastFlap time.Time // last increase undone within the window, or last damping decay
+	unknown  bool      // the last lookup failed, or no lookup since restore
+	floored  bool      // a capacity error put the value at the floor
 	// impaired is set while the last accepted reading said the instance is impaired or
 	// stopped (cloud.Capacity.Health); beforeImpaired is the value reported when it began,
 	// restored (up to the fresh target) when health returns.
@@ -111,6 +114,18 @@ type Policy struct {
 // reading or Restore. cfg should have passed Validate.
 func NewPolicy(cfg Config) *Policy {
 	return &Policy{cfg: cfg, reported: 1, here: -1}
+}
+
+// SpreadIncreases sets this node's share of Config.IncreaseSpread from frac, a fraction in
+// [0, 1) that is fixed per node (the Reporter derives it from the node ID): every increase
+// then holds for the stability window plus frac·IncreaseSpread before its first step, so
+// that nodes which see the same higher value at once raise it at different times. A frac
+// outside [0, 1) counts as 0.
+func (p *Policy) SpreadIncreases(frac float64) {
+	if !(frac >= 0 && frac < 1) {
+		frac = 0
+	}
+	p.spread = time.Duration(frac * float64(p.cfg.IncreaseSpread))
 }
 
 // ObserveAttachedHere feeds the node's own current count of this driver's volumes in use on
@@ -239,7 +254,7 @@ func (p *Policy) ObserveReading(now time.Time, c cloud.Capacity) (class ErrorCla
 		// The level that held through the window is the lowest target seen in it; raising
 		// to a momentary peak would be undone by the next dip, one CSINode write each way.
 		p.riseLow = min(p.riseLow, p.target)
-		if now.Sub(p.riseSince) >= p.window(now) {
+		if now.Sub(p.riseSince) >= p.window(now)+p.spread {
 			step := p.riseLow - p.reported
 			if p.cfg.MaxStep > 0 {
 				step = min(step, p.cfg.MaxStep)

@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -616,5 +617,49 @@ func TestCapacityErrorDropsAPendingIncrease(t *testing.T) {
 	}
 	if got := p.Value(t0.Add(35 * time.Second)); got.Value != 3 || got.Mode != ModeRamping {
 		t.Errorf("35s after the capacity error: got %+v, want 3 ramping (the hold restarts at 20s)", got)
+	}
+}
+
+// An increase holds for the stability window plus the node's share of IncreaseSpread before
+// its first step; a decrease is never delayed by it. A fraction outside [0, 1) is no spread.
+func TestSpreadIncreasesDelaysOnlyIncreases(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.IncreaseSpread = time.Minute
+	for _, tc := range []struct {
+		name  string
+		frac  float64
+		delay time.Duration // after the stability window
+	}{
+		{"no share", 0, 0},
+		{"half", 0.5, 30 * time.Second},
+		{"almost all", 0.99, 59400 * time.Millisecond},
+		{"negative counts as 0", -0.5, 0},
+		{"one counts as 0", 1, 0},
+		{"NaN counts as 0", math.NaN(), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := NewPolicy(cfg)
+			p.SpreadIncreases(tc.frac)
+			p.ObserveReading(t0, *reading(16, 5, 4, 100, 1)) // 11
+			// Readings of 15 every second from +1s: the hold starts at +1s.
+			raisedAt := time.Duration(-1)
+			for i := 1; i <= 200 && raisedAt < 0; i++ {
+				at := time.Duration(i) * time.Second
+				p.ObserveReading(t0.Add(at), *reading(16, 1, 4, 100, 2))
+				if p.Value(t0.Add(at)).Value > 11 {
+					raisedAt = at
+				}
+			}
+			// The first reading at or after 1s + window + delay raises it.
+			want := (time.Second + cfg.StabilityWindow + tc.delay + time.Second - 1).Truncate(time.Second)
+			if raisedAt != want {
+				t.Errorf("first raised at +%s, want +%s", raisedAt, want)
+			}
+			// A decrease follows the next reading at once, whatever the spread.
+			p.ObserveReading(t0.Add(300*time.Second), *reading(16, 10, 4, 100, 3)) // 6
+			if got := p.Value(t0.Add(300 * time.Second)); got.Value != 6 {
+				t.Errorf("after a lower reading: got %+v, want 6 at once", got)
+			}
+		})
 	}
 }

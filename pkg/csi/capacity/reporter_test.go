@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -773,5 +774,43 @@ func TestReporterStaleRestoreFloorsOnTheLiveCount(t *testing.T) {
 	r, _, _ := newCountedReporter(t, cfg, src, func() (int, error) { return 8, nil })
 	if got := mustValue(t, r); got != 8 {
 		t.Fatalf("floor = %d, want the live count 8 (not the restored state's 5)", got)
+	}
+}
+
+// Each node's share of the increase spread is fixed by its ID: the same ID always waits
+// alike, and a fleet's nodes spread over the whole range instead of raising together.
+func TestReporterSpreadsIncreasesByNodeID(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.IncreaseSpread = 100 * time.Second
+	delay := func(id string) time.Duration {
+		t.Helper()
+		r, err := NewReporter(cfg, newFakeSource(reading(16, 1, 3, 100, 5)), id, nil, clocktesting.NewFakeClock(t0), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := time.ParseDuration(r.DebugState().(DebugInfo).IncreaseDelay)
+		if err != nil {
+			t.Fatalf("%s: increaseDelay: %v", id, err)
+		}
+		return d
+	}
+	if a, b := delay("node-7"), delay("node-7"); a != b {
+		t.Errorf("node-7 waits %s, then %s: want the same", a, b)
+	}
+	deciles := map[time.Duration]bool{}
+	for i := range 200 {
+		d := delay(fmt.Sprintf("node-%d", i))
+		if d < 0 || d >= cfg.IncreaseSpread {
+			t.Fatalf("node-%d waits %s more, want within [0, %s)", i, d, cfg.IncreaseSpread)
+		}
+		deciles[d/(cfg.IncreaseSpread/10)] = true
+	}
+	if len(deciles) != 10 {
+		t.Errorf("200 nodes' delays fall in %d of the 10 tenths of the spread, want all", len(deciles))
+	}
+	cfg.IncreaseSpread = 0
+	r, _, _ := newTestReporter(t, cfg, newFakeSource(reading(16, 1, 3, 100, 5)))
+	if d := r.DebugState().(DebugInfo); d.IncreaseDelay != "" || d.Config.IncreaseSpread != "" {
+		t.Errorf("spread off: increaseDelay %q, config %q, want both absent", d.IncreaseDelay, d.Config.IncreaseSpread)
 	}
 }

@@ -104,7 +104,7 @@ func (iv *instView) slots() cloud.Capacity {
 // InstanceNotFound if absent.
 func (t *txn) loadInstance(id string) (*instView, error) {
 	iv := &instView{}
-	ok, err := getJSON(t.tx.Bucket(bucketInstances), []byte(id), &iv.rec)
+	ok, err := t.s.recs.instances.getJSON(t.tx.Bucket(bucketInstances), []byte(id), &iv.rec)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +126,7 @@ func (t *txn) attachLimit(rec *instanceRec) (int, error) {
 		return *rec.AttachLimitOverride, nil
 	}
 	var it cloud.InstanceType
-	ok, err := getJSON(t.tx.Bucket(bucketTypes), []byte(rec.InstanceType), &it)
+	ok, err := t.s.recs.types.getJSON(t.tx.Bucket(bucketTypes), []byte(rec.InstanceType), &it)
 	if err != nil {
 		return 0, err
 	}

@@ -154,13 +154,15 @@ type Store struct {
 	// epoch names this database: written once when it is created, so readers can tell a
 	// store that started empty again (revisions restarting from 0) from an older reading.
 	epoch string
+	// recs caches the decoded JSON records every attach reads.
+	recs *recCaches
 }
 
 // Open opens (creating if needed) the store in dir/fakecloud.db. With dir == "" it uses a
 // temporary file that Close removes: the same code path, but nothing persists, so commits
 // skip fdatasync.
 func Open(dir string, opts Options) (*Store, error) {
-	s := &Store{now: opts.Now, maxEvents: uint64(opts.MaxEvents), zones: slices.Clone(opts.Zones),
+	s := &Store{now: opts.Now, maxEvents: uint64(opts.MaxEvents), zones: slices.Clone(opts.Zones), recs: newRecCaches(),
 		attachDuration: max(0, opts.AttachDuration), detachDuration: max(0, opts.DetachDuration)}
 	if s.now == nil {
 		s.now = time.Now

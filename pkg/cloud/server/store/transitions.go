@@ -142,7 +142,7 @@ func (p Planner) plan() TransitionPlan {
 // typeDurations reads the instance type's own attach and detach durations, nil when unset.
 func (t *txn) typeDurations(rec *instanceRec) (attach, detach *int, err error) {
 	var it cloud.InstanceType
-	if _, err := getJSON(t.tx.Bucket(bucketTypes), []byte(rec.InstanceType), &it); err != nil {
+	if _, err := t.s.recs.types.getJSON(t.tx.Bucket(bucketTypes), []byte(rec.InstanceType), &it); err != nil {
 		return nil, nil, err
 	}
 	return it.AttachDurationMS, it.DetachDurationMS, nil

@@ -103,9 +103,14 @@ func (t *txn) getVolumeState(id string) (volumeState, error) {
 // decodeVolume decodes a stored volume record and reads its state.
 func (t *txn) decodeVolume(data []byte) (*volView, error) {
 	vv := &volView{}
-	if err := jsonUnmarshal(data, &vv.rec); err != nil {
-		return nil, err
+	rec, ok := t.s.recs.volumes.get(data)
+	if !ok {
+		if err := jsonUnmarshal(data, &rec); err != nil {
+			return nil, err
+		}
+		t.s.recs.volumes.put(data, rec)
 	}
+	vv.rec = rec
 	var err error
 	if vv.state, err = decodeVolumeState(t.tx.Bucket(bucketVolStates).Get([]byte(vv.rec.ID))); err != nil {
 		return nil, fmt.Errorf("volume %s: %w", vv.rec.ID, err)
