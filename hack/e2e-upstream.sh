@@ -73,7 +73,7 @@ kubeconfig)
       "${d}Dynamic PV \\(block volmode\\)\\(allowExpansion\\)\\] volume-expand should resize volume when PVC is edited while pod is using it"
       "${d}Dynamic PV \\(default fs\\)\\] read-write-once-pod should block a second pod"
       "${d}Dynamic PV \\(default fs\\)\\] provisioning should provision storage with pvc data source\$"
-      "${d}Dynamic Snapshot \\(delete policy\\)\\] snapshottable .* should check snapshot fields, check restore correctly works, check deletion"
+      "${d}Dynamic Snapshot \\(delete policy\\)\\] snapshottable .* should check snapshot fields, check restore correctly works after modifying source data, check deletion \\(persistent\\)"
       "${d}Dynamic PV \\(block volmode\\)\\] volumes should store data"
       "${d}Dynamic PV \\(default fs\\)\\] volumes should allow exec of files on the volume"
       "${d}Dynamic PV \\(default fs\\)\\] volumeIO should write files of various sizes"

@@ -14,8 +14,14 @@
 #   agnhost            agnhost built from the same release (`localcluster build --kind`, version
 #                      stamped from its VERSION, checked against the tag) on that busybox root
 #                      instead of upstream's alpine: subPath runs `agnhost mounttest` and /bin/sh
-#   nginx, glibc-dns-testing  STAND-INS: the busybox image under their names. The volumes
-#                      suite's exec spec and the multiVolume pods only run /bin/sh in them.
+#   nginx              STAND-IN: the busybox image under its name; the volumes suite's exec spec
+#                      only runs /bin/sh in it
+#   glibc-dns-testing  STAND-IN: upstream's is Debian bookworm-slim with dnsutils; the multiVolume
+#                      pods run sh and GNU dd (oflag=nocache, which busybox's dd lacks) in it, so
+#                      it is the busybox root plus Debian $GLIBC_SUITE's glibc (libc6), GNU dd
+#                      (from coreutils) and dash as /bin/sh, as Debian has it (busybox's own sh
+#                      runs its dd applet whatever PATH says: Debian's busybox-static prefers
+#                      applets)
 # Each archive is rebuilt only when its inputs change (key in <archive>.key); the busybox
 # package is downloaded once per version into $FAKECLOUD_CACHE/e2e-test-images.
 set -euo pipefail
@@ -31,6 +37,8 @@ ARCH=${ARCH:-$(go env GOARCH)}
 REGISTRY=localhost/fakecloud-csi/e2e-test-images
 # The Debian release whose busybox-static is the upstream busybox image's version.
 BUSYBOX_SUITE=${BUSYBOX_SUITE:-trixie}
+# The Debian release of upstream's glibc-dns-testing base (its BASEIMAGE, debian:bookworm-slim).
+GLIBC_SUITE=${GLIBC_SUITE:-bookworm}
 tools=$root/tests/e2e/localcluster/tools
 k8s_version=$(go -C "$tools" list -m -f '{{.Version}}' k8s.io/kubernetes)
 k8s_src=$(go -C "$tools" list -m -f '{{.Dir}}' k8s.io/kubernetes)
@@ -57,8 +65,25 @@ step "e2e-test-images: kindctl"
 kindctl=$IMAGES_DIR/bin/kindctl
 (cd "$root/hack/kind" && go build -o "$kindctl" ./cmd/kindctl)
 
-# fetch_busybox: Debian's busybox-static of $BUSYBOX_SUITE, through apt with its own source list
-# and state under $cache/apt (the host's apt configuration is not touched), checked to be
+# apt_download SUITE DIR PKG...: Debian SUITE's packages PKG... (their .deb files) into DIR,
+# through apt with its own source list and state under $cache/apt-SUITE (the host's apt
+# configuration is not touched; apt checks the archive's signature as always).
+apt_download() {
+  local suite=$1 dir=$2 apt=$cache/apt-$1
+  shift 2
+  mkdir -p "$apt/lists/partial" "$apt/archives/partial" "$dir"
+  echo "deb http://deb.debian.org/debian $suite main" >"$apt/sources.list"
+  local opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt" -o "APT::Architectures::=$ARCH")
+  echo "  apt-get update ($suite only, state in $apt)" >&2
+  apt-get -q "${opts[@]}" update >"$apt/update.log" 2>&1 || { tail -n 20 "$apt/update.log" >&2; die "apt-get update for $suite failed (log $apt/update.log)"; }
+  local p pkgs=()
+  for p in "$@"; do pkgs+=("$p:$ARCH"); done
+  (cd "$dir" && apt-get -q "${opts[@]}" download "${pkgs[@]}" >"$apt/download.log" 2>&1) ||
+    { tail -n 20 "$apt/download.log" >&2; die "apt-get download $* from $suite failed (log $apt/download.log)"; }
+}
+
+# fetch_busybox: Debian's busybox-static of $BUSYBOX_SUITE (apt_download), checked to be
 # busybox $busybox_version. Prints the binary's path.
 fetch_busybox() {
   local dir=$cache/busybox-$busybox_version-$ARCH bin deb banner
@@ -67,15 +92,8 @@ fetch_busybox() {
     echo "$bin"
     return 0
   fi
-  local apt=$cache/apt
-  mkdir -p "$apt/lists/partial" "$apt/archives/partial" "$dir.tmp"
-  echo "deb http://deb.debian.org/debian $BUSYBOX_SUITE main" >"$apt/sources.list"
-  local opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
-    -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt" -o "APT::Architectures::=$ARCH")
-  echo "  apt-get update ($BUSYBOX_SUITE only, state in $apt)" >&2
-  apt-get -q "${opts[@]}" update >"$apt/update.log" 2>&1 || { tail -n 20 "$apt/update.log" >&2; die "apt-get update for $BUSYBOX_SUITE failed (log $apt/update.log)"; }
-  (cd "$dir.tmp" && apt-get -q "${opts[@]}" download "busybox-static:$ARCH" >"$apt/download.log" 2>&1) ||
-    { tail -n 20 "$apt/download.log" >&2; die "apt-get download busybox-static failed (log $apt/download.log)"; }
+  rm -rf "$dir.tmp"
+  apt_download "$BUSYBOX_SUITE" "$dir.tmp" busybox-static
   deb=$(ls "$dir.tmp"/busybox-static_*.deb)
   dpkg-deb -x "$deb" "$dir.tmp/x"
   banner=$("$dir.tmp/x/usr/bin/busybox" 2>&1 | head -n 1) || true
@@ -113,12 +131,46 @@ busybox_root() {
   rm -rf "$dir"
 }
 
+# glibc_root OUT: the busybox root (tar $rootfs) plus Debian $GLIBC_SUITE's libc6 (the C library
+# and the dynamic loader), GNU dd from its coreutils in place of busybox's and its dash as
+# /bin/sh, as a tar at OUT; the packages are downloaded once into $cache/glibc-$GLIBC_SUITE-$ARCH.
+glibc_root() {
+  local out=$1 debs=$cache/glibc-$GLIBC_SUITE-$ARCH dir x
+  if [[ ! -f $debs/done ]]; then
+    rm -rf "$debs"
+    apt_download "$GLIBC_SUITE" "$debs" libc6 coreutils dash
+    touch "$debs/done"
+  fi
+  dir=$(mktemp -d "$cache/glibc-root.XXXXXX")
+  chmod 0755 "$dir"
+  tar -C "$dir" -xf "$rootfs"
+  x=$dir.x
+  mkdir -p "$x"
+  dpkg-deb -x "$(ls "$debs"/libc6_*.deb)" "$x/libc6"
+  dpkg-deb -x "$(ls "$debs"/coreutils_*.deb)" "$x/coreutils"
+  dpkg-deb -x "$(ls "$debs"/dash_*.deb)" "$x/dash"
+  # libc6's shared objects and the loader, where it puts them (/lib/<triplet>, /lib64).
+  cp -a "$x/libc6/lib" "$dir/" 2>/dev/null || cp -a "$x/libc6/usr/lib" "$dir/"
+  [[ -d $x/libc6/lib64 ]] && cp -a "$x/libc6/lib64" "$dir/"
+  rm -f "$dir/bin/dd"
+  install -m 0755 "$x/coreutils/bin/dd" "$dir/bin/dd"
+  install -m 0755 "$x/dash/bin/dash" "$dir/bin/dash"
+  ln -sfn dash "$dir/bin/sh"
+  rm -rf "$x"
+  tar -C "$dir" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf "$out.tmp" .
+  mv "$out.tmp" "$out"
+  rm -rf "$dir"
+}
+
 step "e2e-test-images: busybox $busybox_version (Debian $BUSYBOX_SUITE busybox-static)"
 busybox_bin=$(fetch_busybox)
 busybox_deb=$(cat "$(dirname "$busybox_bin")/debian-version")
 rootfs=$cache/busybox-root-$busybox_version-$ARCH-$({ sha256sum <"$busybox_bin"; declare -f busybox_root; } | sha256sum | cut -c1-12).tar
 [[ -s $rootfs ]] || busybox_root "$busybox_bin" "$rootfs"
 echo "busybox root: $rootfs"
+glibc_rootfs=$cache/glibc-root-$GLIBC_SUITE-$ARCH-$({ sha256sum <"$rootfs"; declare -f glibc_root; } | sha256sum | cut -c1-12).tar
+[[ -s $glibc_rootfs ]] || glibc_root "$glibc_rootfs"
+echo "glibc root: $glibc_rootfs"
 
 agnhost=$K8S_BIN/agnhost
 [[ -x $agnhost ]] || die "$agnhost is missing: build it with (cd tests/e2e && go run ./localcluster/cmd/localcluster build --kind)"
@@ -132,7 +184,7 @@ images=(
   "busybox $busybox_tag --base-layer=$rootfs --cmd=sh --commit=debian-busybox-static-$busybox_deb --source=$busybox_source"
   "agnhost $agnhost_tag --base-layer=$rootfs --binary=$agnhost --cmd=pause --commit=k8s.io/kubernetes@$k8s_version --source=https://github.com/kubernetes/kubernetes"
   "nginx $nginx_tag --base-layer=$rootfs --cmd=sh --title=nginx-stand-in-busybox --commit=debian-busybox-static-$busybox_deb --source=$busybox_source"
-  "glibc-dns-testing $glibc_tag --base-layer=$rootfs --cmd=sh --title=glibc-dns-testing-stand-in-busybox --commit=debian-busybox-static-$busybox_deb --source=$busybox_source"
+  "glibc-dns-testing $glibc_tag --base-layer=$glibc_rootfs --cmd=sh --title=glibc-dns-testing-stand-in-busybox-glibc-gnu-dd --commit=debian-busybox-static-$busybox_deb+debian-$GLIBC_SUITE-libc6-coreutils --source=$busybox_source"
 )
 names=()
 for spec in "${images[@]}"; do
@@ -140,7 +192,7 @@ for spec in "${images[@]}"; do
   ref=$REGISTRY/$name:$tag
   out=$IMAGES_DIR/e2e-$name.tar
   # shellcheck disable=SC2086 # flags is a list of kindctl flags without spaces
-  key=$( { echo "$ref $ARCH $flags"; sha256sum <"$rootfs"; if [[ $name == agnhost ]]; then sha256sum <"$agnhost"; fi; sha256sum <"$kindctl"; } | sha256sum | cut -c1-16)
+  key=$( { echo "$ref $ARCH $flags"; sha256sum "$rootfs" "$glibc_rootfs"; if [[ $name == agnhost ]]; then sha256sum <"$agnhost"; fi; sha256sum <"$kindctl"; } | sha256sum | cut -c1-16)
   if [[ -f $out && -f $out.key && $(cat "$out.key") == "$key" ]]; then
     echo "$name: $ref (cached, $out)"
   else
