@@ -6,7 +6,8 @@
 #        localhost:30080 (the kind port mapping), admin token from the demo tokens;
 #   8.   E2E_UPSTREAM=ci (or all): Kubernetes' storage e2e testsuites on the same cluster
 #        (hack/e2e-upstream.sh E2E_UPSTREAM_MODE=kubeconfig E2E_UPSTREAM_SET=$E2E_UPSTREAM, in
-#        E2E_UPSTREAM_PROCS ginkgo processes), JUnit and summary into ARTIFACTS; unset: skipped;
+#        E2E_UPSTREAM_PROCS ginkgo processes, default 4), JUnit and summary into ARTIFACTS;
+#        unset: skipped;
 #   9.   on failure: kind's logs (every node, every container, every pod's log under each
 #        node's /var/log/pods) and the fake cloud's /v1/events into a folder it prints;
 #   10.  delete the cluster and stop the dockerd OFFLINE=1 started, unless KEEP_CLUSTER=1.
@@ -72,8 +73,10 @@ echo "e2e on kind passed"
 if [[ -n $E2E_UPSTREAM ]]; then
   printf '\n== 8. upstream storage e2e (%s) on the same cluster\n' "$E2E_UPSTREAM"
   # OFFLINE=1 loaded the suite's images under local names; kind-up wrote their repo list.
+  # 4 processes: the specs mostly wait for attach, mounts and pods, not for the CPU
+  # (docs/e2e-upstream.md has the measurements).
   if ! E2E_UPSTREAM_MODE=kubeconfig E2E_UPSTREAM_SET=$E2E_UPSTREAM KUBECONFIG=$KUBECONFIG_FILE \
-      ARTIFACTS=$ARTIFACTS hack/e2e-upstream.sh; then
+      E2E_UPSTREAM_PROCS=${E2E_UPSTREAM_PROCS:-4} ARTIFACTS=$ARTIFACTS hack/e2e-upstream.sh; then
     collect
     exit 1
   fi
