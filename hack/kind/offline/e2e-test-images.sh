@@ -22,8 +22,9 @@
 #                      (from coreutils) and dash as /bin/sh, as Debian has it (busybox's own sh
 #                      runs its dd applet whatever PATH says: Debian's busybox-static prefers
 #                      applets)
-# Each archive is rebuilt only when its inputs change (key in <archive>.key); the busybox
-# package is downloaded once per version into $FAKECLOUD_CACHE/e2e-test-images.
+# Each archive is built only when its inputs change, cached by them under
+# $FAKECLOUD_CACHE/e2e-test-images/archives and copied from there; the Debian packages are
+# downloaded once per version into $FAKECLOUD_CACHE/e2e-test-images.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -191,16 +192,22 @@ for spec in "${images[@]}"; do
   read -r name tag flags <<<"$spec"
   ref=$REGISTRY/$name:$tag
   out=$IMAGES_DIR/e2e-$name.tar
-  # shellcheck disable=SC2086 # flags is a list of kindctl flags without spaces
-  key=$( { echo "$ref $ARCH $flags"; sha256sum "$rootfs" "$glibc_rootfs"; if [[ $name == agnhost ]]; then sha256sum <"$agnhost"; fi; sha256sum <"$kindctl"; } | sha256sum | cut -c1-16)
-  if [[ -f $out && -f $out.key && $(cat "$out.key") == "$key" ]]; then
-    echo "$name: $ref (cached, $out)"
-  else
-    rm -f "$out.key"
+  # The inputs: the flags, the layers, and the code that writes the archive (its source, not
+  # the kindctl binary, whose build info changes with every commit).
+  key=$( { echo "$ref $ARCH $flags"; sha256sum "$rootfs" "$glibc_rootfs"
+    if [[ $name == agnhost ]]; then sha256sum <"$agnhost"; fi
+    cat "$root"/hack/kind/internal/ociimage/ociimage.go "$root"/hack/kind/cmd/kindctl/run.go "$root"/hack/kind/go.sum; } | sha256sum | cut -c1-16)
+  # Cached outside the clone, so that a fresh CI clone copies instead of rebuilding.
+  cached=$cache/archives/e2e-$name-$key.tar
+  if [[ ! -s $cached ]]; then
+    mkdir -p "$cache/archives"
+    rm -f "$cache/archives/e2e-$name-"*.tar
     # shellcheck disable=SC2086 # flags is a list of kindctl flags without spaces
-    "$kindctl" image --ref="$ref" --arch="$ARCH" --version="$tag" --env="$path_env" $flags --out="$out"
-    echo "$key" >"$out.key"
+    "$kindctl" image --ref="$ref" --arch="$ARCH" --version="$tag" --env="$path_env" $flags --out="$cached.tmp"
+    mv "$cached.tmp" "$cached"
   fi
+  cp "$cached" "$out"
+  echo "$name: $ref ($out, from $cached)"
   names+=("e2e-$name")
 done
 echo "${names[*]}" >"$IMAGES_DIR/e2e-test-images"
