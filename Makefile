@@ -92,7 +92,7 @@ scenario-local: ## Run SCENARIO on `make up-local`'s cluster while recording, th
 	cd tests/e2e && $(GO) run ./cmd/capacityplot --run-dir=current --scenario=$(CURDIR)/$(SCENARIO) --out-dir=$(CURDIR)/_output/scenario $(SCENARIO_ARGS)
 
 .PHONY: e2e-upstream
-e2e-upstream: ## Kubernetes' own storage e2e (v1.37.2 test/e2e/storage/external) on a local cluster: the suites that need no container; JUnit in the run's logs/ (E2E_UPSTREAM_MODE=kubeconfig KUBECONFIG=...: every applicable suite on that cluster).
+e2e-upstream: ## Kubernetes' own storage e2e (v1.37.2 test/e2e/storage/external) on a local cluster: the suites that need no container; JUnit in the run's logs/ (E2E_UPSTREAM_MODE=kubeconfig KUBECONFIG=...: every applicable suite on that cluster; E2E_UPSTREAM_SET=ci, E2E_UPSTREAM_PROCS=N).
 	E2E_UPSTREAM_MODE=$(E2E_UPSTREAM_MODE) KEEP_CLUSTER=$(KEEP_CLUSTER) E2E_UPSTREAM_ARGS='$(E2E_UPSTREAM_ARGS)' hack/e2e-upstream.sh
 
 .PHONY: up-local
@@ -131,7 +131,7 @@ kind-down: ## Delete the kind cluster of kind-up / e2e; stop the dockerd OFFLINE
 	hack/kind-down.sh
 
 .PHONY: e2e
-e2e: ## The e2e suite on kind, real kubelets and containers: up, test, logs on failure, down (OFFLINE=1; KEEP_CLUSTER=1 keeps it; E2E_ARGS='-run TestS01').
+e2e: ## The e2e suite on kind, real kubelets and containers: up, test, logs on failure, down (OFFLINE=1; KEEP_CLUSTER=1 keeps it; E2E_ARGS='-run TestS01'; E2E_UPSTREAM=ci|all then runs the upstream storage e2e on the same cluster).
 	KEEP_CLUSTER=$(KEEP_CLUSTER) E2E_ARGS='$(E2E_ARGS)' hack/e2e-kind.sh
 
 .PHONY: deploy-dry-run

@@ -4,9 +4,13 @@
 #   1-6. hack/kind-up.sh (images, cluster, load, snapshot release, apply, rollout);
 #   7.   go test in tests/e2e with the kubeconfig kind wrote and the fake cloud on
 #        localhost:30080 (the kind port mapping), admin token from the demo tokens;
-#   8.   on failure: kind's logs (every node, every container, every pod's log under each
+#   8.   E2E_UPSTREAM=ci (or all): Kubernetes' storage e2e testsuites on the same cluster
+#        (hack/e2e-upstream.sh E2E_UPSTREAM_MODE=kubeconfig E2E_UPSTREAM_SET=$E2E_UPSTREAM, in
+#        E2E_UPSTREAM_PROCS ginkgo processes, default 4), JUnit and summary into ARTIFACTS;
+#        unset: skipped;
+#   9.   on failure: kind's logs (every node, every container, every pod's log under each
 #        node's /var/log/pods) and the fake cloud's /v1/events into a folder it prints;
-#   9.   delete the cluster and stop the dockerd OFFLINE=1 started, unless KEEP_CLUSTER=1.
+#   10.  delete the cluster and stop the dockerd OFFLINE=1 started, unless KEEP_CLUSTER=1.
 # E2E_ARGS are passed to go test (e.g. E2E_ARGS='-run TestS01').
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +27,7 @@ export OFFLINE=${OFFLINE:-0}
 # containerd config names pause:3.10; the offline node image's is in its own file).
 POD_IMAGE=${POD_IMAGE:-registry.k8s.io/pause:3.10}
 E2E_ARGS=${E2E_ARGS:-}
+E2E_UPSTREAM=${E2E_UPSTREAM:-}
 ARTIFACTS=${ARTIFACTS:-$KIND_DIR/artifacts-$(date +%Y%m%d-%H%M%S)}
 kind=(go tool -modfile="$root/tools/go.mod" kind)
 
@@ -64,3 +69,16 @@ if ! (cd tests/e2e && go test -count=1 -timeout=40m -v . \
   exit 1
 fi
 echo "e2e on kind passed"
+
+if [[ -n $E2E_UPSTREAM ]]; then
+  printf '\n== 8. upstream storage e2e (%s) on the same cluster\n' "$E2E_UPSTREAM"
+  # OFFLINE=1 loaded the suite's images under local names; kind-up wrote their repo list.
+  # 4 processes: the specs mostly wait for attach, mounts and pods, not for the CPU
+  # (docs/e2e-upstream.md has the measurements).
+  if ! E2E_UPSTREAM_MODE=kubeconfig E2E_UPSTREAM_SET=$E2E_UPSTREAM KUBECONFIG=$KUBECONFIG_FILE \
+      E2E_UPSTREAM_PROCS=${E2E_UPSTREAM_PROCS:-4} ARTIFACTS=$ARTIFACTS hack/e2e-upstream.sh; then
+    collect
+    exit 1
+  fi
+  echo "upstream storage e2e on kind passed (JUnit: $ARTIFACTS/junit-e2e-upstream.xml)"
+fi

@@ -16,7 +16,9 @@
 #      the sidecar images (make kind-images);
 #   2. create the kind cluster of deploy/kind/kind-config.yaml (skipped if it exists);
 #      OFFLINE=1: of the config kindctl derives from it for the offline node image;
-#   3. load the image archives into every node;
+#   3. load the image archives into every node (OFFLINE=1: the sidecars and the upstream
+#      storage e2e's test images too; $KIND_DIR/e2e-repo-list.yaml then names those for
+#      make e2e-upstream E2E_UPSTREAM_MODE=kubeconfig);
 #   4. fetch the external-snapshotter release matching the csi-snapshotter sidecar;
 #   5. apply deploy/kind/snapshot (CRDs, snapshot-controller), then deploy/kind (or their
 #      offline overlays);
@@ -68,7 +70,8 @@ if [[ $OFFLINE == 1 ]]; then
   "$kindctl" kind-config --node-image="$node_image" --etcd-tag="$ETCD_TAG" \
     --in=deploy/kind/kind-config.yaml --out="$config"
   read -r -a sidecars <"$IMAGES_DIR/sidecar-images"
-  archives+=("${sidecars[@]}")
+  read -r -a e2e_images <"$IMAGES_DIR/e2e-test-images"
+  archives+=("${sidecars[@]}" "${e2e_images[@]}")
   deploy=deploy/kind-offline
   snapshot=deploy/kind-offline/snapshot
 fi
@@ -87,6 +90,12 @@ step "3. load images (${archives[*]})"
 for b in "${archives[@]}"; do
   "${kind[@]}" load image-archive "$IMAGES_DIR/$b.tar" --name "$KIND_CLUSTER_NAME"
 done
+# The upstream e2e's images under their local names are in the cluster now (OFFLINE=1); without
+# it the cluster pulls upstream's from registry.k8s.io, and no repo list may redirect them.
+rm -f "$KIND_DIR/e2e-repo-list.yaml"
+if [[ $OFFLINE == 1 ]]; then
+  cp "$IMAGES_DIR/e2e-repo-list.yaml" "$KIND_DIR/e2e-repo-list.yaml"
+fi
 
 step "4. external-snapshotter release"
 "$kindctl" snapshotter --deploy deploy/kind --out _output/external-snapshotter

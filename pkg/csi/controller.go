@@ -35,6 +35,10 @@ const (
 	// VolumeContextSourceVolume is the volume_context key of a clone (CLONE_VOLUME): the ID
 	// of its source volume, whose backing data the node copies when it first stages the clone.
 	VolumeContextSourceVolume = "sourceVolumeId"
+	// VolumeContextSourceSnapshot is the volume_context key of a volume restored from a
+	// snapshot: the snapshot's ID, whose data (kept by the controller, snapshotdata.go) the
+	// node copies when it first stages the volume.
+	VolumeContextSourceSnapshot = "sourceSnapshotId"
 
 	// GiB is a gibibyte; volume sizes are whole GiB.
 	GiB int64 = 1 << 30
@@ -58,6 +62,9 @@ type ControllerServer struct {
 	cloudOK func()
 	// metrics counts publish and unpublish outcomes; nil: not counted (set by New).
 	metrics *controllerMetrics
+	// snapData keeps each snapshot's data for the volumes restored from it; the zero value
+	// keeps none (set by New from --volume-data-dir).
+	snapData snapshotData
 }
 
 var _ csi.ControllerServer = (*ControllerServer)(nil)
@@ -162,6 +169,7 @@ func csiVolume(v *cloud.Volume) *csi.Volume {
 		out.ContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
 			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: v.SourceSnapshotID},
 		}}
+		out.VolumeContext[VolumeContextSourceSnapshot] = v.SourceSnapshotID
 	}
 	if v.SourceVolumeID != "" {
 		out.ContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
@@ -572,7 +580,9 @@ func csiSnapshot(s *cloud.Snapshot) *csi.Snapshot {
 }
 
 // CreateSnapshot snapshots a volume, idempotent by name; the same name for another volume is
-// ALREADY_EXISTS, a missing source volume NOT_FOUND.
+// ALREADY_EXISTS, a missing source volume NOT_FOUND. With a volume data folder it keeps a copy
+// of the source's data for the volumes restored from the snapshot (snapshotdata.go; INTERNAL
+// when the copy fails, and a retry copies again).
 func (s *ControllerServer) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
 	if err := validateCreateSnapshotRequest(req); err != nil {
 		return nil, err
@@ -585,6 +595,9 @@ func (s *ControllerServer) CreateSnapshot(ctx context.Context, req *csi.CreateSn
 	snap, err := s.cloud.CreateSnapshot(ctx, cloud.CreateSnapshotRequest{Name: req.GetName(), SourceVolumeID: req.GetSourceVolumeId()})
 	if err := s.ok(err); err != nil {
 		return nil, cloudStatus(opDefault, err, "snapshot %s as %s", req.GetSourceVolumeId(), req.GetName())
+	}
+	if err := s.snapData.capture(ctx, snap.SourceVolumeID, snap.ID); err != nil {
+		return nil, err
 	}
 	klog.FromContext(ctx).V(2).Info("Snapshot created", "snapshotID", snap.ID, "volumeID", snap.SourceVolumeID)
 	return &csi.CreateSnapshotResponse{Snapshot: csiSnapshot(snap)}, nil
@@ -602,13 +615,17 @@ func (s *ControllerServer) GetSnapshot(ctx context.Context, req *csi.GetSnapshot
 	return &csi.GetSnapshotResponse{Snapshot: csiSnapshot(snap)}, nil
 }
 
-// DeleteSnapshot deletes a snapshot; one that does not exist is success.
+// DeleteSnapshot deletes a snapshot and the data kept for it; one that does not exist is
+// success.
 func (s *ControllerServer) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshotRequest) (*csi.DeleteSnapshotResponse, error) {
 	if err := validateDeleteSnapshotRequest(req); err != nil {
 		return nil, err
 	}
 	id := req.GetSnapshotId()
 	if err := cloudStatus(opGone, s.ok(s.cloud.DeleteSnapshot(ctx, id)), "delete snapshot %s", id); err != nil {
+		return nil, err
+	}
+	if err := s.snapData.remove(ctx, id); err != nil {
 		return nil, err
 	}
 	return &csi.DeleteSnapshotResponse{}, nil

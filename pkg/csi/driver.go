@@ -103,6 +103,7 @@ func New(opts Options, deps Deps) (*Driver, error) {
 			return nil, fmt.Errorf("new driver: %w", err)
 		}
 		d.controller = NewControllerServer(deps.ControllerCloud, bo, d.ready.ControllerReady)
+		d.controller.snapData = snapshotData{dir: opts.VolumeDataDir}
 		if d.controller.metrics, err = newControllerMetrics(deps.Registry, bo, d.controller.inflight); err != nil {
 			return nil, fmt.Errorf("new driver: %w", err)
 		}
@@ -167,6 +168,15 @@ func listen(endpoint string) (net.Listener, error) {
 	lis, err := net.Listen(network, addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", endpoint, err)
+	}
+	if network == "unix" {
+		// The owner's and its group's, whatever the umask: the sidecars of a pod share the
+		// group (runAsGroup) but not always the user (the kind controller's driver runs as root
+		// to read every volume's data for snapshots; deploy/kind/controller-deployment.yaml).
+		if err := os.Chmod(addr, 0o660); err != nil {
+			_ = lis.Close()
+			return nil, fmt.Errorf("socket %s: %w", addr, err)
+		}
 	}
 	return lis, nil
 }

@@ -132,6 +132,10 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	if err != nil {
 		return nil, err
 	}
+	snap, err := restoreSource(req.GetVolumeContext())
+	if err != nil {
+		return nil, err
+	}
 	unlock, err := n.lock(id)
 	if err != nil {
 		return nil, err
@@ -139,6 +143,11 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	defer unlock()
 	if src != "" {
 		if err := n.seedClone(ctx, id, src); err != nil {
+			return nil, err
+		}
+	}
+	if snap != "" {
+		if err := n.seedRestore(ctx, id, snap); err != nil {
 			return nil, err
 		}
 	}

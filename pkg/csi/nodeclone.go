@@ -14,8 +14,9 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// The node side of CLONE_VOLUME: the cloud keeps no data, the volumes' backing data is on the
-// node (shared by every node with --volume-data-dir), so a clone gets its source's data the
+// The node side of CLONE_VOLUME and of restoring a snapshot: the cloud keeps no data, the
+// volumes' backing data is on the node (shared by every node with --volume-data-dir), so a
+// clone gets its source's data, and a restored volume its snapshot's (snapshotdata.go), the
 // first time it is staged.
 
 // cloneSource is the source volume named by volume_context (VolumeContextSourceVolume), ""
@@ -35,26 +36,57 @@ func cloneSource(id string, vc map[string]string) (string, error) {
 	return src, nil
 }
 
+// restoreSource is the snapshot named by volume_context (VolumeContextSourceSnapshot), "" for
+// a volume not restored from one. A source that cannot name a folder is INVALID_ARGUMENT,
+// checked before any file is touched.
+func restoreSource(vc map[string]string) (string, error) {
+	src, ok := vc[VolumeContextSourceSnapshot]
+	if !ok {
+		return "", nil
+	}
+	if err := validateNodeVolumeID(src); err != nil {
+		return "", invalid("volume_context %s: %s", VolumeContextSourceSnapshot, status.Convert(err).Message())
+	}
+	return src, nil
+}
+
 // seedClone copies src's backing data (the mount data folder and the block file, whichever
-// exist) to the clone id's, once: a clone whose backing folder exists already has its data
-// (its own, written since) and is left alone, and a source that was never staged has no data,
-// so the clone starts empty as its source would. The copy is made beside the target and
-// renamed into place, so a crash leaves either no data or all of it. It is a copy of the
-// source as it is now; a source in use elsewhere is copied while it may be written
-// (crash-consistent at best), which is what a cloud clone of an attached disk gives too.
+// exist) to the clone id's (seedFrom). It is a copy of the source as it is now; a source in
+// use elsewhere is copied while it may be written (crash-consistent at best), which is what a
+// cloud clone of an attached disk gives too.
 func (n *NodeServer) seedClone(ctx context.Context, id, src string) error {
+	return n.seedFrom(ctx, id, n.backingDir(src), "sourceVolumeID", src)
+}
+
+// seedRestore copies snapshot snap's data, which the controller kept when it took the
+// snapshot (snapshotdata.go), to the restored volume id's (seedFrom). Without a shared volume
+// data folder no snapshot data is kept, and the volume starts empty.
+func (n *NodeServer) seedRestore(ctx context.Context, id, snap string) error {
+	from := snapshotData{dir: n.cfg.DataDir}.path(snap)
+	if from == "" {
+		klog.FromContext(ctx).V(2).Info("No volume data folder, so no snapshot data; the restored volume starts empty", "volumeID", id, "sourceSnapshotID", snap)
+		return nil
+	}
+	return n.seedFrom(ctx, id, from, "sourceSnapshotID", snap)
+}
+
+// seedFrom copies the backing data in the folder from (a source volume's, a snapshot's) to
+// volume id's, once: a volume whose backing folder exists already has its data (its own,
+// written since) and is left alone, and a source without data leaves the volume empty. The
+// copy is made beside the target and renamed into place, so a crash leaves either no data or
+// all of it. srcKey and src name the source in logs and errors.
+func (n *NodeServer) seedFrom(ctx context.Context, id, from, srcKey, src string) error {
 	dst := n.backingDir(id)
 	if _, err := os.Stat(dst); err == nil {
 		return nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return internalf("backing folder of %s: %v", id, err)
 	}
-	from := n.backingDir(src)
 	if _, err := os.Stat(from); errors.Is(err, fs.ErrNotExist) {
-		klog.FromContext(ctx).V(2).Info("Clone source has no data yet; the clone starts empty", "volumeID", id, "sourceVolumeID", src)
+		klog.FromContext(ctx).V(2).Info("The source has no data; the volume starts empty", "volumeID", id, srcKey, src)
 		return nil
 	} else if err != nil {
-		return internalf("backing folder of source %s: %v", src, err)
+		return internalf("data of source %s: %v", src, err)
 	}
 	tmp := dst + ".clone"
 	if err := os.RemoveAll(tmp); err != nil {
@@ -62,13 +94,13 @@ func (n *NodeServer) seedClone(ctx context.Context, id, src string) error {
 	}
 	if err := copyTree(from, tmp); err != nil {
 		_ = os.RemoveAll(tmp)
-		return internalf("copy the data of %s to its clone %s: %v", src, id, err)
+		return internalf("copy the data of %s to volume %s: %v", src, id, err)
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		_ = os.RemoveAll(tmp)
-		return internalf("put the clone's data of %s in place: %v", id, err)
+		return internalf("put the data of %s in place: %v", id, err)
 	}
-	klog.FromContext(ctx).V(2).Info("Clone seeded from its source", "volumeID", id, "sourceVolumeID", src)
+	klog.FromContext(ctx).V(2).Info("Volume seeded from its source", "volumeID", id, srcKey, src)
 	return nil
 }
 

@@ -45,7 +45,9 @@ type Options struct {
 	StateDir string
 	// VolumeDataDir holds the volumes' data (NodeConfig.DataDir), the fake cloud's disk
 	// storage: a folder every node of the cluster shares makes a volume's data follow it to
-	// the node it is attached to next (--volume-data-dir). Empty: <StateDir>/volumes.
+	// the node it is attached to next (--volume-data-dir). Empty: <StateDir>/volumes. In
+	// controller mode it is the same shared folder, where CreateSnapshot keeps each snapshot's
+	// data for the volumes restored from it (.snapshots/<snapshotID>); empty: none is kept.
 	VolumeDataDir string
 	// KubeletRoot is the kubelet's root directory (its --root-dir) as the node plugin sees
 	// it: every staging_target_path and target_path must be a clean absolute path strictly
@@ -144,7 +146,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CloudURL, "cloud-url", d.CloudURL, "base URL of the fake cloud")
 	fs.StringVar(&o.CloudTokenFile, "cloud-token-file", d.CloudTokenFile, "file holding the cloud bearer token (empty: no token)")
 	fs.StringVar(&o.StateDir, "state-dir", d.StateDir, "directory for the node's state (staged volumes, capacity state, node identity) and, without --volume-data-dir, the volumes' data; one node plugin per directory (locked)")
-	fs.StringVar(&o.VolumeDataDir, "volume-data-dir", d.VolumeDataDir, "directory for the volumes' data (the fake cloud's disks), shared by every node of the cluster so that data follows a volume to its next node; empty: <state-dir>/volumes")
+	fs.StringVar(&o.VolumeDataDir, "volume-data-dir", d.VolumeDataDir, "directory for the volumes' data (the fake cloud's disks), shared by every node of the cluster so that data follows a volume to its next node; empty: <state-dir>/volumes. In controller mode the same folder, where each snapshot's data is kept for restores; empty: restored volumes start empty")
 	fs.StringVar(&o.KubeletRoot, "kubelet-root", d.KubeletRoot, "the kubelet's root directory (its --root-dir): staging and target paths outside it, or not clean (\"..\"), or over 4095 bytes are refused with INVALID_ARGUMENT")
 	fs.StringVar(&o.HTTPAddr, "http-addr", d.HTTPAddr, "host:port for /healthz, /readyz, /metrics and /debug/capacity (empty: off)")
 	fs.DurationVar(&o.CapacityStaleAfter, "capacity-stale-after", d.CapacityStaleAfter, "how long the last known good capacity is reported while the cloud does not answer")

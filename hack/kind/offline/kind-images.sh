@@ -7,7 +7,10 @@
 #      ref goes to $IMAGES_DIR/kind-node-image, what a cluster on it needs (ETCD_TAG, POD_IMAGE)
 #      to $IMAGES_DIR/kind-node-image.env;
 #   3. the sidecar images (hack/kind/offline/sidecar-images.sh) as archives in $IMAGES_DIR; their
-#      names go to $IMAGES_DIR/sidecar-images.
+#      names go to $IMAGES_DIR/sidecar-images;
+#   4. the upstream storage e2e's test images (hack/kind/offline/e2e-test-images.sh: busybox,
+#      agnhost and two stand-ins) as archives in $IMAGES_DIR, names in $IMAGES_DIR/e2e-test-images,
+#      the suite's KUBE_TEST_REPO_LIST in $IMAGES_DIR/e2e-repo-list.yaml.
 # Needs a running Docker engine for step 2 (hack/kind/offline/dockerd.sh start).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,15 +21,18 @@ IMAGES_DIR=${IMAGES_DIR:-$root/_output/images}
 export IMAGES_DIR
 mkdir -p "$IMAGES_DIR"
 
-step "kind-images 1/3: Kubernetes binaries and sidecars (v1.37.2; cold: 30-45 min on 2 cores)"
+step "kind-images 1/4: Kubernetes binaries, sidecars and agnhost (v1.37.2; cold: 30-45 min on 2 cores)"
 (cd "$root/tests/e2e" && go run ./localcluster/cmd/localcluster build --kind)
 
-step "kind-images 2/3: kind node image"
+step "kind-images 2/4: kind node image"
 "$here/node-image.sh" | tee "$IMAGES_DIR/node-image.log"
 tail -n 1 "$IMAGES_DIR/node-image.log" >"$IMAGES_DIR/kind-node-image"
 cp "$FAKECLOUD_CACHE/kind/node-image.env" "$IMAGES_DIR/kind-node-image.env"
 echo "node image: $(cat "$IMAGES_DIR/kind-node-image") ($(tr '\n' ' ' <"$IMAGES_DIR/kind-node-image.env"))"
 
-step "kind-images 3/3: sidecar images"
+step "kind-images 3/4: sidecar images"
 "$here/sidecar-images.sh"
+
+step "kind-images 4/4: the upstream storage e2e's test images"
+"$here/e2e-test-images.sh"
 echo "kind-images: done in ${SECONDS}s"

@@ -23,14 +23,19 @@ const KubeVersion = "v1.37.2"
 // component is one binary built from the tools module.
 type component struct {
 	name, pkg string
-	// kind marks binaries only the offline kind node image needs (hack/kind/offline);
+	// kind marks binaries only the offline kind build needs (hack/kind/offline);
 	// the local cluster runs the others.
 	kind bool
+	// versionFile, when set, is a file in the package's folder whose content is the
+	// program's own version, stamped into its main.Version (agnhost's VERSION, as its
+	// Makefile does); the image built from it is tagged with it.
+	versionFile string
 }
 
 // components lists every binary of the tools module: what the local cluster runs,
 // then what only the offline kind build adds (kubelet, kubeadm, kubectl and
-// kube-proxy go into the node image; the sidecars run on both).
+// kube-proxy go into the node image, agnhost into the upstream e2e's test image;
+// the sidecars run on both).
 func components() []component {
 	return []component{
 		{name: "kube-apiserver", pkg: "k8s.io/kubernetes/cmd/kube-apiserver"},
@@ -47,6 +52,9 @@ func components() []component {
 		{name: "kubeadm", pkg: "k8s.io/kubernetes/cmd/kubeadm", kind: true},
 		{name: "kubectl", pkg: "k8s.io/kubernetes/cmd/kubectl", kind: true},
 		{name: "kube-proxy", pkg: "k8s.io/kubernetes/cmd/kube-proxy", kind: true},
+		// The upstream storage e2e's image for subPath (agnhost mounttest) and the Windows
+		// default; hack/kind/offline/e2e-test-images.sh packs it.
+		{name: "agnhost", pkg: "k8s.io/kubernetes/test/images/agnhost", kind: true, versionFile: "VERSION"},
 	}
 }
 
@@ -164,8 +172,16 @@ func Build(ctx context.Context, o BuildOptions) error {
 	args := []string{"-n", "10", "go", "build", "-v", "-trimpath", "-o", tmp + "/", "-ldflags", kubeLDFlags()}
 	var names []string
 	for _, c := range todo {
-		if v := versions[c.pkg]; strings.HasPrefix(c.name, "csi-") || c.name == "snapshot-controller" {
-			args = append(args, "-ldflags", c.pkg+"="+kubeLDFlags()+" -X main.version="+v)
+		v := versions[c.pkg]
+		switch {
+		case strings.HasPrefix(c.name, "csi-") || c.name == "snapshot-controller":
+			args = append(args, "-ldflags", c.pkg+"="+kubeLDFlags()+" -X main.version="+v.module)
+		case c.versionFile != "":
+			own, err := os.ReadFile(filepath.Join(v.dir, c.versionFile))
+			if err != nil {
+				return fmt.Errorf("version of %s: %w", c.name, err)
+			}
+			args = append(args, "-ldflags", c.pkg+"="+kubeLDFlags()+" -X main.Version="+strings.TrimSpace(string(own)))
 		}
 		names = append(names, c.name)
 	}
@@ -203,10 +219,18 @@ func binaryName(pkg string) string {
 	return last
 }
 
-// moduleVersions asks go list for the module version of each component's
-// package (empty for the tools module's own packages).
-func moduleVersions(ctx context.Context, toolsDir string, cs []component) (map[string]string, error) {
-	args := []string{"list", "-f", "{{.ImportPath}} {{with .Module}}{{.Version}}{{end}}"}
+// pkgInfo is what go list says of a component's package.
+type pkgInfo struct {
+	// module is the version of the package's module (empty for the tools module's own).
+	module string
+	// dir is the package's source folder (in the module cache).
+	dir string
+}
+
+// moduleVersions asks go list for the module version and folder of each
+// component's package.
+func moduleVersions(ctx context.Context, toolsDir string, cs []component) (map[string]pkgInfo, error) {
+	args := []string{"list", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{with .Module}}{{.Version}}{{end}}"}
 	for _, c := range cs {
 		args = append(args, c.pkg)
 	}
@@ -219,16 +243,16 @@ func moduleVersions(ctx context.Context, toolsDir string, cs []component) (map[s
 	if err != nil {
 		return nil, fmt.Errorf("go list in %s: %w\n%s", toolsDir, err, stderr.String())
 	}
-	versions := map[string]string{}
+	versions := map[string]pkgInfo{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if path, v, ok := strings.Cut(line, " "); ok {
-			versions[path] = v
+		if f := strings.Split(line, "\t"); len(f) == 3 {
+			versions[f[0]] = pkgInfo{module: f[2], dir: f[1]}
 		}
 	}
 	// go list prints "./cmd/x" as its full import path; key by what we asked.
 	for _, c := range cs {
 		if strings.HasPrefix(c.pkg, "./") {
-			versions[c.pkg] = ""
+			versions[c.pkg] = pkgInfo{}
 		}
 	}
 	return versions, nil

@@ -417,6 +417,8 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if _, err := sup.start(runCtx, procSpec{Name: "driver-controller", Path: c.driverBinary, Args: append([]string{
 		"--mode=controller", "--endpoint=unix://" + ctrlSock,
 		"--state-dir=" + filepath.Join(ctrlDir, "state"),
+		// The node plugins' shared data folder: the controller keeps each snapshot's data there.
+		"--volume-data-dir=" + filepath.Join(o.RunDir, "volumes"),
 		"--http-addr=127.0.0.1:" + strconv.Itoa(p.controllerHTTP),
 	}, driverCommon...), Restart: true}); err != nil {
 		return nil, err

@@ -147,6 +147,9 @@ func TestTestDriverClaims(t *testing.T) {
 		// CSIDriver that asks for them.
 		{"capacity", a.controller[csi.ControllerServiceCapability_RPC_GET_CAPACITY] && publishesCapacity},
 		{"fsGroup", csiDriver.Spec.FSGroupPolicy == "File"},
+		// Mount volumes are folders, not filesystems of their own, while the node formats
+		// nothing: the only supported fsType is the default one.
+		{"FSResizeFromSourceNotSupported", len(td.DriverInfo.SupportedFsType) == 1 && hasKey(td.DriverInfo.SupportedFsType, "")},
 		// Multi-node access modes are refused (a volume attaches to one instance).
 		{"RWX", false},
 		{"capReadOnlyMany", false},
@@ -223,4 +226,10 @@ func TestTestDriverClaims(t *testing.T) {
 			t.Error("exec must be true in testdriver.yaml (real containers); the local copy turns it off")
 		}
 	})
+}
+
+// hasKey says whether m has the key k.
+func hasKey[V any](m map[string]V, k string) bool {
+	_, ok := m[k]
+	return ok
 }

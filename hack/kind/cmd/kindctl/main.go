@@ -3,7 +3,8 @@
 // it):
 //
 //	kindctl image --binary=B --ref=R --out=F --version=V --commit=C [--arch=A] [--source=URL]
-//	    [--dir=D] [--base-layer=T] [--env=K=V]... [--format=oci|docker]
+//	    [--dir=D] [--base-layer=T] [--env=K=V]... [--cmd=ARG]... [--title=T] [--format=oci|docker]
+//	kindctl image --base-layer=T --cmd=ARG... --ref=R --out=F --version=V --commit=C  (no binary)
 //	kindctl kind-config --node-image=REF [--etcd-tag=T] --in=F --out=F
 //	kindctl render DIR
 //	kindctl apply [--kubeconfig=K] [--dry-run [--real-prerequisites]] DIR...

@@ -59,7 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func runImage(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	var s ociimage.Spec
 	var out string
-	fs.StringVar(&s.Binary, "binary", "", "static linux binary to put at /<name> (the entrypoint)")
+	fs.StringVar(&s.Binary, "binary", "", "static linux binary to put at /<name> (the entrypoint); empty with --base-layer and --cmd: the base layer alone")
 	fs.StringVar(&s.Ref, "ref", "", "image reference, e.g. localhost/fakecloud-csi/driver:dev")
 	fs.StringVar(&s.Arch, "arch", runtime.GOARCH, "GOARCH of the binary")
 	fs.StringVar(&s.Version, "version", "", "version label (org.opencontainers.image.version)")
@@ -72,6 +72,11 @@ func runImage(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 		s.Env = append(s.Env, v)
 		return nil
 	})
+	fs.Func("cmd", "an element of the image's default command (OCI Cmd; repeatable, in order)", func(v string) error {
+		s.Cmd = append(s.Cmd, v)
+		return nil
+	})
+	fs.StringVar(&s.Title, "title", "", "title label; empty: the binary's name, or the repository's last element")
 	format := fs.String("format", "oci", "archive format: oci (OCI image layout) or docker (docker save; docker load reads only this)")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -1,6 +1,6 @@
 // Package ociimage builds single-binary container images without a Docker daemon: a static
 // binary on an empty base (or on one base layer given as a tar, e.g. the few Debian packages
-// kube-proxy runs), written as an OCI image-layout tar archive that `kind load image-archive`
+// kube-proxy runs; or that base layer alone, e.g. a busybox root filesystem), written as an OCI image-layout tar archive that `kind load image-archive`
 // (containerd's `ctr images import`) accepts, or as a `docker save` archive that `docker load`
 // accepts too (WriteDockerArchive).
 package ociimage
@@ -42,7 +42,9 @@ const (
 // Spec describes one image.
 type Spec struct {
 	// Binary is the path of a static Linux executable; it becomes /<base name> in the image
-	// and the image's entrypoint.
+	// and the image's entrypoint. Empty (only with BaseLayer and Cmd): the image is the base
+	// layer alone, with no entrypoint, and Cmd is its whole default command (as Docker's
+	// busybox image, CMD ["sh"]).
 	Binary string
 	// Ref is the image reference the archive names, e.g. localhost/fakecloud-csi/driver:dev;
 	// it must have a tag.
@@ -65,13 +67,22 @@ type Spec struct {
 	BaseLayer string
 	// Env is the image's environment, KEY=VALUE each, in order.
 	Env []string
+	// Cmd is the image's default arguments (OCI config Cmd): what runs after the entrypoint
+	// when a container gives no args (agnhost's CMD ["pause"]), or the whole default command
+	// of an image without Binary.
+	Cmd []string
+	// Title is the LabelTitle; empty: the binary's base name, or the reference's last path
+	// element for an image without Binary.
+	Title string
 }
 
 // Validate reports every problem of s at once (errors.Join); nil when s is usable.
 func (s Spec) Validate() error {
 	var errs []error
 	if s.Binary == "" {
-		errs = append(errs, errors.New("binary path is empty"))
+		if s.BaseLayer == "" || len(s.Cmd) == 0 {
+			errs = append(errs, errors.New("binary path is empty (an image without a binary needs a base layer and a cmd)"))
+		}
 	} else if st, err := os.Stat(s.Binary); err != nil {
 		errs = append(errs, fmt.Errorf("binary: %w", err))
 	} else if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
@@ -104,8 +115,12 @@ func (s Spec) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Entrypoint is the path of the binary inside the image: Dir (default "/") + its base name.
+// Entrypoint is the path of the binary inside the image: Dir (default "/") + its base name;
+// "" for an image without Binary.
 func (s Spec) Entrypoint() string {
+	if s.Binary == "" {
+		return ""
+	}
 	dir := s.Dir
 	if dir == "" {
 		dir = "/"
@@ -114,23 +129,89 @@ func (s Spec) Entrypoint() string {
 }
 
 // Build returns the image of s: the base layer if any, then one layer holding the binary
-// (mode 0755, owned by root, with its parent folders), an OCI manifest and config with
-// entrypoint, environment, labels, linux/<Arch>.
+// (mode 0755, owned by root, with its parent folders) unless s has none, an OCI manifest and
+// config with entrypoint, cmd, environment, labels, linux/<Arch>.
 func Build(s Spec) (v1.Image, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
-	}
-	bin, err := os.ReadFile(s.Binary)
-	if err != nil {
-		return nil, fmt.Errorf("read binary: %w", err)
 	}
 	created := s.Created
 	if created.IsZero() {
 		created = time.Unix(0, 0).UTC()
 	}
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	if s.BaseLayer != "" {
+		base, err := tarball.LayerFromFile(s.BaseLayer, tarball.WithMediaType(types.OCILayer))
+		if err != nil {
+			return nil, fmt.Errorf("base layer %s: %w", s.BaseLayer, err)
+		}
+		img, err = mutate.Append(img, mutate.Addendum{Layer: base, History: v1.History{
+			Created:   v1.Time{Time: created},
+			CreatedBy: "fakecloud-csi hack/kind ociimage: ADD " + filepath.Base(s.BaseLayer) + " /",
+		}})
+		if err != nil {
+			return nil, fmt.Errorf("append base layer: %w", err)
+		}
+	}
+	title := s.Title
+	if s.Binary != "" {
+		layer, err := binaryLayer(s, created)
+		if err != nil {
+			return nil, err
+		}
+		img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{
+			Created:   v1.Time{Time: created},
+			CreatedBy: "fakecloud-csi hack/kind ociimage: COPY " + filepath.Base(s.Binary) + " " + s.Entrypoint(),
+		}})
+		if err != nil {
+			return nil, fmt.Errorf("append layer: %w", err)
+		}
+		if title == "" {
+			title = strings.TrimPrefix(s.Entrypoint(), "/")
+		}
+	} else if title == "" {
+		// Validate checked the reference.
+		tag, _ := name.NewTag(s.Ref, name.StrictValidation)
+		title = path.Base(tag.RepositoryStr())
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", s.Arch
+	cf.Created = v1.Time{Time: created}
+	cf.Config.Entrypoint = nil
+	if s.Binary != "" {
+		cf.Config.Entrypoint = []string{s.Entrypoint()}
+	}
+	cf.Config.Cmd = append([]string(nil), s.Cmd...)
+	cf.Config.Env = append([]string(nil), s.Env...)
+	cf.Config.Labels = map[string]string{
+		LabelVersion:  s.Version,
+		LabelRevision: s.Commit,
+		LabelTitle:    title,
+	}
+	if s.Source != "" {
+		cf.Config.Labels[LabelSource] = s.Source
+	}
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		return nil, fmt.Errorf("set config: %w", err)
+	}
+	return img, nil
+}
+
+// binaryLayer is the layer of s.Binary at s.Entrypoint(), with its parent folders first so
+// that it unpacks on an empty base too.
+func binaryLayer(s Spec, created time.Time) (v1.Layer, error) {
+	bin, err := os.ReadFile(s.Binary)
+	if err != nil {
+		return nil, fmt.Errorf("read binary: %w", err)
+	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	// Parent folders first, so that the layer unpacks on an empty base too.
 	var parents []string
 	for d := path.Dir(s.Entrypoint()); d != "/"; d = path.Dir(d) {
 		parents = append([]string{d}, parents...)
@@ -167,50 +248,7 @@ func Build(s Spec) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("layer: %w", err)
 	}
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	if s.BaseLayer != "" {
-		base, err := tarball.LayerFromFile(s.BaseLayer, tarball.WithMediaType(types.OCILayer))
-		if err != nil {
-			return nil, fmt.Errorf("base layer %s: %w", s.BaseLayer, err)
-		}
-		img, err = mutate.Append(img, mutate.Addendum{Layer: base, History: v1.History{
-			Created:   v1.Time{Time: created},
-			CreatedBy: "fakecloud-csi hack/kind ociimage: ADD " + filepath.Base(s.BaseLayer) + " /",
-		}})
-		if err != nil {
-			return nil, fmt.Errorf("append base layer: %w", err)
-		}
-	}
-	img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{
-		Created:   v1.Time{Time: created},
-		CreatedBy: "fakecloud-csi hack/kind ociimage: COPY " + filepath.Base(s.Binary) + " " + s.Entrypoint(),
-	}})
-	if err != nil {
-		return nil, fmt.Errorf("append layer: %w", err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", s.Arch
-	cf.Created = v1.Time{Time: created}
-	cf.Config.Entrypoint = []string{s.Entrypoint()}
-	cf.Config.Env = append([]string(nil), s.Env...)
-	cf.Config.Labels = map[string]string{
-		LabelVersion:  s.Version,
-		LabelRevision: s.Commit,
-		LabelTitle:    strings.TrimPrefix(s.Entrypoint(), "/"),
-	}
-	if s.Source != "" {
-		cf.Config.Labels[LabelSource] = s.Source
-	}
-	img, err = mutate.ConfigFile(img, cf)
-	if err != nil {
-		return nil, fmt.Errorf("set config: %w", err)
-	}
-	return img, nil
+	return layer, nil
 }
 
 // WriteArchive writes img as an OCI image-layout tar at out, naming it ref in the index

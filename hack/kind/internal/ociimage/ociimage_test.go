@@ -113,6 +113,12 @@ func TestSpecValidate(t *testing.T) {
 		{"unclean dir", func(s ociimage.Spec) ociimage.Spec { s.Dir = "/usr/bin/"; return s }, []string{"clean absolute path"}},
 		{"missing base layer", func(s ociimage.Spec) ociimage.Spec { s.BaseLayer = filepath.Join(exe, "nope.tar"); return s }, []string{"base layer"}},
 		{"bad env", func(s ociimage.Spec) ociimage.Spec { s.Env = []string{"PATH=/bin", "=x", "NOEQUALS"}; return s }, []string{`env "=x"`, `env "NOEQUALS"`}},
+		{"no binary, base layer and cmd", func(s ociimage.Spec) ociimage.Spec {
+			s.Binary, s.BaseLayer, s.Cmd = "", notExe, []string{"sh"}
+			return s
+		}, nil},
+		{"no binary, no cmd", func(s ociimage.Spec) ociimage.Spec { s.Binary, s.BaseLayer = "", notExe; return s }, []string{"needs a base layer and a cmd"}},
+		{"no binary, no base layer", func(s ociimage.Spec) ociimage.Spec { s.Binary, s.Cmd = "", []string{"sh"}; return s }, []string{"needs a base layer and a cmd"}},
 		{"dir, base layer and env", func(s ociimage.Spec) ociimage.Spec {
 			s.Dir, s.BaseLayer, s.Env = "/usr/local/bin", notExe, []string{"PATH=/usr/bin"}
 			return s
@@ -242,6 +248,77 @@ func TestDirBaseLayerEnv(t *testing.T) {
 	}
 	if _, err := tarball.ImageFromPath(out, mustTag(t, "registry.k8s.io/kube-proxy:v0")); err == nil {
 		t.Error("found an image under a tag the archive does not hold")
+	}
+}
+
+// TestBaseLayerOnly: an image without a binary is its base layer, with no entrypoint, the
+// given Cmd (Docker's busybox: CMD ["sh"]) and the repository's name as its title; an image
+// with a binary and a Cmd keeps both (agnhost: ENTRYPOINT ["/agnhost"], CMD ["pause"]).
+func TestBaseLayerOnly(t *testing.T) {
+	dir := t.TempDir()
+	base := filepath.Join(dir, "busybox.tar")
+	writeTar(t, base, map[string]string{"bin/busybox": "\x7fELF busybox\n", "etc/passwd": "root:x:0:0:root:/root:/bin/sh\n"})
+	exe := filepath.Join(dir, "agnhost")
+	if err := os.WriteFile(exe, []byte("\x7fELF agnhost\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name                   string
+		spec                   ociimage.Spec
+		layers                 int
+		entrypoint, cmd, title string
+		files                  map[string]string
+	}{
+		{
+			name:   "busybox",
+			spec:   ociimage.Spec{Ref: "localhost/fakecloud-csi/e2e-test-images/busybox:1.37.0-2", BaseLayer: base, Cmd: []string{"sh"}},
+			layers: 1, cmd: "sh", title: "busybox",
+			files: map[string]string{"/bin/busybox": "\x7fELF busybox\n"},
+		},
+		{
+			name:   "agnhost",
+			spec:   ociimage.Spec{Ref: "localhost/fakecloud-csi/e2e-test-images/agnhost:2.66.1", BaseLayer: base, Binary: exe, Cmd: []string{"pause"}},
+			layers: 2, entrypoint: "/agnhost", cmd: "pause", title: "agnhost",
+			files: map[string]string{"/bin/busybox": "\x7fELF busybox\n", "/agnhost": "\x7fELF agnhost\n"},
+		},
+		{
+			name:   "title given",
+			spec:   ociimage.Spec{Ref: "localhost/fakecloud-csi/e2e-test-images/nginx:1.27.0-2", BaseLayer: base, Cmd: []string{"sh"}, Title: "nginx (busybox stand-in)"},
+			layers: 1, cmd: "sh", title: "nginx (busybox stand-in)",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := tt.spec
+			s.Arch, s.Version, s.Commit = "amd64", "1", "c"
+			img, err := ociimage.Build(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			layers, err := img.Layers()
+			if err != nil || len(layers) != tt.layers {
+				t.Fatalf("%d layers (err %v), want %d", len(layers), err, tt.layers)
+			}
+			cf, err := img.ConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(cf.Config.Entrypoint, " "); got != tt.entrypoint {
+				t.Errorf("entrypoint %q, want %q", got, tt.entrypoint)
+			}
+			if got := strings.Join(cf.Config.Cmd, " "); got != tt.cmd {
+				t.Errorf("cmd %q, want %q", got, tt.cmd)
+			}
+			if got := cf.Config.Labels[ociimage.LabelTitle]; got != tt.title {
+				t.Errorf("title %q, want %q", got, tt.title)
+			}
+			for p, want := range tt.files {
+				got, err := ociimage.ExtractFile(img, p)
+				if err != nil || string(got) != want {
+					t.Errorf("%s: %q (err %v), want %q", p, got, err, want)
+				}
+			}
+		})
 	}
 }
 
