@@ -55,7 +55,7 @@ func restoreSource(vc map[string]string) (string, error) {
 // use elsewhere is copied while it may be written (crash-consistent at best), which is what a
 // cloud clone of an attached disk gives too.
 func (n *NodeServer) seedClone(ctx context.Context, id, src string) error {
-	return n.seedFrom(ctx, id, n.backingDir(src), "sourceVolumeID", src)
+	return n.seedFrom(ctx, id, n.backingDir(src), "volume", src)
 }
 
 // seedRestore copies snapshot snap's data, which the controller kept when it took the
@@ -67,15 +67,15 @@ func (n *NodeServer) seedRestore(ctx context.Context, id, snap string) error {
 		klog.FromContext(ctx).V(2).Info("No volume data folder, so no snapshot data; the restored volume starts empty", "volumeID", id, "sourceSnapshotID", snap)
 		return nil
 	}
-	return n.seedFrom(ctx, id, from, "sourceSnapshotID", snap)
+	return n.seedFrom(ctx, id, from, "snapshot", snap)
 }
 
 // seedFrom copies the backing data in the folder from (a source volume's, a snapshot's) to
 // volume id's, once: a volume whose backing folder exists already has its data (its own,
 // written since) and is left alone, and a source without data leaves the volume empty. The
 // copy is made beside the target and renamed into place, so a crash leaves either no data or
-// all of it. srcKey and src name the source in logs and errors.
-func (n *NodeServer) seedFrom(ctx context.Context, id, from, srcKey, src string) error {
+// all of it. srcKind ("volume", "snapshot") and src name the source in logs and errors.
+func (n *NodeServer) seedFrom(ctx context.Context, id, from, srcKind, src string) error {
 	dst := n.backingDir(id)
 	if _, err := os.Stat(dst); err == nil {
 		return nil
@@ -83,7 +83,7 @@ func (n *NodeServer) seedFrom(ctx context.Context, id, from, srcKey, src string)
 		return internalf("backing folder of %s: %v", id, err)
 	}
 	if _, err := os.Stat(from); errors.Is(err, fs.ErrNotExist) {
-		klog.FromContext(ctx).V(2).Info("The source has no data; the volume starts empty", "volumeID", id, srcKey, src)
+		klog.FromContext(ctx).V(2).Info("The source has no data; the volume starts empty", "volumeID", id, "sourceKind", srcKind, "source", src)
 		return nil
 	} else if err != nil {
 		return internalf("data of source %s: %v", src, err)
@@ -100,7 +100,7 @@ func (n *NodeServer) seedFrom(ctx context.Context, id, from, srcKey, src string)
 		_ = os.RemoveAll(tmp)
 		return internalf("put the data of %s in place: %v", id, err)
 	}
-	klog.FromContext(ctx).V(2).Info("Volume seeded from its source", "volumeID", id, srcKey, src)
+	klog.FromContext(ctx).V(2).Info("Volume seeded from its source", "volumeID", id, "sourceKind", srcKind, "source", src)
 	return nil
 }
 
