@@ -30,8 +30,8 @@ help: ## List the targets.
 .PHONY: build
 build: ## Build bin/driver and bin/fakecloud with version and commit stamped.
 	@echo "building bin/driver and bin/fakecloud (the first build compiles gRPC, client-go and the Prometheus client: a few minutes; later ones take seconds)"
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/driver ./cmd/driver
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/fakecloud ./cmd/fakecloud
+	@hack/progress.sh "go build bin/driver" $(GO) build -v -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/driver ./cmd/driver
+	@hack/progress.sh "go build bin/fakecloud" $(GO) build -v -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/fakecloud ./cmd/fakecloud
 
 .PHONY: run
 run: build ## Main job: fake cloud + controller + one node plugin per instance, on this machine (no Kubernetes).
