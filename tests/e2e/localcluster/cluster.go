@@ -55,6 +55,8 @@ type Options struct {
 	Nodes []Node
 	// AttachmentQuota is the account's attachment quota.
 	AttachmentQuota int64
+	// VolumeQuota is the account's volume quota; 0 means 500.
+	VolumeQuota int64
 	// DriverArgs are extra flags for every driver process (capacity policy).
 	DriverArgs []string
 	// Verbosity is the -v of every component.
@@ -124,6 +126,9 @@ func (o Options) Validate() error {
 	}
 	if len(o.Nodes) == 0 {
 		errs = append(errs, errors.New("at least one node is required"))
+	}
+	if o.VolumeQuota < 0 {
+		errs = append(errs, fmt.Errorf("VolumeQuota must be ≥ 0 (0: 500), got %d", o.VolumeQuota))
 	}
 	seen := map[string]bool{}
 	for _, n := range o.Nodes {
@@ -490,12 +495,16 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
+	// Every node starts at once: on a small machine many nodes take longer together than
+	// one does alone, so the waits grow with the node count (2 s of CPU per node plugin
+	// and hollow kubelet pair, 3 s per node to be Ready, measured on 2 cores).
+	pluginsDeadline := time.Now().Add(max(pluginReadyTimeout, time.Duration(nn)*2*time.Second))
 	for i, n := range o.Nodes {
 		np := nps[i]
 		// The plugin serves its socket after the cluster check, which waits
 		// for the kubelet to register the Node (up to the driver's
 		// --cluster-check-timeout, 30 s).
-		if err := waitFile(ctx, np.socket, pluginReadyTimeout); err != nil {
+		if err := waitFile(ctx, np.socket, max(time.Until(pluginsDeadline), time.Second)); err != nil {
 			return nil, fmt.Errorf("node plugin socket of %s: %w", n.Name, err)
 		}
 		if err := waitHTTP(ctx, np.url+"/healthz", nil, 30*time.Second); err != nil {
@@ -509,7 +518,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	}
 	step("%d hollow kubelets and node plugins started", len(o.Nodes))
 
-	if err := waitNodes(ctx, admin, o.Nodes, 3*time.Minute); err != nil {
+	if err := waitNodes(ctx, admin, o.Nodes, max(3*time.Minute, time.Duration(nn)*3*time.Second)); err != nil {
 		return nil, err
 	}
 	step("all nodes Ready, CSINode lists %s on every node", DriverName)
@@ -595,7 +604,11 @@ type seedQuotas struct {
 }
 
 func writeCloudFiles(o Options, adminToken, driverToken, adminTokenFile, driverTokenFile string) error {
-	seed := seedFile{Quotas: seedQuotas{Attachments: o.AttachmentQuota, Volumes: 500, CapacityBytes: 1 << 44}}
+	volumes := o.VolumeQuota
+	if volumes == 0 {
+		volumes = 500
+	}
+	seed := seedFile{Quotas: seedQuotas{Attachments: o.AttachmentQuota, Volumes: volumes, CapacityBytes: 1 << 44}}
 	types := map[string]bool{}
 	for _, n := range o.Nodes {
 		if !types[n.InstanceType] {
