@@ -19,8 +19,8 @@ type Results struct {
 	Host    Host      `json:"host"`
 	// DriverArgs are the driver's flags beyond its defaults; MinIntervalSeconds its
 	// --capacity-min-interval.
-	DriverArgs         []string `json:"driverArgs"`
-	MinIntervalSeconds float64  `json:"minIntervalSeconds"`
+	DriverArgs         []string  `json:"driverArgs"`
+	MinIntervalSeconds float64   `json:"minIntervalSeconds"`
 	Clusters           []Cluster `json:"clusters"`
 	// Stopped says where and why the run stopped early ("" when it ran through).
 	Stopped string `json:"stopped,omitempty"`
@@ -78,15 +78,15 @@ type Phase struct {
 	// never reflected (damped, or still pending at the end); Stale changes out of date
 	// when written. Lag* are over the matched changes, seconds; LagDecrease* over those
 	// that lowered the count (the direction that prevents attach failures).
-	Matched             int     `json:"matched"`
-	Missed              int     `json:"missed"`
-	Stale               int     `json:"stale"`
-	LagP50              float64 `json:"lagP50"`
-	LagP99              float64 `json:"lagP99"`
-	LagMax              float64 `json:"lagMax"`
-	LagDecreaseP50      float64 `json:"lagDecreaseP50"`
-	LagDecreaseMax      float64 `json:"lagDecreaseMax"`
-	LagDecreaseCount    int     `json:"lagDecreaseCount"`
+	Matched          int     `json:"matched"`
+	Missed           int     `json:"missed"`
+	Stale            int     `json:"stale"`
+	LagP50           float64 `json:"lagP50"`
+	LagP99           float64 `json:"lagP99"`
+	LagMax           float64 `json:"lagMax"`
+	LagDecreaseP50   float64 `json:"lagDecreaseP50"`
+	LagDecreaseMax   float64 `json:"lagDecreaseMax"`
+	LagDecreaseCount int     `json:"lagDecreaseCount"`
 
 	// APIRequestsPerSecond is the API server's request rate (apiserver_request_total),
 	// by "VERB resource" in APIRequests; CapacityRequestsPerSecond the part that is the
