@@ -172,52 +172,102 @@ type meter struct {
 	w     *workload
 }
 
-// snapshot is every counter a phase differences.
-type snapshot struct {
-	at                    time.Time
-	api                   map[RequestKey]float64
-	lookups, cloudGetCapa float64
-	plugins, kubelets     map[string]ProcStat
-	apiserver, etcd       ProcStat
-	notes                 []string
+// reading is a counter read at one moment.
+type reading struct {
+	at time.Time
+	v  float64
 }
 
+// rate is (b − a) / (b.at − a.at); 0 when either is missing, the clock did not move or the
+// counter went back (a restarted process).
+func rate(a, b reading) float64 {
+	d := b.at.Sub(a.at).Seconds()
+	if a.at.IsZero() || b.at.IsZero() || d <= 0 || b.v < a.v {
+		return 0
+	}
+	return (b.v - a.v) / d
+}
+
+// snapshot is every counter a phase differences, each with the moment it was read: on a
+// loaded machine reading N plugins takes seconds, and a rate over the phase's nominal
+// length would count that time twice or not at all.
+type snapshot struct {
+	at           time.Time
+	apiAt        time.Time
+	api          map[RequestKey]float64
+	cloudGetCapa reading
+	// lookups are each node plugin's fakecloud_csi_capacity_lookups_total, by node.
+	lookups           map[string]reading
+	plugins, kubelets map[string]procReading
+	apiserver, etcd   procReading
+	notes             []string
+}
+
+// procReading is a ProcStat and when it was read.
+type procReading struct {
+	at time.Time
+	ProcStat
+}
+
+// scrapeParallel bounds the node plugins read at once.
+const scrapeParallel = 8
+
 func (m *meter) snapshot(ctx context.Context) snapshot {
-	s := snapshot{at: time.Now(), plugins: map[string]ProcStat{}, kubelets: map[string]ProcStat{}}
+	s := snapshot{at: time.Now(), lookups: map[string]reading{}, plugins: map[string]procReading{}, kubelets: map[string]procReading{}}
 	note := func(err error) { s.notes = append(s.notes, err.Error()) }
-	if mf, err := apiServerMetrics(ctx, m.cs); err != nil {
+	proc := func(name string) (procReading, error) {
+		ps, err := procStats(m.c.PidDir, name)
+		return procReading{at: time.Now(), ProcStat: ps}, err
+	}
+	// Processes first: reading /proc takes microseconds.
+	for _, n := range m.c.Nodes {
+		if pr, err := proc("driver-node-" + n.Name); err == nil {
+			s.plugins[n.Name] = pr
+		}
+		if pr, err := proc("kubelet-" + n.Name); err == nil {
+			s.kubelets[n.Name] = pr
+		}
+	}
+	var err error
+	if s.apiserver, err = proc("kube-apiserver"); err != nil {
 		note(err)
-	} else {
-		s.api = apiRequests(mf)
+	}
+	if s.etcd, err = proc("etcd"); err != nil {
+		note(err)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, scrapeParallel)
+	failed := 0
+	for _, n := range m.c.Nodes {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			mf, err := httpMetrics(ctx, m.hc, m.c.PluginURLs[n.Name])
+			at := time.Now()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed++
+				return
+			}
+			s.lookups[n.Name] = reading{at: at, v: sumCounter(mf, "fakecloud_csi_capacity_lookups_total", nil)}
+		}()
+	}
+	wg.Wait()
+	if failed > 0 {
+		note(fmt.Errorf("%d node plugins' /metrics unreadable", failed))
 	}
 	if mf, err := httpMetrics(ctx, m.hc, m.c.CloudURL); err != nil {
 		note(err)
 	} else {
-		s.cloudGetCapa = sumCounter(mf, "fakecloud_requests_total", map[string]string{"route": "getCapacity"})
+		s.cloudGetCapa = reading{at: time.Now(), v: sumCounter(mf, "fakecloud_requests_total", map[string]string{"route": "getCapacity"})}
 	}
-	failed := 0
-	for _, n := range m.c.Nodes {
-		if mf, err := httpMetrics(ctx, m.hc, m.c.PluginURLs[n.Name]); err != nil {
-			failed++
-		} else {
-			s.lookups += sumCounter(mf, "fakecloud_csi_capacity_lookups_total", nil)
-		}
-		if ps, err := procStats(m.c.PidDir, "driver-node-"+n.Name); err == nil {
-			s.plugins[n.Name] = ps
-		}
-		if ps, err := procStats(m.c.PidDir, "kubelet-"+n.Name); err == nil {
-			s.kubelets[n.Name] = ps
-		}
-	}
-	if failed > 0 {
-		note(fmt.Errorf("%d node plugins' /metrics unreadable", failed))
-	}
-	var err error
-	if s.apiserver, err = procStats(m.c.PidDir, "kube-apiserver"); err != nil {
+	if mf, err := apiServerMetrics(ctx, m.cs); err != nil {
 		note(err)
-	}
-	if s.etcd, err = procStats(m.c.PidDir, "etcd"); err != nil {
-		note(err)
+	} else {
+		s.api, s.apiAt = apiRequests(mf), time.Now()
 	}
 	return s
 }
@@ -341,35 +391,48 @@ func fill(ph *Phase, before, after snapshot, rec *capacityplot.Recording, minInt
 
 	ph.APIRequests = map[RequestKey]float64{}
 	var total, capa float64
+	apiSecs := after.apiAt.Sub(before.apiAt).Seconds()
 	for k, v := range after.api {
 		d := v - before.api[k]
-		if d <= 0 {
+		if d <= 0 || apiSecs <= 0 {
 			continue
 		}
-		ph.APIRequests[k] = d / secs
-		total += d
+		ph.APIRequests[k] = d / apiSecs
+		total += d / apiSecs
 		if IsCapacityRequest(k) {
-			capa += d
+			capa += d / apiSecs
 		}
 	}
-	ph.APIRequestsPerSecond = total / secs
+	ph.APIRequestsPerSecond = total
 	ph.APIRequestsPerNodePerSecond = ph.APIRequestsPerSecond / n
-	ph.CapacityRequestsPerSecond = capa / secs
+	ph.CapacityRequestsPerSecond = capa
 	if total > 0 {
 		ph.CapacityShare = capa / total
 	}
 
-	ph.LookupsPerSecond = (after.lookups - before.lookups) / secs
+	// Each plugin's own rate, summed: the fleet's rate as if every plugin had been read.
+	var perNode float64
+	var read int
+	for node, a := range before.lookups {
+		if b, ok := after.lookups[node]; ok {
+			perNode += rate(a, b)
+			read++
+		}
+	}
+	if read > 0 {
+		ph.LookupsPerSecond = perNode / float64(read) * n
+	}
 	ph.LookupBound = n / minInterval.Seconds()
-	ph.CloudGetCapacityPerSecond = (after.cloudGetCapa - before.cloudGetCapa) / secs
+	ph.CloudGetCapacityPerSecond = rate(before.cloudGetCapa, after.cloudGetCapa)
 
-	cpu := func(b, a map[string]ProcStat) (pct, rssMean, rssMax float64) {
-		var sum time.Duration
-		var rss, count float64
+	cpu := func(b, a map[string]procReading) (pct, rssMean, rssMax float64) {
+		var sum, rss, count float64
 		for node, s := range a {
-			if d := s.CPU - b[node].CPU; d > 0 {
-				sum += d
+			bs, ok := b[node]
+			if !ok {
+				continue
 			}
+			sum += rate(reading{at: bs.at, v: bs.CPU.Seconds()}, reading{at: s.at, v: s.CPU.Seconds()})
 			r := float64(s.RSS) / (1 << 20)
 			rss += r
 			rssMax = max(rssMax, r)
@@ -378,12 +441,12 @@ func fill(ph *Phase, before, after snapshot, rec *capacityplot.Recording, minInt
 		if count == 0 {
 			return 0, 0, 0
 		}
-		return 100 * sum.Seconds() / secs / count, rss / count, rssMax
+		return 100 * sum / count, rss / count, rssMax
 	}
 	ph.PluginCPUPercent, ph.PluginRSSMiB, ph.PluginRSSMaxMiB = cpu(before.plugins, after.plugins)
 	ph.KubeletCPUPercent, ph.KubeletRSSMiB, _ = cpu(before.kubelets, after.kubelets)
-	ph.APIServerCores = (after.apiserver.CPU - before.apiserver.CPU).Seconds() / secs
-	ph.EtcdCores = (after.etcd.CPU - before.etcd.CPU).Seconds() / secs
+	ph.APIServerCores = rate(reading{at: before.apiserver.at, v: before.apiserver.CPU.Seconds()}, reading{at: after.apiserver.at, v: after.apiserver.CPU.Seconds()})
+	ph.EtcdCores = rate(reading{at: before.etcd.at, v: before.etcd.CPU.Seconds()}, reading{at: after.etcd.at, v: after.etcd.CPU.Seconds()})
 	ph.APIServerRSSMiB = float64(after.apiserver.RSS) / (1 << 20)
 	if len(ph.Notes) > 20 {
 		ph.Notes = append(ph.Notes[:20], fmt.Sprintf("... %d notes in all", len(ph.Notes)))

@@ -169,10 +169,17 @@ func i64(v int64) *int64 { return &v }
 // fill turns two snapshots and a recording into the phase's rates and shares.
 func TestFill(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	before := snapshot{at: t0, api: map[RequestKey]float64{"GET csinodes": 100, "PATCH nodes/status": 100}, lookups: 10, cloudGetCapa: 10,
-		plugins: map[string]ProcStat{"n1": {CPU: time.Second}, "n2": {CPU: time.Second}}}
-	after := snapshot{at: t0.Add(100 * time.Second), api: map[RequestKey]float64{"GET csinodes": 120, "PUT csinodes": 5, "PATCH nodes/status": 175}, lookups: 50, cloudGetCapa: 60,
-		plugins: map[string]ProcStat{"n1": {CPU: 3 * time.Second, RSS: 30 << 20}, "n2": {CPU: 2 * time.Second, RSS: 10 << 20}}}
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	// The readings of one snapshot are spread over seconds: rates use each one's own time.
+	before := snapshot{at: t0, apiAt: at(2 * time.Second), api: map[RequestKey]float64{"GET csinodes": 100, "PATCH nodes/status": 100},
+		cloudGetCapa: reading{at: at(time.Second), v: 10},
+		lookups:      map[string]reading{"n1": {at: t0, v: 5}, "n2": {at: at(5 * time.Second), v: 5}},
+		plugins:      map[string]procReading{"n1": {at: t0, ProcStat: ProcStat{CPU: time.Second}}, "n2": {at: t0, ProcStat: ProcStat{CPU: time.Second}}}}
+	after := snapshot{at: at(100 * time.Second), apiAt: at(102 * time.Second), api: map[RequestKey]float64{"GET csinodes": 120, "PUT csinodes": 5, "PATCH nodes/status": 175},
+		cloudGetCapa: reading{at: at(101 * time.Second), v: 60},
+		lookups:      map[string]reading{"n1": {at: at(100 * time.Second), v: 25}, "n2": {at: at(125 * time.Second), v: 25}},
+		plugins: map[string]procReading{"n1": {at: at(100 * time.Second), ProcStat: ProcStat{CPU: 3 * time.Second, RSS: 30 << 20}},
+			"n2": {at: at(100 * time.Second), ProcStat: ProcStat{CPU: 2 * time.Second, RSS: 10 << 20}}}}
 	change := func(node string, at time.Duration, old, cur int64) capacityplot.CountChange {
 		return capacityplot.CountChange{Node: node, At: t0.Add(at), Old: i64(old), New: i64(cur)}
 	}
@@ -198,7 +205,7 @@ func TestFill(t *testing.T) {
 		{"API req/s", ph.APIRequestsPerSecond, 1},
 		{"capacity req/s", ph.CapacityRequestsPerSecond, 0.25},
 		{"capacity share", ph.CapacityShare, 0.25},
-		{"lookups/s", ph.LookupsPerSecond, 0.4},
+		{"lookups/s, each plugin over its own interval", ph.LookupsPerSecond, 0.2 + 20.0/120},
 		{"lookup bound", ph.LookupBound, 0.4},
 		{"cloud getCapacity/s", ph.CloudGetCapacityPerSecond, 0.5},
 		{"lag p50", ph.LagP50, 4},
