@@ -222,6 +222,11 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	if limit, used, err := inotifyUsage(); err != nil {
+		fmt.Fprintf(o.Out, "cannot check the inotify limit (%v); a kubelet short of one registers no plugin\n", err)
+	} else if err := checkInotify(limit, used, len(o.Nodes)); err != nil {
+		return nil, err
+	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	logDir := filepath.Join(o.RunDir, "logs")
 	sup, err := newSupervisor(logDir, filepath.Join(o.RunDir, "pids"))

@@ -176,6 +176,28 @@ func ReadResults(path string) (*Results, error) {
 	return &r, nil
 }
 
+// Merge adds other's clusters to r (a later run of other node counts): a node count both
+// measured keeps r's. Stopped then names the clusters that ended early.
+func (r *Results) Merge(other *Results) {
+	have := map[int]bool{}
+	for _, c := range r.Clusters {
+		have[c.Nodes] = true
+	}
+	for _, c := range other.Clusters {
+		if !have[c.Nodes] {
+			r.Clusters = append(r.Clusters, c)
+		}
+	}
+	sort.SliceStable(r.Clusters, func(i, j int) bool { return r.Clusters[i].Nodes < r.Clusters[j].Nodes })
+	var stopped []string
+	for _, c := range r.Clusters {
+		if c.Error != "" {
+			stopped = append(stopped, fmt.Sprintf("N=%d: %s", c.Nodes, c.Error))
+		}
+	}
+	r.Stopped = strings.Join(stopped, "; ")
+}
+
 // phases are every phase of r, by node count then period.
 func (r *Results) phases() []Phase {
 	var out []Phase

@@ -252,3 +252,21 @@ func TestWriteTableAndHTML(t *testing.T) {
 		t.Error("page lacks the period legend or carries a script")
 	}
 }
+
+func TestMerge(t *testing.T) {
+	r := &Results{Clusters: []Cluster{{Nodes: 30}, {Nodes: 10}}}
+	r.Merge(&Results{Clusters: []Cluster{{Nodes: 100, StartSeconds: 1, Error: "did not start"}, {Nodes: 10, StartSeconds: 2}}, Stopped: "N=100: did not start"})
+	var got []int
+	for _, c := range r.Clusters {
+		got = append(got, c.Nodes)
+		if c.Nodes == 10 && c.StartSeconds != 0 {
+			t.Error("a node count both runs measured took the second run's")
+		}
+	}
+	if len(got) != 3 || got[0] != 10 || got[1] != 30 || got[2] != 100 {
+		t.Errorf("merged node counts %v, want [10 30 100]", got)
+	}
+	if r.Stopped != "N=100: did not start" {
+		t.Errorf("Stopped = %q", r.Stopped)
+	}
+}

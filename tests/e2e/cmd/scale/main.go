@@ -6,7 +6,7 @@
 //
 //	go run ./cmd/scale --nodes=10,30,100 --periods=10s,30s,60s --out-dir=../../_output/scale
 //	go run ./cmd/scale --nodes=5 --periods=10s --out-dir=/tmp/smoke   # the CI smoke
-//	go run ./cmd/scale --render=../../_output/scale/scale-results.json --out-dir=...  # files again
+//	go run ./cmd/scale --render=a/scale-results.json,b/scale-results.json --out-dir=...  # merge, files again
 //
 // Ctrl-C stops the cluster under way and keeps what was measured.
 package main
@@ -61,7 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&d.PodLifetime, "pod-lifetime", d.PodLifetime, "how long the workload keeps a pod (it keeps one per node)")
 	fs.IntVar(&d.Verbosity, "v", d.Verbosity, "the components' log verbosity")
 	fs.StringVar(&f.outDir, "out-dir", "_output/scale", "folder for "+scale.ResultsFile+", "+scale.TableFile+" and "+scale.PlotFile)
-	fs.StringVar(&f.render, "render", "", "write the table and the plot again from this "+scale.ResultsFile+"; runs nothing")
+	fs.StringVar(&f.render, "render", "", "write the results, table and plot again from these "+scale.ResultsFile+" files (comma separated: their clusters merged, by node count); runs nothing")
 	fs.StringVar(&f.binDir, "bin-dir", "", "binary cache (default: the local cluster's, localcluster build)")
 	fs.BoolVar(&f.keep, "keep", false, "keep each cluster's run folder (logs); by default it is deleted after a clean run")
 	fs.BoolVar(&f.requireZeroStuck, "require-zero-stuck", false, "fail when any pod is stuck in ContainerCreating (the CI smoke)")
@@ -72,9 +72,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments %v", fs.Args())
 	}
 	if f.render != "" {
-		r, err := scale.ReadResults(f.render)
-		if err != nil {
-			return err
+		var r *scale.Results
+		for _, path := range strings.Split(f.render, ",") {
+			next, err := scale.ReadResults(path)
+			if err != nil {
+				return err
+			}
+			if r == nil {
+				r = next
+				continue
+			}
+			r.Merge(next)
 		}
 		return scale.WriteFiles(f.outDir, r)
 	}
