@@ -2,6 +2,8 @@ package scale
 
 import (
 	"bytes"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"strings"
 	"testing"
 	"time"
@@ -268,5 +270,17 @@ func TestMerge(t *testing.T) {
 	}
 	if r.Stopped != "N=100: did not start" {
 		t.Errorf("Stopped = %q", r.Stopped)
+	}
+}
+
+func TestScheduledAt(t *testing.T) {
+	created, bound := time.Unix(100, 0), time.Unix(400, 0)
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(created)}}
+	if got := scheduledAt(p); !got.Equal(created) {
+		t.Errorf("unscheduled pod: %s, want its creation %s", got, created)
+	}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(bound)}}
+	if got := scheduledAt(p); !got.Equal(bound) {
+		t.Errorf("scheduled pod: %s, want the binding %s", got, bound)
 	}
 }

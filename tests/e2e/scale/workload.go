@@ -175,7 +175,7 @@ func (w *workload) remove(ctx context.Context, name string) error {
 type PodCounts struct {
 	// Running pods; Unscheduled are Pending without a node (the scheduler's count check
 	// holds them back: by design); ContainerCreating are Pending on a node (waiting for
-	// the attach); Stuck are those of ContainerCreating created more than stuckAfter ago;
+	// the attach); Stuck are those of ContainerCreating scheduled more than stuckAfter ago;
 	// Failed were rejected by their kubelet.
 	Running, Unscheduled, ContainerCreating, Stuck, Failed int
 }
@@ -198,12 +198,24 @@ func (w *workload) counts(stuckAfter time.Duration) PodCounts {
 			c.Unscheduled++
 		default:
 			c.ContainerCreating++
-			if now.Sub(p.CreationTimestamp.Time) > stuckAfter {
+			if now.Sub(scheduledAt(p)) > stuckAfter {
 				c.Stuck++
 			}
 		}
 	}
 	return c
+}
+
+// scheduledAt is when the scheduler bound p to its node (its PodScheduled condition), or
+// its creation when that is unknown: the wait for a volume starts there, and on a loaded
+// machine provisioning alone may take minutes before it.
+func scheduledAt(p *corev1.Pod) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return p.CreationTimestamp.Time
 }
 
 // exhaustedBetween counts VolumeAttachments first seen failing with RESOURCE_EXHAUSTED in
