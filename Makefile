@@ -77,7 +77,7 @@ scale: e2e-local-build ## Capacity reporting at scale: a local cluster per node 
 	cd tests/e2e && $(GO) run ./cmd/scale --nodes=$(SCALE_NODES) --periods=$(SCALE_PERIODS) --out-dir=$(CURDIR)/_output/scale $(SCALE_ARGS)
 
 .PHONY: scale-smoke
-scale-smoke: e2e-local-build ## CI's smoke of make scale: 5 nodes, one 10 s period; fails if a pod stays in ContainerCreating (~3 min).
+scale-smoke: e2e-local-build ## CI's smoke of make scale: 5 nodes, one 10 s period; fails if a pod stays in ContainerCreating (2-3 min warm).
 	cd tests/e2e && $(GO) run ./cmd/scale --nodes=5 --periods=10s --drain=1m --require-zero-stuck --out-dir=$(CURDIR)/_output/scale-smoke $(SCALE_ARGS)
 
 SCENARIO ?= examples/scenarios/quota-squeeze.yaml
