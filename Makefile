@@ -79,6 +79,18 @@ e2e-local-build: ## Build etcd, kube-apiserver, -controller-manager, -scheduler,
 e2e-local: e2e-local-build ## The e2e suite (S1-S20) on a local cluster of upstream binaries, no Docker (E2E_ARGS='-run TestS03').
 	cd tests/e2e && FAKECLOUD_E2E_LOCAL=1 $(GO) test -count=1 -timeout=30m -v . $(E2E_ARGS)
 
+SCALE_NODES ?= 10,30,100
+SCALE_PERIODS ?= 10s,30s,60s
+SCALE_ARGS ?=
+
+.PHONY: scale
+scale: e2e-local-build ## Capacity reporting at scale: a local cluster per node count (SCALE_NODES=10,30,100) × CSIDriver period (SCALE_PERIODS=10s,30s,60s) under churn; JSON, table and plot in _output/scale (about 35 min on 2 loaded cores).
+	cd tests/e2e && $(GO) run ./cmd/scale --nodes=$(SCALE_NODES) --periods=$(SCALE_PERIODS) --out-dir=$(CURDIR)/_output/scale $(SCALE_ARGS)
+
+.PHONY: scale-smoke
+scale-smoke: e2e-local-build ## CI's smoke of make scale: 5 nodes, one 10 s period; fails if a pod stays in ContainerCreating (2-3 min warm).
+	cd tests/e2e && $(GO) run ./cmd/scale --nodes=5 --periods=10s --drain=1m --require-zero-stuck --out-dir=$(CURDIR)/_output/scale-smoke $(SCALE_ARGS)
+
 SCENARIO ?= examples/scenarios/quota-squeeze.yaml
 SCENARIO_ARGS ?=
 FAKECLOUD_PORT ?= 8080

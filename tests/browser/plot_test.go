@@ -52,6 +52,40 @@ func TestRenderCapacityPlot(t *testing.T) {
 	t.Logf("docs/capacity-plot.png: %d bytes", len(png))
 }
 
+// TestRenderScalePlot renders the scale page of `make scale` (docs/scale-plot.html, copied
+// from _output/scale) in full into docs/scale-plot.png; only with -render-plot.
+func TestRenderScalePlot(t *testing.T) {
+	if !*renderPlot {
+		t.Skip("only with -render-plot (make test-browser BROWSER_ARGS='-run TestRenderScalePlot -render-plot')")
+	}
+	chromium, err := chromiumPath()
+	if err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	page, err := filepath.Abs("../../docs/scale-plot.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.WindowSize(1200, 900))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, time.Minute)
+	defer cancelTimeout()
+	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+page)); err != nil {
+		t.Fatal(err)
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("../../docs/scale-plot.png", png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("docs/scale-plot.png: %d bytes", len(png))
+}
+
 // TestRenderPolicyPlot drives one node plugin's real capacity policy through every mode
 // (fresh, a decrease, ramping back, last-known-good in an outage, the floor once the last good
 // value is stale, ramping again) and screenshots its chart in the console into

@@ -97,6 +97,18 @@ func create(ctx context.Context, cs kubernetes.Interface, obj runtime.Object) er
 
 // waitNodes waits until every node is Ready and its CSINode lists the driver
 // with an allocatable count.
+// waitRegistered waits until every node's Node object exists (its kubelet registered).
+func waitRegistered(ctx context.Context, cs kubernetes.Interface, nodes []Node, timeout time.Duration) error {
+	return poll(ctx, timeout, func() (bool, error) {
+		for _, n := range nodes {
+			if _, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err != nil {
+				return false, fmt.Errorf("node %s: %w", n.Name, err)
+			}
+		}
+		return true, nil
+	})
+}
+
 func waitNodes(ctx context.Context, cs kubernetes.Interface, nodes []Node, timeout time.Duration) error {
 	return poll(ctx, timeout, func() (bool, error) {
 		for _, n := range nodes {

@@ -139,7 +139,7 @@ func Build(ctx context.Context, o BuildOptions) error {
 	var todo []component
 	for _, c := range selected(o.Kind) {
 		dst := filepath.Join(o.BinDir, c.name)
-		if _, err := os.Stat(dst); err == nil && !o.Force {
+		if _, err := os.Stat(dst); err == nil && !o.Force && ownSourcesCurrent(o.ToolsDir, o.BinDir, c) {
 			fmt.Fprintf(o.Out, "%-24s cached %s\n", c.name, dst)
 			continue
 		}
@@ -203,8 +203,66 @@ func Build(ctx context.Context, o BuildOptions) error {
 		if err := os.Rename(filepath.Join(tmp, binaryName(c.pkg)), filepath.Join(o.BinDir, c.name)); err != nil {
 			return fmt.Errorf("install %s: %w", c.name, err)
 		}
+		if err := writeSourcesStamp(o.ToolsDir, o.BinDir, c); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(o.Out, "all components ready in %s (%s)\n", time.Since(start).Round(time.Second), o.BinDir)
+	return nil
+}
+
+// sourcesStamp is the file beside a binary of the tools module's own packages (./cmd/...)
+// that holds the hash of the sources it was built from: the upstream packages are pinned by
+// go.mod, but our own main (the hollow kubelet) changes with the clone, and a cached binary
+// of older sources must not survive the change.
+func sourcesStamp(binDir string, c component) string {
+	return filepath.Join(binDir, "."+c.name+".sources")
+}
+
+// ownSourcesHash is the SHA-256 over the names and contents of go.mod, go.sum and the .go
+// files of component c's package in toolsDir; "" for a package outside the tools module.
+func ownSourcesHash(toolsDir string, c component) (string, error) {
+	if !strings.HasPrefix(c.pkg, "./") {
+		return "", nil
+	}
+	gofiles, err := filepath.Glob(filepath.Join(toolsDir, filepath.FromSlash(c.pkg), "*.go"))
+	if err != nil {
+		return "", err
+	}
+	files := append([]string{filepath.Join(toolsDir, "go.mod"), filepath.Join(toolsDir, "go.sum")}, gofiles...)
+	sort.Strings(files)
+	h := sha256.New()
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return "", fmt.Errorf("hash the sources of %s: %w", c.name, err)
+		}
+		fmt.Fprintf(h, "%s %d\n", filepath.Base(f), len(data))
+		h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ownSourcesCurrent reports whether the cached binary of c was built from the tools module's
+// current sources (always true for an upstream package).
+func ownSourcesCurrent(toolsDir, binDir string, c component) bool {
+	want, err := ownSourcesHash(toolsDir, c)
+	if err != nil || want == "" {
+		return err == nil
+	}
+	got, err := os.ReadFile(sourcesStamp(binDir, c))
+	return err == nil && strings.TrimSpace(string(got)) == want
+}
+
+// writeSourcesStamp records the sources a freshly built binary of c came from.
+func writeSourcesStamp(toolsDir, binDir string, c component) error {
+	sum, err := ownSourcesHash(toolsDir, c)
+	if err != nil || sum == "" {
+		return err
+	}
+	if err := os.WriteFile(sourcesStamp(binDir, c), []byte(sum+"\n"), 0o644); err != nil {
+		return fmt.Errorf("record the sources of %s: %w", c.name, err)
+	}
 	return nil
 }
 

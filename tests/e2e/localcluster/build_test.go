@@ -133,3 +133,47 @@ func TestProgress(t *testing.T) {
 		t.Errorf("progress line %q", l)
 	}
 }
+
+// A cached binary of the tools module's own package is current only while its stamp matches
+// the package's sources and go.mod/go.sum; an upstream package's binary always is.
+func TestOwnSourcesStamp(t *testing.T) {
+	tools, bin := t.TempDir(), t.TempDir()
+	for path, content := range map[string]string{"go.mod": "module x\n", "go.sum": "", "cmd/hk/main.go": "package main\n"} {
+		p := filepath.Join(tools, path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	own := component{name: "hk", pkg: "./cmd/hk"}
+	upstream := component{name: "kube-apiserver", pkg: "k8s.io/kubernetes/cmd/kube-apiserver"}
+	if !ownSourcesCurrent(tools, bin, upstream) {
+		t.Error("an upstream binary is never stale by our sources")
+	}
+	if ownSourcesCurrent(tools, bin, own) {
+		t.Error("a binary without a stamp counts as current")
+	}
+	if err := writeSourcesStamp(tools, bin, own); err != nil {
+		t.Fatal(err)
+	}
+	if !ownSourcesCurrent(tools, bin, own) {
+		t.Error("a binary just stamped is not current")
+	}
+	if err := os.WriteFile(filepath.Join(tools, "cmd/hk/main.go"), []byte("package main\n// changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ownSourcesCurrent(tools, bin, own) {
+		t.Error("a changed main.go left the binary current")
+	}
+	if err := writeSourcesStamp(tools, bin, own); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tools, "go.sum"), []byte("x v1 h1:\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ownSourcesCurrent(tools, bin, own) {
+		t.Error("a changed go.sum left the binary current")
+	}
+}

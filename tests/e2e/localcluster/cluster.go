@@ -55,6 +55,11 @@ type Options struct {
 	Nodes []Node
 	// AttachmentQuota is the account's attachment quota.
 	AttachmentQuota int64
+	// VolumeQuota is the account's volume quota; 0 means 500.
+	VolumeQuota int64
+	// StartBatch starts the nodes this many at a time, each batch once the Nodes of the
+	// one before are registered; 0 starts them all at once.
+	StartBatch int
 	// DriverArgs are extra flags for every driver process (capacity policy).
 	DriverArgs []string
 	// Verbosity is the -v of every component.
@@ -124,6 +129,9 @@ func (o Options) Validate() error {
 	}
 	if len(o.Nodes) == 0 {
 		errs = append(errs, errors.New("at least one node is required"))
+	}
+	if o.VolumeQuota < 0 {
+		errs = append(errs, fmt.Errorf("VolumeQuota must be ≥ 0 (0: 500), got %d", o.VolumeQuota))
 	}
 	seen := map[string]bool{}
 	for _, n := range o.Nodes {
@@ -212,6 +220,11 @@ func freePorts(n int) ([]int, error) {
 // is stopped. ctx bounds the start only; Stop ends the cluster.
 func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if limit, used, err := inotifyUsage(); err != nil {
+		fmt.Fprintf(o.Out, "cannot check the inotify limit (%v); a kubelet short of one registers no plugin\n", err)
+	} else if err := checkInotify(limit, used, len(o.Nodes)); err != nil {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -453,54 +466,76 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 
 	// nodes: the kubelets first, as a DaemonSet's pods start on registered
 	// nodes; the node plugins' cluster check reads the Node objects.
+	// With StartBatch, StartBatch nodes at a time, each batch once the previous one's
+	// Nodes are registered: a hundred kubelets starting at once on two cores starve the
+	// API server (TLS handshakes time out) and register a few nodes in minutes.
+	batch := o.StartBatch
+	if batch <= 0 {
+		batch = nn
+	}
 	nps := make([]*nodePlugin, len(o.Nodes))
-	for i, n := range o.Nodes {
-		nodeDir := filepath.Join(o.RunDir, "n", n.Name)
-		root := filepath.Join(nodeDir, "kubelet")
-		sock := filepath.Join(nodeDir, "csi", "csi.sock")
-		for _, d := range []string{filepath.Join(root, "plugins_registry"), filepath.Dir(sock), filepath.Join(nodeDir, "state")} {
-			if err := os.MkdirAll(d, 0o755); err != nil {
+	for lo := 0; lo < nn; lo += batch {
+		hi := min(lo+batch, nn)
+		for i := lo; i < hi; i++ {
+			n := o.Nodes[i]
+			nodeDir := filepath.Join(o.RunDir, "n", n.Name)
+			root := filepath.Join(nodeDir, "kubelet")
+			sock := filepath.Join(nodeDir, "csi", "csi.sock")
+			for _, d := range []string{filepath.Join(root, "plugins_registry"), filepath.Dir(sock), filepath.Join(nodeDir, "state")} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					return nil, err
+				}
+			}
+			nps[i] = &nodePlugin{
+				component: "driver-node-" + n.Name,
+				socket:    sock,
+				url:       fmt.Sprintf("http://127.0.0.1:%d", p.pluginHTTP[i]),
+				regSocket: registration.SocketPath(filepath.Join(root, "plugins_registry"), DriverName),
+				reg:       registration.NewServer(DriverName, sock, klog.Background().WithValues("node", n.Name)),
+			}
+			if _, err := sup.start(runCtx, procSpec{Name: "kubelet-" + n.Name, Path: bin("hollow-kubelet"), Args: []string{
+				"--kubeconfig=" + kc(n.Name), "--name=" + n.Name, "--root-dir=" + root,
+				"--port=" + strconv.Itoa(p.kubelet[i]), "--healthz-port=" + strconv.Itoa(p.healthz[i]),
+				"--node-labels=" + ZoneLabel + "=" + n.Zone + ",fakecloud.dev/e2e=true",
+				v,
+			}, Restart: true}); err != nil {
 				return nil, err
 			}
 		}
-		nps[i] = &nodePlugin{
-			component: "driver-node-" + n.Name,
-			socket:    sock,
-			url:       fmt.Sprintf("http://127.0.0.1:%d", p.pluginHTTP[i]),
-			regSocket: registration.SocketPath(filepath.Join(root, "plugins_registry"), DriverName),
-			reg:       registration.NewServer(DriverName, sock, klog.Background().WithValues("node", n.Name)),
+		for i := lo; i < hi; i++ {
+			n := o.Nodes[i]
+			nodeDir := filepath.Join(o.RunDir, "n", n.Name)
+			if _, err := sup.start(runCtx, procSpec{Name: nps[i].component, Path: c.driverBinary, Args: append([]string{
+				"--mode=node", "--node-id=" + n.Name, "--endpoint=unix://" + nps[i].socket,
+				"--state-dir=" + filepath.Join(nodeDir, "state"),
+				// The hollow kubelet's --root-dir: its staging and target paths lie there.
+				"--kubelet-root=" + filepath.Join(nodeDir, "kubelet"),
+				// One folder of volume data for every node, as a cloud's disks are:
+				// a volume's data follows it to the next node it is attached to.
+				"--volume-data-dir=" + filepath.Join(o.RunDir, "volumes"),
+				"--http-addr=127.0.0.1:" + strconv.Itoa(p.pluginHTTP[i]),
+				"--kubeconfig=" + kc("node-plugin"), "--node-name=" + n.Name,
+			}, driverCommon...), Restart: true}); err != nil {
+				return nil, err
+			}
 		}
-		if _, err := sup.start(runCtx, procSpec{Name: "kubelet-" + n.Name, Path: bin("hollow-kubelet"), Args: []string{
-			"--kubeconfig=" + kc(n.Name), "--name=" + n.Name, "--root-dir=" + root,
-			"--port=" + strconv.Itoa(p.kubelet[i]), "--healthz-port=" + strconv.Itoa(p.healthz[i]),
-			"--node-labels=" + ZoneLabel + "=" + n.Zone + ",fakecloud.dev/e2e=true",
-			v,
-		}, Restart: true}); err != nil {
-			return nil, err
-		}
-	}
-	for i, n := range o.Nodes {
-		nodeDir := filepath.Join(o.RunDir, "n", n.Name)
-		if _, err := sup.start(runCtx, procSpec{Name: nps[i].component, Path: c.driverBinary, Args: append([]string{
-			"--mode=node", "--node-id=" + n.Name, "--endpoint=unix://" + nps[i].socket,
-			"--state-dir=" + filepath.Join(nodeDir, "state"),
-			// The hollow kubelet's --root-dir: its staging and target paths lie there.
-			"--kubelet-root=" + filepath.Join(nodeDir, "kubelet"),
-			// One folder of volume data for every node, as a cloud's disks are:
-			// a volume's data follows it to the next node it is attached to.
-			"--volume-data-dir=" + filepath.Join(o.RunDir, "volumes"),
-			"--http-addr=127.0.0.1:" + strconv.Itoa(p.pluginHTTP[i]),
-			"--kubeconfig=" + kc("node-plugin"), "--node-name=" + n.Name,
-		}, driverCommon...), Restart: true}); err != nil {
-			return nil, err
+		if hi < nn {
+			if err := waitRegistered(ctx, admin, o.Nodes[lo:hi], max(2*time.Minute, time.Duration(batch)*5*time.Second)); err != nil {
+				return nil, err
+			}
+			step("nodes %d-%d of %d registered", lo+1, hi, nn)
 		}
 	}
+	// Many nodes take longer together than one does alone, so the waits grow with the
+	// node count (2 s per node plugin and hollow kubelet pair, 3 s per node to be Ready,
+	// from runs on 2 cores).
+	pluginsDeadline := time.Now().Add(max(pluginReadyTimeout, time.Duration(nn)*2*time.Second))
 	for i, n := range o.Nodes {
 		np := nps[i]
 		// The plugin serves its socket after the cluster check, which waits
 		// for the kubelet to register the Node (up to the driver's
 		// --cluster-check-timeout, 30 s).
-		if err := waitFile(ctx, np.socket, pluginReadyTimeout); err != nil {
+		if err := waitFile(ctx, np.socket, max(time.Until(pluginsDeadline), time.Second)); err != nil {
 			return nil, fmt.Errorf("node plugin socket of %s: %w", n.Name, err)
 		}
 		if err := waitHTTP(ctx, np.url+"/healthz", nil, 30*time.Second); err != nil {
@@ -514,7 +549,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	}
 	step("%d hollow kubelets and node plugins started", len(o.Nodes))
 
-	if err := waitNodes(ctx, admin, o.Nodes, 3*time.Minute); err != nil {
+	if err := waitNodes(ctx, admin, o.Nodes, max(3*time.Minute, time.Duration(nn)*3*time.Second)); err != nil {
 		return nil, err
 	}
 	step("all nodes Ready, CSINode lists %s on every node", DriverName)
@@ -600,7 +635,11 @@ type seedQuotas struct {
 }
 
 func writeCloudFiles(o Options, adminToken, driverToken, adminTokenFile, driverTokenFile string) error {
-	seed := seedFile{Quotas: seedQuotas{Attachments: o.AttachmentQuota, Volumes: 500, CapacityBytes: 1 << 44}}
+	volumes := o.VolumeQuota
+	if volumes == 0 {
+		volumes = 500
+	}
+	seed := seedFile{Quotas: seedQuotas{Attachments: o.AttachmentQuota, Volumes: volumes, CapacityBytes: 1 << 44}}
 	types := map[string]bool{}
 	for _, n := range o.Nodes {
 		if !types[n.InstanceType] {

@@ -22,7 +22,10 @@
 // node ServiceAccount's RBAC) and the kubelet plugin registration service
 // that node-driver-registrar would serve (pkg/csi/registration). It applies deploy/kind's RBAC,
 // CSIDriver and StorageClass, and returns when every node is Ready and its
-// CSINode reports the driver with a count.
+// CSINode reports the driver with a count. Options.StartBatch starts the nodes a batch
+// at a time (make scale: 10), and Start first checks that the hollow kubelets will get
+// their inotify instances (two each; fs.inotify.max_user_instances). The hollow kubelets
+// create no iptables chains on the host (makeIPTablesUtilChains off).
 //
 // RestartNodePlugin rolls one node plugin as a DaemonSet update would: with
 // another binary (BuildDriver stamps a version), keeping the registration

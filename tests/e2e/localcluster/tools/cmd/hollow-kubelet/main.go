@@ -171,6 +171,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c.HealthzBindAddress = "127.0.0.1"
 	c.HealthzPort = int32(o.HealthzPort)
 	c.ImageServiceEndpoint = ""
+	// The kubelet's iptables utility chains (KUBE-IPTABLES-HINT, KUBE-FIREWALL and the
+	// KUBE-KUBELET-CANARY it re-creates every minute) are for kube-proxy and the host's
+	// pods; a hollow kubelet has neither, and the chains would outlive the cluster in the
+	// host's ip and ip6 filter, nat and mangle tables.
+	c.MakeIPTablesUtilChains = false
 
 	heartbeat := *restConfig
 	heartbeat.Timeout = c.NodeStatusUpdateFrequency.Duration

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fakecloud/fakecloud-csi/tests/e2e/scale"
+)
+
+func TestParseLists(t *testing.T) {
+	if got, err := parseInts("10, 30,100"); err != nil || len(got) != 3 || got[2] != 100 {
+		t.Errorf("parseInts = %v, %v", got, err)
+	}
+	if _, err := parseInts("10,x"); err == nil || !strings.Contains(err.Error(), `"x"`) {
+		t.Errorf("parseInts(10,x): %v, want an error naming x", err)
+	}
+	if got, err := parseDurations("10s,1m"); err != nil || len(got) != 2 || got[1] != time.Minute {
+		t.Errorf("parseDurations = %v, %v", got, err)
+	}
+	if _, err := parseDurations("10"); err == nil {
+		t.Error("parseDurations(10): nil error for a duration without unit")
+	}
+}
+
+// The smoke fails on a pod stuck at a phase's end or left in ContainerCreating by the drain,
+// and on nothing else.
+func TestCheckStuck(t *testing.T) {
+	clean := &scale.Results{Clusters: []scale.Cluster{{Nodes: 5, Phases: []scale.Phase{{Nodes: 5, PeriodSeconds: 10}},
+		AfterDrain: scale.PodCounts{Running: 5, Unscheduled: 1}}}}
+	if err := checkStuck(clean); err != nil {
+		t.Errorf("checkStuck(clean) = %v", err)
+	}
+	stuck := &scale.Results{Clusters: []scale.Cluster{{Nodes: 5, Phases: []scale.Phase{{Nodes: 5, PeriodSeconds: 10, PodsAtEnd: scale.PodCounts{Stuck: 2}}},
+		AfterDrain: scale.PodCounts{ContainerCreating: 1}}}}
+	err := checkStuck(stuck)
+	if err == nil || !strings.Contains(err.Error(), "2 pods stuck") || !strings.Contains(err.Error(), "1 pods still in ContainerCreating") {
+		t.Errorf("checkStuck(stuck) = %v, want both problems", err)
+	}
+}

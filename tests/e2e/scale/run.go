@@ -1,0 +1,465 @@
+package scale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/scenario"
+	"github.com/fakecloud/fakecloud-csi/tests/e2e/capacityplot"
+	"github.com/fakecloud/fakecloud-csi/tests/e2e/localcluster"
+)
+
+// stuckAfter is how long a pod may wait on its node for its volume before it counts as
+// stuck in ContainerCreating: longer than the squeeze, the attacher's retries and the
+// controller's capacity backoff (at most 1 min) together.
+const stuckAfter = 3 * time.Minute
+
+// Run measures every node count of o in turn, writing the results into outDir after each
+// cluster (so a run cut short keeps what it measured). A cluster that fails to start or
+// breaks ends the run: the ones before it stay in the results, with Stopped saying why.
+func Run(ctx context.Context, o Options, outDir string) (*Results, error) {
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("scale options: %w", err)
+	}
+	res := &Results{Started: time.Now(), Host: host(), DriverArgs: o.DriverArgs, MinIntervalSeconds: o.MinInterval.Seconds()}
+	for _, n := range o.Nodes {
+		c, err := runCluster(ctx, o, n)
+		res.Clusters = append(res.Clusters, c)
+		if err != nil {
+			res.Stopped = fmt.Sprintf("N=%d: %v", n, err)
+		}
+		if werr := WriteFiles(outDir, res); werr != nil {
+			return res, errors.Join(err, werr)
+		}
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func host() Host {
+	h := Host{CPUs: runtime.NumCPU()}
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		if _, err := fmt.Sscanf(string(data), "MemTotal: %d kB", &kb); err == nil {
+			h.MemoryGB = float64(kb) / (1 << 20)
+		}
+	}
+	return h
+}
+
+func (o Options) progress(format string, args ...any) {
+	fmt.Fprintf(o.Out, "%s scale: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// runCluster starts a cluster of n nodes, runs the workload and one phase per period,
+// drains, and stops the cluster.
+func runCluster(ctx context.Context, o Options, n int) (res Cluster, err error) {
+	res.Nodes = n
+	defer func() {
+		if err != nil {
+			res.Error = err.Error()
+		}
+	}()
+	runDir, err := localcluster.NewRunDir()
+	if err != nil {
+		return res, err
+	}
+	o.progress("N=%d: starting the cluster in %s", n, runDir)
+	start := time.Now()
+	c, err := localcluster.Start(ctx, o.clusterOptions(n, runDir))
+	if err != nil {
+		o.progress("N=%d: the cluster did not start; its logs stay in %s", n, runDir)
+		return res, fmt.Errorf("start %d nodes: %w", n, err)
+	}
+	defer func() {
+		o.progress("N=%d: stopping the cluster", n)
+		c.Stop()
+		if o.KeepRunDirs || err != nil {
+			o.progress("N=%d: logs in %s", n, c.LogDir)
+			return
+		}
+		if rerr := os.RemoveAll(runDir); rerr != nil {
+			o.progress("N=%d: cannot remove %s: %v", n, runDir, rerr)
+		}
+	}()
+	res.StartSeconds, res.LoadAtStart = time.Since(start).Seconds(), loadAvg()
+	o.progress("N=%d: cluster up in %.0f s (load %.1f)", n, res.StartSeconds, res.LoadAtStart)
+
+	rc, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		return res, fmt.Errorf("kubeconfig: %w", err)
+	}
+	rc.QPS, rc.Burst = 100, 200
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return res, err
+	}
+	cc, err := cloud.NewClient(c.CloudURL, cloud.WithToken(c.AdminToken), cloud.WithUserAgent("fakecloud-csi-scale"))
+	if err != nil {
+		return res, err
+	}
+	// The informers outlive the create/delete loop: the drain reads them.
+	infCtx, stopInformers := context.WithCancel(ctx)
+	defer stopInformers()
+	w, err := startWorkload(infCtx, cs, n, o.PodLifetime/time.Duration(n))
+	if err != nil {
+		return res, err
+	}
+	wctx, stopWorkload := context.WithCancel(ctx)
+	defer stopWorkload()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); w.run(wctx) }()
+	m := &meter{o: o, c: c, cs: cs, cloud: cc, hc: &http.Client{Timeout: 10 * time.Second}, w: w}
+	for i, p := range o.Periods {
+		ph, err := m.phase(ctx, n, p, uint64(n*100+i))
+		if err != nil {
+			stopWorkload()
+			wg.Wait()
+			return res, fmt.Errorf("phase of %s: %w", p, err)
+		}
+		res.Phases = append(res.Phases, ph)
+		o.progress("N=%d period %s: %.2f CSINode writes/s, %.2f per truth change, lag p50 %.1f s p99 %.1f s, %d stale attach failures, %d stuck, load %.1f",
+			n, p, ph.WritesPerSecond, ph.WritesPerTruthChange, ph.LagP50, ph.LagP99, ph.StaleAttachFailures, ph.PodsAtEnd.Stuck, ph.LoadEnd)
+	}
+	stopWorkload()
+	wg.Wait()
+	res.PodsCreated, res.WorkloadErrors, err = w.stats()
+	if err != nil {
+		res.LastWorkloadError = err.Error()
+	}
+	drainStart := time.Now()
+	o.progress("N=%d: workload stopped; waiting up to %s for its pods to run", n, o.Drain)
+	for {
+		pc := w.counts(0)
+		res.AfterDrain = pc
+		if pc.ContainerCreating+pc.Unscheduled == 0 || time.Since(drainStart) > o.Drain {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+	res.DrainSeconds = time.Since(drainStart).Seconds()
+	return res, nil
+}
+
+// meter measures phases on one cluster.
+type meter struct {
+	o     Options
+	c     *localcluster.Cluster
+	cs    kubernetes.Interface
+	cloud *cloud.Client
+	hc    *http.Client
+	w     *workload
+}
+
+// reading is a counter read at one moment.
+type reading struct {
+	at time.Time
+	v  float64
+}
+
+// rate is (b − a) / (b.at − a.at); 0 when either is missing, the clock did not move or the
+// counter went back (a restarted process).
+func rate(a, b reading) float64 {
+	d := b.at.Sub(a.at).Seconds()
+	if a.at.IsZero() || b.at.IsZero() || d <= 0 || b.v < a.v {
+		return 0
+	}
+	return (b.v - a.v) / d
+}
+
+// snapshot is every counter a phase differences, each with the moment it was read: on a
+// loaded machine reading N plugins takes seconds, and a rate over the phase's nominal
+// length would count that time twice or not at all.
+type snapshot struct {
+	at           time.Time
+	apiAt        time.Time
+	api          map[RequestKey]float64
+	cloudGetCapa reading
+	// lookups are each node plugin's fakecloud_csi_capacity_lookups_total, by node.
+	lookups           map[string]reading
+	plugins, kubelets map[string]procReading
+	apiserver, etcd   procReading
+	notes             []string
+}
+
+// procReading is a ProcStat and when it was read.
+type procReading struct {
+	at time.Time
+	ProcStat
+}
+
+// scrapeParallel bounds the node plugins read at once.
+const scrapeParallel = 8
+
+func (m *meter) snapshot(ctx context.Context) snapshot {
+	s := snapshot{at: time.Now(), lookups: map[string]reading{}, plugins: map[string]procReading{}, kubelets: map[string]procReading{}}
+	note := func(err error) { s.notes = append(s.notes, err.Error()) }
+	proc := func(name string) (procReading, error) {
+		ps, err := procStats(m.c.PidDir, name)
+		return procReading{at: time.Now(), ProcStat: ps}, err
+	}
+	// Processes first: reading /proc takes microseconds.
+	for _, n := range m.c.Nodes {
+		if pr, err := proc("driver-node-" + n.Name); err == nil {
+			s.plugins[n.Name] = pr
+		}
+		if pr, err := proc("kubelet-" + n.Name); err == nil {
+			s.kubelets[n.Name] = pr
+		}
+	}
+	var err error
+	if s.apiserver, err = proc("kube-apiserver"); err != nil {
+		note(err)
+	}
+	if s.etcd, err = proc("etcd"); err != nil {
+		note(err)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, scrapeParallel)
+	failed := 0
+	for _, n := range m.c.Nodes {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			mf, err := httpMetrics(ctx, m.hc, m.c.PluginURLs[n.Name])
+			at := time.Now()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed++
+				return
+			}
+			s.lookups[n.Name] = reading{at: at, v: sumCounter(mf, "fakecloud_csi_capacity_lookups_total", nil)}
+		}()
+	}
+	wg.Wait()
+	if failed > 0 {
+		note(fmt.Errorf("%d node plugins' /metrics unreadable", failed))
+	}
+	if mf, err := httpMetrics(ctx, m.hc, m.c.CloudURL); err != nil {
+		note(err)
+	} else {
+		s.cloudGetCapa = reading{at: time.Now(), v: sumCounter(mf, "fakecloud_requests_total", map[string]string{"route": "getCapacity"})}
+	}
+	if mf, err := apiServerMetrics(ctx, m.cs); err != nil {
+		note(err)
+	} else {
+		s.api, s.apiAt = apiRequests(mf), time.Now()
+	}
+	return s
+}
+
+// setPeriod sets the CSIDriver's nodeAllocatableUpdatePeriodSeconds; every kubelet
+// restarts its updater with it (pkg/volume/csi/csi_node_updater.go).
+func (m *meter) setPeriod(ctx context.Context, p time.Duration) error {
+	patch := fmt.Sprintf(`{"spec":{"nodeAllocatableUpdatePeriodSeconds":%d}}`, int64(p/time.Second))
+	if _, err := m.cs.StorageV1().CSIDrivers().Patch(ctx, localcluster.DriverName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("set the CSIDriver's period to %s: %w", p, err)
+	}
+	return nil
+}
+
+// phase runs one period's churn script under the workload and measures it.
+func (m *meter) phase(ctx context.Context, n int, period time.Duration, seed uint64) (Phase, error) {
+	ph := Phase{Nodes: n, PeriodSeconds: int(period / time.Second)}
+	if err := m.setPeriod(ctx, period); err != nil {
+		return ph, err
+	}
+	ids := make([]string, 0, len(m.c.Nodes))
+	in := ScriptInput{OutOfBand: map[string]int{}, Seed: seed}
+	for _, node := range m.c.Nodes {
+		ids = append(ids, node.Name)
+		inst, err := m.cloud.GetInstance(ctx, node.Name)
+		if err != nil {
+			return ph, fmt.Errorf("instance %s: %w", node.Name, err)
+		}
+		in.OutOfBand[node.Name] = inst.OutOfBandSlots
+	}
+	in.Nodes = ids
+	q, err := m.cloud.GetQuotas(ctx)
+	if err != nil {
+		return ph, fmt.Errorf("quotas: %w", err)
+	}
+	in.Quota, in.Used = q.Attachments.Limit, q.Attachments.Used
+	sc, err := Script(in)
+	if err != nil {
+		return ph, err
+	}
+	length := ScriptLength + period + m.o.Tail
+	m.o.progress("N=%d period %s: churn for %s (%d steps), one pod replaced every %s", n, period, length, len(sc.Steps), m.w.every)
+
+	// One sample at the start only: the convergence figures come from the CSINode watch
+	// and the cloud's audit log, and sampling N nodes every few seconds would add its own
+	// capacity lookups to those measured.
+	rec, err := capacityplot.NewRecorder(m.cs, m.cloud, capacityplot.Options{Driver: localcluster.DriverName, Interval: 24 * time.Hour,
+		Title: fmt.Sprintf("scale N=%d period %s", n, period)})
+	if err != nil {
+		return ph, err
+	}
+	if err := rec.Start(ctx); err != nil {
+		return ph, err
+	}
+	before := m.snapshot(ctx)
+	ph.LoadStart = loadAvg()
+	runner := scenario.Runner{API: m.cloud, Report: func(at time.Duration, s scenario.Step, err error) {
+		if err != nil {
+			m.o.progress("  +%s %s: FAILED: %v", at.Round(time.Second), s.Describe(), err)
+		}
+	}}
+	scErr := make(chan error, 1)
+	go func() { scErr <- runner.Run(ctx, sc) }()
+	select {
+	case <-ctx.Done():
+		rec.Stop(context.Background())
+		return ph, ctx.Err()
+	case <-time.After(length):
+	}
+	if err := <-scErr; err != nil {
+		ph.Notes = append(ph.Notes, "churn script: "+err.Error())
+	}
+	after := m.snapshot(ctx)
+	ph.LoadEnd = loadAvg()
+	stopCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	recording := rec.Stop(stopCtx)
+	ph.Notes = append(ph.Notes, recording.Notes...)
+	ph.Notes = append(ph.Notes, before.notes...)
+	ph.Notes = append(ph.Notes, after.notes...)
+	fill(&ph, before, after, recording, m.o.MinInterval)
+	ph.StaleAttachFailures = m.w.exhaustedBetween(before.at, after.at)
+	ph.PodsAtEnd = m.w.counts(stuckAfter)
+	return ph, nil
+}
+
+// fill computes a phase's figures from its two snapshots and its recording.
+func fill(ph *Phase, before, after snapshot, rec *capacityplot.Recording, minInterval time.Duration) {
+	secs := after.at.Sub(before.at).Seconds()
+	n := float64(ph.Nodes)
+	ph.Seconds = secs
+	var lags, dec []float64
+	for _, st := range rec.Stats() {
+		ph.CSINodeWrites += st.Writes
+		ph.CountChanges += st.CountChanges
+		ph.TruthChanges += st.TruthChanges
+		ph.Matched += st.Matched
+		ph.Missed += st.Missed
+		ph.Stale += st.Stale
+	}
+	for _, node := range rec.Nodes {
+		for _, l := range rec.Lags[node] {
+			if !l.Matched {
+				continue
+			}
+			lags = append(lags, l.Lag.Seconds())
+			if l.Change.Old != nil && l.Change.New != nil && *l.Change.New < *l.Change.Old {
+				dec = append(dec, l.Lag.Seconds())
+			}
+		}
+	}
+	sort.Float64s(lags)
+	sort.Float64s(dec)
+	ph.LagP50, ph.LagP99, ph.LagMax = quantile(lags, 0.5), quantile(lags, 0.99), quantile(lags, 1)
+	ph.LagDecreaseP50, ph.LagDecreaseMax, ph.LagDecreaseCount = quantile(dec, 0.5), quantile(dec, 1), len(dec)
+	ph.WritesPerSecond = float64(ph.CSINodeWrites) / secs
+	ph.WritesPerNodePerMinute = 60 * ph.WritesPerSecond / n
+	if ph.TruthChanges > 0 {
+		ph.WritesPerTruthChange = float64(ph.CSINodeWrites) / float64(ph.TruthChanges)
+	}
+
+	ph.APIRequests = map[RequestKey]float64{}
+	var total, capa float64
+	apiSecs := after.apiAt.Sub(before.apiAt).Seconds()
+	for k, v := range after.api {
+		d := v - before.api[k]
+		if d <= 0 || apiSecs <= 0 {
+			continue
+		}
+		ph.APIRequests[k] = d / apiSecs
+		total += d / apiSecs
+		if IsCapacityRequest(k) {
+			capa += d / apiSecs
+		}
+	}
+	ph.APIRequestsPerSecond = total
+	ph.APIRequestsPerNodePerSecond = ph.APIRequestsPerSecond / n
+	ph.CapacityRequestsPerSecond = capa
+	if total > 0 {
+		ph.CapacityShare = capa / total
+	}
+
+	// Each plugin's own rate, summed: the fleet's rate as if every plugin had been read.
+	var perNode float64
+	var read int
+	for node, a := range before.lookups {
+		if b, ok := after.lookups[node]; ok {
+			perNode += rate(a, b)
+			read++
+		}
+	}
+	if read > 0 {
+		ph.LookupsPerSecond = perNode / float64(read) * n
+	}
+	ph.LookupBound = n / minInterval.Seconds()
+	ph.CloudGetCapacityPerSecond = rate(before.cloudGetCapa, after.cloudGetCapa)
+
+	cpu := func(b, a map[string]procReading) (pct, rssMean, rssMax float64) {
+		var sum, rss, count float64
+		for node, s := range a {
+			bs, ok := b[node]
+			if !ok {
+				continue
+			}
+			sum += rate(reading{at: bs.at, v: bs.CPU.Seconds()}, reading{at: s.at, v: s.CPU.Seconds()})
+			r := float64(s.RSS) / (1 << 20)
+			rss += r
+			rssMax = max(rssMax, r)
+			count++
+		}
+		if count == 0 {
+			return 0, 0, 0
+		}
+		return 100 * sum / count, rss / count, rssMax
+	}
+	ph.PluginCPUPercent, ph.PluginRSSMiB, ph.PluginRSSMaxMiB = cpu(before.plugins, after.plugins)
+	ph.KubeletCPUPercent, ph.KubeletRSSMiB, _ = cpu(before.kubelets, after.kubelets)
+	ph.APIServerCores = rate(reading{at: before.apiserver.at, v: before.apiserver.CPU.Seconds()}, reading{at: after.apiserver.at, v: after.apiserver.CPU.Seconds()})
+	ph.EtcdCores = rate(reading{at: before.etcd.at, v: before.etcd.CPU.Seconds()}, reading{at: after.etcd.at, v: after.etcd.CPU.Seconds()})
+	ph.APIServerRSSMiB = float64(after.apiserver.RSS) / (1 << 20)
+	if len(ph.Notes) > 20 {
+		ph.Notes = append(ph.Notes[:20], fmt.Sprintf("... %d notes in all", len(ph.Notes)))
+	}
+	ph.Notes = slicesCompact(ph.Notes)
+}
+
+func slicesCompact(notes []string) []string {
+	var out []string
+	for _, s := range notes {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
