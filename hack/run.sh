@@ -36,6 +36,15 @@ if [[ -n "${VERBOSITY:-}" ]]; then
 fi
 
 pids=()
+# The components (fake cloud, controller, node plugins) by PID, named for the message when one
+# exits; pids also holds the log follower.
+procs=()
+declare -A proc_names=()
+started() { # started NAME: the last background process is component NAME
+  pids+=($!)
+  procs+=($!)
+  proc_names[$!]=$1
+}
 stopped=0
 cleanup() {
   local rc=$?
@@ -85,7 +94,7 @@ for i in "${!nodes[@]}"; do
 done
 "$BIN/fakecloud" --listen="127.0.0.1:$PORT" --data-dir="$RUN_DIR/cloud" --seed="$SEED" \
   --auth=tokens --tokens-file="$TOKENS" "${console_nodes[@]}" "${fakecloud_args[@]}" >"$RUN_DIR/logs/fakecloud.log" 2>&1 &
-pids+=($!)
+started "fake cloud"
 wait_for "fake cloud on $CLOUD" curl -fsS "$CLOUD/readyz"
 
 grep -q 'token: demo-driver-token' "$TOKENS" || { echo "$TOKENS lacks demo-driver-token" >&2; exit 1; }
@@ -94,7 +103,7 @@ printf '%s' demo-driver-token >"$RUN_DIR/driver-token"
 "$BIN/driver" --mode=controller --endpoint="unix://$RUN_DIR/controller/csi.sock" \
   --cloud-url="$CLOUD" --cloud-token-file="$RUN_DIR/driver-token" --state-dir="$RUN_DIR/controller" \
   --http-addr="127.0.0.1:$HTTP_BASE" "${driver_args[@]}" >"$RUN_DIR/logs/controller.log" 2>&1 &
-pids+=($!)
+started "controller plugin"
 
 port=$HTTP_BASE
 for n in "${nodes[@]}"; do
@@ -102,7 +111,7 @@ for n in "${nodes[@]}"; do
   "$BIN/driver" --mode=node --node-id="$n" --endpoint="unix://$RUN_DIR/$n/csi.sock" \
     --cloud-url="$CLOUD" --cloud-token-file="$RUN_DIR/driver-token" --state-dir="$RUN_DIR/$n" \
     --http-addr="127.0.0.1:$port" --capacity-min-interval=1s "${driver_args[@]}" >"$RUN_DIR/logs/node-$n.log" 2>&1 &
-  pids+=($!)
+  started "node plugin $n"
 done
 wait_for "controller plugin" "$BIN/driver" probe --timeout=1s --endpoint="unix://$RUN_DIR/controller/csi.sock"
 for n in "${nodes[@]}"; do
@@ -190,4 +199,13 @@ if [[ "${FOLLOW:-1}" == 1 ]]; then
   pids+=($!)
 fi
 echo "Press Ctrl-C to stop."
-wait
+# Until Ctrl-C, or until a component exits: a run whose fake cloud or plugin died must not go on
+# looking alive (a plain wait would also wait for the log follower, which never ends).
+rc=0
+wait -n "${procs[@]}" || rc=$?
+dead=()
+for p in "${procs[@]}"; do
+  kill -0 "$p" 2>/dev/null || dead+=("${proc_names[$p]}")
+done
+echo "$(IFS=,; echo "${dead[*]:-a component}") exited (status $rc); stopping the others" >&2
+exit 1

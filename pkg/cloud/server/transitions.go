@@ -49,8 +49,12 @@ func (s *Server) planner(ctx context.Context, call faults.Call) store.Planner {
 			for _, f := range out.Fired[:min(len(out.Fired), MaxFiredEventsPerRequest)] {
 				plan.Events = append(plan.Events, cloud.Event{Type: "FaultFired", VolumeID: call.VolumeID, InstanceID: call.InstanceID,
 					Detail: fmt.Sprintf("rule=%s operation=%s transition", f.RuleID, f.Operation)})
-				klog.FromContext(ctx).V(2).Info("Fault fired", "rule", f.RuleID, "operation", f.Operation, "transition", true,
-					"volumeID", call.VolumeID, "nodeID", call.InstanceID)
+				// As a request's firings: at the default verbosity within the request log's
+				// bounds, every one at -v=2.
+				if logger := klog.FromContext(ctx); logger.V(2).Enabled() || s.reqlog.allow() {
+					logger.Info("Fault fired", "rule", f.RuleID, "operation", f.Operation, "transition", true,
+						"volumeID", call.VolumeID, "nodeID", call.InstanceID)
+				}
 			}
 		})
 		return plan
