@@ -287,14 +287,24 @@ func (o *Options) CapacityConfig() capacity.Config {
 	return c
 }
 
+// MaxUnixSocketPath is the longest unix socket path Linux binds, in bytes: sun_path holds 108
+// bytes including the terminating NUL.
+const MaxUnixSocketPath = 107
+
 // ParseEndpoint splits a CSI endpoint into a network ("unix" or "tcp") and an address:
 // unix:///abs/path.sock → ("unix", "/abs/path.sock"), tcp://host:port → ("tcp", "host:port").
+// A unix path must be absolute and at most MaxUnixSocketPath bytes (a longer one fails to bind
+// with a bare "invalid argument").
 func ParseEndpoint(ep string) (network, addr string, err error) {
 	switch {
 	case strings.HasPrefix(ep, "unix://"):
 		addr = strings.TrimPrefix(ep, "unix://")
 		if addr == "" || !filepath.IsAbs(addr) {
 			return "", "", fmt.Errorf("unix endpoint needs an absolute path, got %q", ep)
+		}
+		if len(addr) > MaxUnixSocketPath {
+			return "", "", fmt.Errorf("unix endpoint path is %d bytes, over the %d a unix socket can bind: use a shorter path (%q)",
+				len(addr), MaxUnixSocketPath, ep)
 		}
 		return "unix", addr, nil
 	case strings.HasPrefix(ep, "tcp://"):
