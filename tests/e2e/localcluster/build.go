@@ -111,6 +111,21 @@ func buildEnv() []string {
 	return append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
 }
 
+// goList runs `go list ARGS...` in dir with the build's environment and returns its standard
+// output; a failure carries go's standard error.
+func goList(ctx context.Context, dir string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "go", append([]string{"list"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = buildEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list in %s: %w\n%s", dir, err, stderr.String())
+	}
+	return out, nil
+}
+
 // BuildOptions say where the tools module is and where binaries go.
 type BuildOptions struct {
 	// ToolsDir is tests/e2e/localcluster/tools of the clone.
@@ -288,18 +303,13 @@ type pkgInfo struct {
 // moduleVersions asks go list for the module version and folder of each
 // component's package.
 func moduleVersions(ctx context.Context, toolsDir string, cs []component) (map[string]pkgInfo, error) {
-	args := []string{"list", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{with .Module}}{{.Version}}{{end}}"}
+	args := []string{"-f", "{{.ImportPath}}\t{{.Dir}}\t{{with .Module}}{{.Version}}{{end}}"}
 	for _, c := range cs {
 		args = append(args, c.pkg)
 	}
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = toolsDir
-	cmd.Env = buildEnv()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := goList(ctx, toolsDir, args...)
 	if err != nil {
-		return nil, fmt.Errorf("go list in %s: %w\n%s", toolsDir, err, stderr.String())
+		return nil, err
 	}
 	versions := map[string]pkgInfo{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -319,12 +329,9 @@ func moduleVersions(ctx context.Context, toolsDir string, cs []component) (map[s
 // countDeps is how many packages building pkgs in dir involves (go list -deps): the most a
 // cold build compiles.
 func countDeps(ctx context.Context, dir string, pkgs []string) (int, error) {
-	cmd := exec.CommandContext(ctx, "go", append([]string{"list", "-deps", "-f", "{{.ImportPath}}"}, pkgs...)...)
-	cmd.Dir = dir
-	cmd.Env = buildEnv()
-	out, err := cmd.Output()
+	out, err := goList(ctx, dir, append([]string{"-deps", "-f", "{{.ImportPath}}"}, pkgs...)...)
 	if err != nil {
-		return 0, fmt.Errorf("go list -deps in %s: %w", dir, err)
+		return 0, fmt.Errorf("count the packages to build: %w", err)
 	}
 	return bytes.Count(out, []byte("\n")), nil
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -54,14 +53,9 @@ type snapshotRelease struct {
 // cache once `localcluster build` has run) and lists the files to apply.
 func findSnapshotRelease(ctx context.Context, toolsDir string) (snapshotRelease, error) {
 	var r snapshotRelease
-	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", snapshotterModule, snapshotterClientModule)
-	cmd.Dir = toolsDir
-	cmd.Env = buildEnv()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := goList(ctx, toolsDir, "-m", "-f", "{{.Dir}}", snapshotterModule, snapshotterClientModule)
 	if err != nil {
-		return r, fmt.Errorf("locate the external-snapshotter release in %s: %w\n%s", toolsDir, err, stderr.String())
+		return r, fmt.Errorf("locate the external-snapshotter release: %w", err)
 	}
 	dirs := strings.Fields(string(out))
 	if len(dirs) != 2 {
