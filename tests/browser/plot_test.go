@@ -21,48 +21,28 @@ var renderPlot = flag.Bool("render-plot", false, "rewrite docs/capacity-plot.png
 // TestRenderCapacityPlot renders the README's capacity plot page in full (legend, charts and
 // tables, nothing cut) into docs/capacity-plot.png; only with -render-plot.
 func TestRenderCapacityPlot(t *testing.T) {
-	if !*renderPlot {
-		t.Skip("only with -render-plot (make test-browser BROWSER_ARGS='-run TestRenderCapacityPlot -render-plot')")
-	}
-	chromium, err := chromiumPath()
-	if err != nil {
-		t.Skipf("skipping: %v", err)
-	}
-	page, err := filepath.Abs("../../docs/capacity-plot.html")
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.WindowSize(1200, 900))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, time.Minute)
-	defer cancelTimeout()
-	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+page)); err != nil {
-		t.Fatal(err)
-	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile("../../docs/capacity-plot.png", png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("docs/capacity-plot.png: %d bytes", len(png))
+	renderDocsPage(t, "capacity-plot", "TestRenderCapacityPlot")
 }
 
 // TestRenderScalePlot renders the scale page of `make scale` (docs/scale-plot.html, copied
 // from _output/scale) in full into docs/scale-plot.png; only with -render-plot.
 func TestRenderScalePlot(t *testing.T) {
+	renderDocsPage(t, "scale-plot", "TestRenderScalePlot")
+}
+
+// renderDocsPage rewrites docs/NAME.png with a full-page screenshot of docs/NAME.html in headless
+// Chromium (1200 px wide, within a minute); it skips without -render-plot (test is the -run
+// name the skip message gives) or without chromium.
+func renderDocsPage(t *testing.T, name, test string) {
+	t.Helper()
 	if !*renderPlot {
-		t.Skip("only with -render-plot (make test-browser BROWSER_ARGS='-run TestRenderScalePlot -render-plot')")
+		t.Skipf("only with -render-plot (make test-browser BROWSER_ARGS='-run %s -render-plot')", test)
 	}
 	chromium, err := chromiumPath()
 	if err != nil {
 		t.Skipf("skipping: %v", err)
 	}
-	page, err := filepath.Abs("../../docs/scale-plot.html")
+	page, err := filepath.Abs("../../docs/" + name + ".html")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,10 +60,11 @@ func TestRenderScalePlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile("../../docs/scale-plot.png", png, 0o644); err != nil {
+	out := "../../docs/" + name + ".png"
+	if err := os.WriteFile(out, png, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("docs/scale-plot.png: %d bytes", len(png))
+	t.Logf("docs/%s.png: %d bytes", name, len(png))
 }
 
 // TestRenderPolicyPlot drives one node plugin's real capacity policy through every mode
