@@ -11,8 +11,8 @@ import (
 
 // Chart geometry in SVG user units.
 const (
-	chartW, chartH                     = 372, 190
-	marginL, marginR, marginT, marginB = 40, 12, 10, 26
+	chartW, chartH                     = 372, 204
+	marginL, marginR, marginT, marginB = 40, 12, 10, 40
 )
 
 // series are the lines of one chart, back to front; Class picks the style.
@@ -42,11 +42,12 @@ type chartView struct {
 	Node, InstanceID string
 	W, H             int
 	X0, X1, Y0, Y1   float64
-	// YT is the lower end of the x tick marks; YMid the middle of the y axis (its label).
-	YT, YMid       float64
-	XTicks, YTicks []tickView
-	Paths          []pathView
-	Markers        []markerView
+	// YT is the lower end of the x tick marks; YMid the middle of the y axis (its label),
+	// XMid the middle of the x axis and XLabelY the baseline of its label.
+	YT, YMid, XMid, XLabelY float64
+	XTicks, YTicks          []tickView
+	Paths                   []pathView
+	Markers                 []markerView
 }
 
 type changeView struct {
@@ -54,13 +55,25 @@ type changeView struct {
 	Stale                          bool
 }
 
+// legendItem is one entry of the legend: the line's class (its style in the charts), or a
+// marker, and what it shows.
+type legendItem struct {
+	Class, Label string
+	// Marker draws the count-change dot instead of a line.
+	Marker bool
+	// Absent says the line is not in the charts (the run did not sample it) and why.
+	Absent string
+}
+
 type pageView struct {
 	Title, Driver, Start, End, Duration, Interval string
-	Legend                                        []series
-	Charts                                        []chartView
-	Stats                                         []NodeStats
-	Changes                                       []changeView
-	Notes                                         []string
+	Legend                                        []legendItem
+	// AnyStale says some count change was stale (a red row).
+	AnyStale bool
+	Charts   []chartView
+	Stats    []NodeStats
+	Changes  []changeView
+	Notes    []string
 }
 
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
@@ -72,8 +85,12 @@ var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 body { font: 13px/1.4 system-ui, sans-serif; margin: 16px; color: #222; }
 h1 { font-size: 18px; margin: 0 0 4px; } h2 { font-size: 15px; margin: 18px 0 6px; }
 .meta { color: #555; margin-bottom: 8px; }
-.legend span { margin-right: 14px; white-space: nowrap; }
+.legend { display: flex; flex-wrap: wrap; gap: 2px 16px; }
+.legend .item { white-space: nowrap; }
+.legend .absent { color: #888; } .legend .absent svg { opacity: .45; }
 .legend svg { vertical-align: middle; }
+.caption { color: #444; margin: 4px 0 8px; }
+.stale-key, tr.stale td { color: #b00; }
 .charts { display: flex; flex-wrap: wrap; gap: 8px; }
 .chart { border: 1px solid #ddd; padding: 4px; }
 .chart h3 { font-size: 13px; margin: 0 0 2px; }
@@ -89,18 +106,19 @@ path.line { fill: none; stroke-linejoin: round; }
 circle.write { fill: #ff7f0e; stroke: #fff; stroke-width: 1; }
 table { border-collapse: collapse; } td, th { border: 1px solid #ddd; padding: 2px 6px; text-align: right; }
 th { background: #f4f4f4; } td:first-child, th:first-child { text-align: left; }
-tr.stale td { color: #b00; }
 </style></head>
 <body>
 <h1>{{.Title}}</h1>
 <div class="meta">driver {{.Driver}} · {{.Start}} → {{.End}} ({{.Duration}}) · sample every {{.Interval}}</div>
-<div class="legend">{{range .Legend}}<span><svg width="26" height="8"><path class="line {{.Class}}" d="M1 4 H25"/></svg> {{.Label}}</span>{{end}}<span><svg width="10" height="10"><circle class="write" cx="5" cy="5" r="3.5"/></svg> CSINode count change</span></div>
+<div class="legend">{{range .Legend}}<span class="item{{if .Absent}} absent{{end}}" data-line="{{.Class}}"><svg width="26" height="10">{{if .Marker}}<circle class="write" cx="13" cy="5" r="3.5"/>{{else}}<path class="line {{.Class}}" d="M1 5 H25"/>{{end}}</svg> {{.Label}}{{if .Absent}} <em>({{.Absent}})</em>{{end}}</span>{{end}}</div>
+<p class="caption">y: volume slots per node (one slot holds one attached volume); x: time since the start of the run.
+<span class="stale-key">Red rows</span> in the count-change table are stale CSINode writes: the cloud truth had already moved on when the count landed{{if not .AnyStale}} (none in this run){{end}}.</p>
 <div class="charts">
 {{range .Charts}}<div class="chart"><h3>{{.Node}}{{if ne .InstanceID .Node}} (instance {{.InstanceID}}){{end}}</h3>
 <svg xmlns="http://www.w3.org/2000/svg" class="node-chart" data-node="{{.Node}}" width="{{.W}}" height="{{.H}}" viewBox="0 0 {{.W}} {{.H}}">
 {{$c := .}}{{range .YTicks}}<line class="grid" x1="{{$c.X0}}" x2="{{$c.X1}}" y1="{{.Pos}}" y2="{{.Pos}}"/><text x="{{$c.X0}}" dx="-4" y="{{.Pos}}" dy="3" text-anchor="end">{{.Label}}</text>
 {{end}}{{range .XTicks}}<line class="axis" x1="{{.Pos}}" x2="{{.Pos}}" y1="{{$c.Y0}}" y2="{{$c.YT}}"/><text x="{{.Pos}}" y="{{$c.Y0}}" dy="13" text-anchor="middle">{{.Label}}</text>
-{{end}}<path class="axis" d="M{{.X0}} {{.Y1}} V{{.Y0}} H{{.X1}}"/><text class="ylabel" x="8" y="{{.YMid}}" transform="rotate(-90 8 {{.YMid}})" text-anchor="middle">attach slots</text>
+{{end}}<path class="axis" d="M{{.X0}} {{.Y1}} V{{.Y0}} H{{.X1}}"/><text class="ylabel" x="8" y="{{.YMid}}" transform="rotate(-90 8 {{.YMid}})" text-anchor="middle">volume slots</text><text class="xlabel" x="{{.XMid}}" y="{{.XLabelY}}" text-anchor="middle">time since start</text>
 {{range .Paths}}<path class="line {{.Class}}" d="{{.D}}"/>
 {{end}}{{range .Markers}}<circle class="write" cx="{{.X}}" cy="{{.Y}}" r="3.5"><title>{{.Title}}</title></circle>
 {{end}}</svg></div>
@@ -111,7 +129,7 @@ tr.stale td { color: #b00; }
 {{end}}</table>
 <p class="meta">lag: cloud event that moved the truth to the new count → CSINode change seen by the watch. unmatched: no cloud change to that value during the run (driver floor, ramp, last known good, or a value the truth already had). stale: the truth had moved on when the write landed. missed: truth changes no CSINode change reflected.</p>
 {{if .Changes}}<h2>CSINode count changes</h2>
-<p class="meta">Rows in red are stale writes: the cloud truth had already moved on when the count landed. "—" in cloud change: no cloud event moved the truth to that value (a floor, a ramp step, last known good).</p>
+<p class="meta"><span class="stale-key">Rows in red</span> are stale writes: the cloud truth had already moved on when the count landed. "—" in cloud change: no cloud event moved the truth to that value (a floor, a ramp step, last known good).</p>
 <table class="changes"><tr><th>at</th><th>node</th><th>from</th><th>to</th><th>cloud change</th><th>lag</th></tr>
 {{range .Changes}}<tr{{if .Stale}} class="stale"{{end}}><td>{{.At}}</td><td>{{.Node}}</td><td>{{.From}}</td><td>{{.To}}</td><td>{{.Cloud}}</td><td>{{.Lag}}</td></tr>
 {{end}}</table>{{end}}
@@ -133,13 +151,7 @@ func WriteHTML(w io.Writer, rec *Recording) error {
 	for _, s := range rec.Samples {
 		hasPlugin = hasPlugin || s.Plugin != nil
 	}
-	v.Legend = []series{{Class: "attached", Label: "cloud attached"}, {Class: "scheduled", Label: "volumes scheduled"},
-		{Class: "truth", Label: "cloud truth"}, {Class: "csinode", Label: "CSINode count"}}
-	if hasPlugin {
-		v.Legend = append(v.Legend, series{Class: "plugin", Label: "node plugin reported (NodeGetInfo)"})
-	} else {
-		v.Legend = append(v.Legend, series{Class: "none", Label: "(node plugin reported: not sampled, no --plugin-url)"})
-	}
+	v.Legend = legend(hasPlugin)
 	for _, n := range rec.Nodes {
 		v.Charts = append(v.Charts, buildChart(rec, n, hasPlugin))
 	}
@@ -151,9 +163,29 @@ func WriteHTML(w io.Writer, rec *Recording) error {
 				cv.Cloud = fmt.Sprintf("%s rev %d at +%s", l.Cloud.Cause, l.Cloud.Revision, fmtDur(l.Cloud.At.Sub(rec.Start)))
 			}
 			v.Changes = append(v.Changes, cv)
+			v.AnyStale = v.AnyStale || l.Stale
 		}
 	}
 	return pageTmpl.Execute(w, v)
+}
+
+// legend names every line of the charts, the order a reader follows a change in: the cloud's
+// truth, the plugin's report of it, the kubelet's copy into CSINode, then what the scheduler
+// placed and the cloud attached. The plugin's line is named even when the run did not sample
+// it (withPlugin false), with the reason, so that its absence is not mistaken for a value.
+func legend(withPlugin bool) []legendItem {
+	plugin := legendItem{Class: "plugin", Label: "reported by the node plugin (NodeGetInfo max_volumes_per_node, its /debug/capacity)"}
+	if !withPlugin {
+		plugin.Absent = "not sampled in this run: no --plugin-url"
+	}
+	return []legendItem{
+		{Class: "truth", Label: "cloud truth: max(1, min(limit − out-of-band, attached + quota share))"},
+		plugin,
+		{Class: "csinode", Label: "CSINode allocatable.count (the kubelet's copy; the scheduler counts against it)"},
+		{Class: "write", Label: "a CSINode count change (hover: its lag)", Marker: true},
+		{Class: "scheduled", Label: "volumes scheduled (this driver's volumes of the node's live pods)"},
+		{Class: "attached", Label: "volumes attached in the cloud"},
+	}
 }
 
 // nodeSeries builds the step series of node n.
@@ -206,7 +238,8 @@ func nodeSeries(rec *Recording, n string, withPlugin bool) []series {
 
 func buildChart(rec *Recording, n string, withPlugin bool) chartView {
 	c := chartView{Node: n, InstanceID: rec.NodeIDs[n], W: chartW, H: chartH,
-		X0: marginL, X1: chartW - marginR, Y0: chartH - marginB, Y1: marginT, YT: chartH - marginB + 4, YMid: (chartH - marginB + marginT) / 2}
+		X0: marginL, X1: chartW - marginR, Y0: chartH - marginB, Y1: marginT, YT: chartH - marginB + 4, YMid: (chartH - marginB + marginT) / 2,
+		XMid: (marginL + chartW - marginR) / 2, XLabelY: chartH - 4}
 	if c.InstanceID == "" {
 		c.InstanceID = n
 	}

@@ -235,3 +235,83 @@ func TestWriteSummary(t *testing.T) {
 		t.Errorf("node-1 row: got %q", row)
 	}
 }
+
+// TestWriteHTMLLegendAndAxes checks what a reader needs to read the charts: a legend naming
+// every line (the plugin's too, and why it is missing when the run did not sample it), the
+// axis labels of every chart, and a caption that explains the red rows.
+func TestWriteHTMLLegendAndAxes(t *testing.T) {
+	tests := []struct {
+		name string
+		// edit changes the synthetic recording before it is drawn.
+		edit func(rec *Recording)
+		// plugin is the class the plugin's legend item has; caption a text the caption has.
+		plugin, caption string
+	}{
+		{"plugin not sampled, no stale write", func(*Recording) {}, "item absent", "(none in this run)"},
+		{"plugin sampled, one stale write", func(rec *Recording) {
+			for i := range rec.Samples {
+				rec.Samples[i].Plugin = i64(5)
+			}
+			// node-1's truth goes back to 5 at +33 s: its count change to 7 at +35 s is stale.
+			rec.Truth["node-1"] = append(rec.Truth["node-1"], step(33, 14, "InstancePatched", 5, 1))
+			rec.computeLags()
+		}, "item", "stale CSINode writes"},
+	}
+	wantLegend := []struct{ line, label string }{
+		{"truth", "cloud truth: max(1, min(limit − out-of-band, attached + quota share))"},
+		{"plugin", "reported by the node plugin (NodeGetInfo max_volumes_per_node"},
+		{"csinode", "CSINode allocatable.count"},
+		{"write", "a CSINode count change"},
+		{"scheduled", "volumes scheduled"},
+		{"attached", "volumes attached in the cloud"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := synthRecording()
+			tc.edit(rec)
+			var buf bytes.Buffer
+			if err := WriteHTML(&buf, rec); err != nil {
+				t.Fatal(err)
+			}
+			els := parseHTML(t, buf.Bytes())
+			var legend []*element
+			ylabels, xlabels, stale := 0, 0, 0
+			caption := ""
+			for _, e := range els {
+				switch {
+				case e.name == "span" && strings.HasPrefix(e.attrs["class"], "item"):
+					legend = append(legend, e)
+				case e.name == "text" && e.attrs["class"] == "ylabel" && e.text == "volume slots":
+					ylabels++
+				case e.name == "text" && e.attrs["class"] == "xlabel" && e.text == "time since start":
+					xlabels++
+				case e.name == "p" && e.attrs["class"] == "caption":
+					caption = e.text
+				case e.name == "tr" && e.attrs["class"] == "stale":
+					stale++
+				}
+			}
+			if len(legend) != len(wantLegend) {
+				t.Fatalf("legend: expected %d items, got %d", len(wantLegend), len(legend))
+			}
+			for i, w := range wantLegend {
+				if legend[i].attrs["data-line"] != w.line || !strings.Contains(legend[i].text, w.label) {
+					t.Errorf("legend item %d: expected line %q with %q, got %q %q", i, w.line, w.label, legend[i].attrs["data-line"], legend[i].text)
+				}
+			}
+			if got := legend[1].attrs["class"]; got != tc.plugin {
+				t.Errorf("plugin legend item: expected class %q, got %q", tc.plugin, got)
+			}
+			if ylabels != len(rec.Nodes) || xlabels != len(rec.Nodes) {
+				t.Errorf("expected a y label \"volume slots\" and an x label per chart (%d), got %d and %d", len(rec.Nodes), ylabels, xlabels)
+			}
+			// The caption's "Red rows" is a span of its own: the paragraph's text is the rest.
+			if !strings.Contains(caption, "y: volume slots per node") || !strings.Contains(caption, tc.caption) {
+				t.Errorf("caption %q lacks the y axis or %q", caption, tc.caption)
+			}
+			if want := map[bool]int{false: 0, true: 1}[tc.caption == "stale CSINode writes"]; stale != want {
+				t.Errorf("expected %d red rows, got %d", want, stale)
+			}
+		})
+	}
+}
