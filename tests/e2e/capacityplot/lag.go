@@ -9,10 +9,11 @@ import (
 // CSINode as the watcher saw it. Old or New is nil when the CSINode, the
 // driver entry or its allocatable is missing.
 type CountChange struct {
-	Node            string
-	At              time.Time
-	ResourceVersion string
-	Old, New        *int64
+	Node            string    `json:"node"`
+	At              time.Time `json:"at"`
+	ResourceVersion string    `json:"resourceVersion"`
+	Old             *int64    `json:"old"`
+	New             *int64    `json:"new"`
 }
 
 // Lag ties a CSINode count change to the cloud change it reflects.

@@ -46,24 +46,32 @@ func (o Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Recording is everything one observation produced.
+// Recording is everything one observation produced. WriteFiles saves it as JSON
+// (RecordingFile) beside the plot, so that the plot can be drawn again from it
+// (ReadRecording) without the cluster; Lags are derived and not saved.
 type Recording struct {
-	Title, Driver string
-	Start, End    time.Time
-	Interval      time.Duration
+	Title  string    `json:"title"`
+	Driver string    `json:"driver"`
+	Start  time.Time `json:"start"`
+	End    time.Time `json:"end"`
+	// Interval is the time between samples (nanoseconds in JSON).
+	Interval time.Duration `json:"intervalNs"`
 	// Nodes are the observed nodes, sorted; NodeIDs maps them to instances.
-	Nodes   []string
-	NodeIDs map[string]string
+	Nodes   []string          `json:"nodes"`
+	NodeIDs map[string]string `json:"nodeIds"`
 	// Truth is the replayed cloud truth per node (empty when no baseline).
-	Truth map[string][]TruthStep
+	Truth map[string][]TruthStep `json:"truth,omitempty"`
 	// Initial is the CSINode count per node at the start.
-	Initial map[string]*int64
-	Writes  map[string]int
-	Changes []CountChange
-	Lags    map[string][]Lag
-	Samples []Sample
+	Initial map[string]*int64 `json:"initial"`
+	// Writes counts CSINode updates per node; Changes are the count changes, in the
+	// order the watch saw them.
+	Writes  map[string]int `json:"writes"`
+	Changes []CountChange  `json:"changes"`
+	// Lags are ComputeLags of Truth and Changes per node.
+	Lags    map[string][]Lag `json:"-"`
+	Samples []Sample         `json:"samples"`
 	// Notes are problems worth reading next to the numbers.
-	Notes []string
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Stats computes NodeStats for every node, in node order.
@@ -223,7 +231,7 @@ func (r *Recorder) Stop(ctx context.Context) *Recording {
 	nodes, _ := r.nodes()
 	rec := &Recording{Title: r.opts.Title, Driver: r.opts.Driver, Start: r.start, End: end, Interval: r.opts.Interval,
 		Nodes: nodes, NodeIDs: res.NodeIDs, Initial: res.Initial, Writes: res.Writes, Changes: res.Changes,
-		Lags: map[string][]Lag{}, Notes: append([]string(nil), r.notes...)}
+		Notes: append([]string(nil), r.notes...)}
 	r.mu.Lock()
 	rec.Samples = append([]Sample(nil), r.samples...)
 	r.mu.Unlock()
@@ -241,14 +249,20 @@ func (r *Recorder) Stop(ctx context.Context) *Recording {
 			rec.Notes = append(rec.Notes, checkReplay(rec)...)
 		}
 	}
+	rec.computeLags()
+	return rec
+}
+
+// computeLags sets Lags from Truth and Changes.
+func (r *Recording) computeLags() {
 	perNode := map[string][]CountChange{}
-	for _, c := range rec.Changes {
+	for _, c := range r.Changes {
 		perNode[c.Node] = append(perNode[c.Node], c)
 	}
-	for _, n := range rec.Nodes {
-		rec.Lags[n] = ComputeLags(rec.Truth[n], perNode[n])
+	r.Lags = make(map[string][]Lag, len(r.Nodes))
+	for _, n := range r.Nodes {
+		r.Lags[n] = ComputeLags(r.Truth[n], perNode[n])
 	}
-	return rec
 }
 
 // checkReplay compares the replayed truth with every sampled cloud reading at
@@ -283,20 +297,22 @@ func checkReplay(rec *Recording) []string {
 
 // File names WriteFiles writes.
 const (
-	PlotFile    = "capacity-plot.html"
-	SummaryFile = "csinode-writes.txt"
+	PlotFile      = "capacity-plot.html"
+	SummaryFile   = "csinode-writes.txt"
+	RecordingFile = "capacity-recording.json"
 )
 
-// WriteFiles writes PlotFile and SummaryFile into dir (created if missing)
-// and returns their paths.
+// WriteFiles writes PlotFile, SummaryFile and RecordingFile into dir (created
+// if missing) and returns the paths of the first two.
 func WriteFiles(dir string, rec *Recording) (plot, summary string, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", "", fmt.Errorf("capacity plot dir: %w", err)
 	}
 	plot, summary = filepath.Join(dir, PlotFile), filepath.Join(dir, SummaryFile)
 	for path, write := range map[string]func(*os.File) error{
-		plot:    func(f *os.File) error { return WriteHTML(f, rec) },
-		summary: func(f *os.File) error { return WriteSummary(f, rec) },
+		plot:                              func(f *os.File) error { return WriteHTML(f, rec) },
+		summary:                           func(f *os.File) error { return WriteSummary(f, rec) },
+		filepath.Join(dir, RecordingFile): func(f *os.File) error { return WriteRecording(f, rec) },
 	} {
 		f, err := os.Create(path)
 		if err != nil {

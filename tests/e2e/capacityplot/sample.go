@@ -19,26 +19,27 @@ import (
 
 // Sample is one node at one instant.
 type Sample struct {
-	At   time.Time
-	Node string
+	At   time.Time `json:"at"`
+	Node string    `json:"node"`
 	// Cloud is the instance's capacity reading; nil when the lookup failed
 	// (CloudErr says why).
-	Cloud    *cloud.Capacity
-	CloudErr string
+	Cloud    *cloud.Capacity `json:"cloud,omitempty"`
+	CloudErr string          `json:"cloudError,omitempty"`
 	// Truth is Truth() of Cloud; 0 when Cloud is nil.
-	Truth int64
+	Truth int64 `json:"truth"`
 	// CSINode is the driver's allocatable.count; nil when absent.
-	CSINode *int64
+	CSINode *int64 `json:"csinode"`
 	// Plugin is the node plugin's last reported max_volumes_per_node from its
 	// /debug/capacity endpoint; nil when not configured or unreachable.
-	Plugin *int64
+	Plugin *int64 `json:"plugin"`
 	// Scheduled counts distinct PersistentVolumes of the driver used by
 	// non-terminated pods bound to the node: what the scheduler counts
 	// against the limit.
-	Scheduled int
+	Scheduled int `json:"scheduled"`
 	// VolumeAttachments counts the driver's VolumeAttachments for the node,
 	// Attached those with status.attached.
-	VolumeAttachments, Attached int
+	VolumeAttachments int `json:"volumeAttachments"`
+	Attached          int `json:"attached"`
 }
 
 // Listers are the informer caches the sampler reads.

@@ -61,13 +61,13 @@ type Baseline struct {
 // TruthStep is the truth of one instance from At on, caused by the cloud
 // event of Revision (Cause is its type; "baseline" for the first step).
 type TruthStep struct {
-	At       time.Time
-	Revision uint64
-	Cause    string
-	Truth    int64
-	Slots    int
-	Attached int
-	Headroom int64
+	At       time.Time `json:"at"`
+	Revision uint64    `json:"revision"`
+	Cause    string    `json:"cause"`
+	Truth    int64     `json:"truth"`
+	Slots    int       `json:"slots"`
+	Attached int       `json:"attached"`
+	Headroom int64     `json:"headroom"`
 }
 
 // CaptureBaseline reads the capacity of every instance in ids and the

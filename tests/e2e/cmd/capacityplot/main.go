@@ -13,6 +13,12 @@
 // With --scenario it runs that timeline (package scenario) against the fake cloud while it
 // observes, for the scenario's length plus --tail unless --duration is given.
 //
+// Every run also writes capacity-recording.json, the data of the plot. With --from-recording
+// it observes nothing and draws that file again (the plot of an earlier run with a newer
+// version of this command; docs/capacity-plot.html is drawn so):
+//
+//	go run ./cmd/capacityplot --from-recording=plots/capacity-recording.json --out-dir=replot
+//
 // It stops early, and still writes the files, on Ctrl-C.
 package main
 
@@ -71,6 +77,8 @@ type options struct {
 	Scenario    string
 	Tail        time.Duration
 	MapInstance []string
+	// FromRecording is a capacity-recording.json to draw again instead of observing.
+	FromRecording string
 }
 
 type pluginURLs map[string]string
@@ -103,7 +111,8 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.CloudTokenFile, "cloud-token-file", "", "file with the fake cloud admin token")
 	fs.DurationVar(&o.Duration, "duration", 2*time.Minute, "how long to observe")
 	fs.DurationVar(&o.Interval, "interval", 2*time.Second, "time between samples")
-	fs.StringVar(&o.OutDir, "out-dir", ".", "folder for "+capacityplot.PlotFile+" and "+capacityplot.SummaryFile)
+	fs.StringVar(&o.OutDir, "out-dir", ".", "folder for "+capacityplot.PlotFile+", "+capacityplot.SummaryFile+" and "+capacityplot.RecordingFile)
+	fs.StringVar(&o.FromRecording, "from-recording", "", "draw this "+capacityplot.RecordingFile+" (of an earlier run) again into --out-dir instead of observing a cluster")
 	fs.StringVar(&o.Driver, "driver", localcluster.DriverName, "CSI driver name")
 	fs.StringVar(&o.QuotaShare, "quota-share", string(capacityplot.QuotaShareNone), "the driver's --quota-share: none|even")
 	fs.Var(&o.PluginURLs, "plugin-url", "NODE=URL of a node plugin's --http-addr, to plot its reported value (repeatable)")
@@ -183,6 +192,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o.addFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if o.FromRecording != "" {
+		switch {
+		case o.Scenario != "":
+			return errors.New("--from-recording draws an earlier run: it takes no --scenario")
+		case fs.NArg() > 0:
+			return fmt.Errorf("unexpected arguments %v", fs.Args())
+		}
+		return replot(o.FromRecording, o.OutDir, stdout)
 	}
 	var sc *scenario.Scenario
 	if o.Scenario != "" {
@@ -280,5 +298,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := <-scenarioDone; err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
+	return nil
+}
+
+// replot draws the recording in file again into outDir.
+func replot(file, outDir string, stdout io.Writer) error {
+	if outDir == "" {
+		return errors.New("--out-dir must not be empty")
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	rec, err := capacityplot.ReadRecording(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	plot, summary, err := capacityplot.WriteFiles(outDir, rec)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "capacityplot: drew %s again into %s and %s\n", file, plot, summary)
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fakecloud/fakecloud-csi/tests/e2e/capacityplot"
 )
 
 func TestRunRejectsBadFlags(t *testing.T) {
@@ -25,6 +27,10 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"bad scenario", []string{"--scenario=../../../../examples/seed.yaml"}, []string{"seed.yaml: scenario: ", "unknown field"}},
 		{"bad instance map", []string{"--scenario=../../../../examples/scenarios/stale-count.yaml", "--map-instance=x"}, []string{"want FROM=TO"}},
 		{"missing run dir", []string{"--run-dir=" + filepath.Join(os.TempDir(), "no-such-capacityplot-run")}, []string{"read cluster info"}},
+		{"a recording and a scenario", []string{"--from-recording=x.json", "--scenario=../../../../examples/scenarios/stale-count.yaml"},
+			[]string{"--from-recording draws an earlier run: it takes no --scenario"}},
+		{"a recording that is not one", []string{"--from-recording=../../../../examples/seed.yaml", "--out-dir=" + os.TempDir()},
+			[]string{"seed.yaml: capacity recording: invalid character"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,5 +95,26 @@ func TestCompleteFromRunDir(t *testing.T) {
 				t.Errorf("plugin URLs = %v, want %v", o.PluginURLs, tc.want)
 			}
 		})
+	}
+}
+
+// TestFromRecording draws the README's recording again, without a cluster, into a new folder.
+func TestFromRecording(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "replot")
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"--from-recording=../../../../docs/capacity-plot.json", "--out-dir=" + dir}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{capacityplot.PlotFile, capacityplot.SummaryFile, capacityplot.RecordingFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("expected %s: %v", f, err)
+		}
+	}
+	page, err := os.ReadFile(filepath.Join(dir, capacityplot.PlotFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(page, []byte("S12 churn")) || !strings.Contains(out.String(), "drew ../../../../docs/capacity-plot.json again") {
+		t.Errorf("expected the S12 page and a line saying so, got %q", out.String())
 	}
 }
