@@ -100,6 +100,21 @@ func csiNode(count int32) *storagev1.CSINode {
 		{Name: console.DefaultDriverName, NodeID: node, Allocatable: &storagev1.VolumeNodeResources{Count: &count}}}}}
 }
 
+// volumeAttachment is a VolumeAttachment of the driver to k8s-2 (node-a2), attached or not yet.
+func volumeAttachment(name string, attached bool) *storagev1.VolumeAttachment {
+	pv := "pv-" + name
+	return &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: storagev1.VolumeAttachmentSpec{Attacher: console.DefaultDriverName, NodeName: "k8s-2",
+			Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: &pv}},
+		Status: storagev1.VolumeAttachmentStatus{Attached: attached}}
+}
+
+// pendingPod is a pod bound to k8s-2 that is still Pending (waiting for its volume).
+func pendingPod(name string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: corev1.PodSpec{NodeName: "k8s-2"},
+		Status: corev1.PodStatus{Phase: corev1.PodPending}}
+}
+
 // pluginHandler serves the driver's real capacity policy for one node as a node plugin's
 // /debug/capacity does (pkg/csi's HTTPHandler), looking the cloud up every 200 ms.
 type pluginHandler struct {
@@ -268,6 +283,15 @@ func TestConsole(t *testing.T) {
 	segIs := func(kind string, n int) string {
 		return fmt.Sprintf(`document.querySelector('%s .seg.%s')?.dataset.count === %q`, bar, kind, fmt.Sprint(n))
 	}
+	// seriesIs: the node chart's line of that class ends at v (its data-last); seriesMoved: it
+	// has two levels (distinct y in its path), so the chart shows a change over time.
+	seriesIs := func(class string, v int) string {
+		return fmt.Sprintf(`document.querySelector('[data-node=%q] svg.chart path[data-series=%q]')?.dataset.last === %q`, node, class, fmt.Sprint(v))
+	}
+	seriesMoved := func(class string) string {
+		return fmt.Sprintf(`new Set((document.querySelector('[data-node=%q] svg.chart path[data-series=%q]')?.getAttribute("d")
+			.match(/[MV][^HMV]*/g) ?? []).map((t) => t.split(",").pop().replace(/^[MV]/, ""))).size > 1`, node, class)
+	}
 	all := func(exprs ...string) string { return "(" + strings.Join(exprs, ") && (") + ")" }
 	set := func(sel, v string) chromedp.Action[chromedp.Void] { return chromedp.SetValue(chromedp.CSS(sel), v) }
 	click := func(sel string) chromedp.Action[chromedp.Void] { return chromedp.Click(chromedp.CSS(sel)) }
@@ -297,7 +321,27 @@ func TestConsole(t *testing.T) {
 				_, err := kube.StorageV1().CSINodes().Update(ctx, csiNode(4), metav1.UpdateOptions{})
 				return err
 			})},
-			all(clusterCell(3, "4"), stale(false), `document.querySelector('[data-node="`+node+`"] [data-field="csinode"] b')?.textContent === "4"`)},
+			all(clusterCell(3, "4"), stale(false), `document.querySelector('[data-node="`+node+`"] [data-field="csinode"] b')?.textContent === "4"`,
+				// The node's chart has the cluster's series from the start: nothing attached
+				// through Kubernetes yet, nothing Pending on k8s-2.
+				seriesIs("va-attached", 0), seriesIs("va-attaching", 0), seriesIs("pending", 0))},
+		{"two VolumeAttachments (one attached, one not yet) and a Pending pod on k8s-2 show as the node's series",
+			[]chromedp.Action[chromedp.Void]{chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+				for _, o := range []struct {
+					name     string
+					attached bool
+				}{{"va-1", true}, {"va-2", false}} {
+					if _, err := kube.StorageV1().VolumeAttachments().Create(ctx, volumeAttachment(o.name, o.attached), metav1.CreateOptions{}); err != nil {
+						return err
+					}
+				}
+				_, err := kube.CoreV1().Pods("default").Create(ctx, pendingPod("disks-1"), metav1.CreateOptions{})
+				return err
+			})},
+			all(seriesIs("va-attached", 1), seriesIs("va-attaching", 1), seriesIs("pending", 1), seriesMoved("va-attached"),
+				seriesMoved("va-attaching"), seriesMoved("pending"),
+				`document.querySelector('[data-node="`+node+`"] [data-field="pending-pods"] b')?.textContent === "1"`,
+				clusterCell(6, "1 + 1 attaching"))},
 		{"attachment quota 40 → 3 (all in use) through the quota form: headroom 0, reported = attached = 2",
 			[]chromedp.Action[chromedp.Void]{set(`#quota-form input[name="attachments"]`, "3"), click(`#quota-form button[type="submit"]`)},
 			all(`document.querySelector('[data-quota="attachments"] [data-field="limit"]')?.textContent === "3"`,
@@ -325,6 +369,17 @@ func TestConsole(t *testing.T) {
 		{"quota back to 40: the plugin ramps 2 → 4 one slot per refresh after its 1 s window",
 			[]chromedp.Action[chromedp.Void]{set(`#quota-form input[name="attachments"]`, "40"), click(`#quota-form button[type="submit"]`)},
 			all(reportedIs(4), `document.querySelector('[data-quota="attachments"] .meter.full') === null`)},
+		{"the second attach done and the pod running (they waited through the quota cut and the outage): attached 2, none attaching, none Pending",
+			[]chromedp.Action[chromedp.Void]{chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+				if _, err := kube.StorageV1().VolumeAttachments().Update(ctx, volumeAttachment("va-2", true), metav1.UpdateOptions{}); err != nil {
+					return err
+				}
+				running := pendingPod("disks-1")
+				running.Status.Phase = corev1.PodRunning
+				_, err := kube.CoreV1().Pods("default").Update(ctx, running, metav1.UpdateOptions{})
+				return err
+			})},
+			all(seriesIs("va-attached", 2), seriesIs("va-attaching", 0), seriesIs("pending", 0), clusterCell(6, "2"))},
 		{"a scenario pasted into the page runs in the fake cloud: its row says done and its step shows",
 			[]chromedp.Action[chromedp.Void]{set(`#scenario-form textarea[name="yaml"]`, "name: volumes-up\nexpect: volume quota 50\nsteps:\n  - at: 0s\n    quotas: {volumes: 50}\n"),
 				click(`#scenario-form button[type="submit"]`)},

@@ -487,16 +487,30 @@
         t: now, truth: truth(inst, share),
         reported: info.ok ? info.data.reported : null,
         csinode: cn ? cn.allocatable : null,
+        // The cluster's side of the node (GET /ui/cluster): the driver's VolumeAttachments
+        // attached and not yet, and the pods bound to it that are still Pending.
+        vaAttached: cn ? cn.attached : null,
+        vaAttaching: cn ? cn.attaching : null,
+        pending: cn ? cn.pending.length : null,
         mode: info.ok ? info.data.mode : "unreachable",
       });
       while (h.length && h[0].t < now - historyMs) h.shift();
     }));
   }
 
+  // chartSeries are the lines of a node's chart, back to front: history key and class (the
+  // class styles the line and names its legend key, "line-" + class).
+  const chartSeries = [
+    ["pending", "pending"], ["vaAttaching", "va-attaching"], ["vaAttached", "va-attached"],
+    ["csinode", "csinode"], ["reported", "reported"], ["truth", "truth"],
+  ];
+  // baseSeries are drawn (empty) even before they have a value: the plugin's side.
+  const baseSeries = new Set(["csinode", "reported", "truth"]);
+
   function chart(h, now) {
     const W = 640, H = 190, left = 40, right = 8, top = 8, band = 12, bottom = 22;
     const plotH = H - top - bottom - band - 4;
-    const vals = h.flatMap((p) => [p.truth, p.reported, p.csinode]).filter((v) => v !== null && v !== undefined);
+    const vals = h.flatMap((p) => chartSeries.map(([key]) => p[key])).filter((v) => v !== null && v !== undefined);
     const ymax = Math.max(2, ...vals) + 1;
     // The window grows with the history, from 30 s to 5 min, so a fresh page is not empty.
     const span = Math.min(historyMs, Math.max(30000, h.length ? now - h[0].t : 0));
@@ -509,7 +523,8 @@
         el("svg:text", { class: "axis", x: left - 4, y: y(v) + 3, "text-anchor": "end" }, v));
     }
     const mid = top + plotH / 2;
-    svg.append(el("svg:text", { class: "axis", x: 10, y: mid, "text-anchor": "middle", transform: `rotate(-90 10 ${mid})` }, "slots"));
+    svg.append(el("svg:text", { class: "axis", x: 10, y: mid, "text-anchor": "middle", transform: `rotate(-90 10 ${mid})` },
+      h.some((p) => p.vaAttached !== null && p.vaAttached !== undefined) ? "slots · VAs · pods" : "slots"));
     svg.append(el("svg:text", { class: "axis", x: left - 4, y: top + plotH + 4 + band - 2, "text-anchor": "end" }, "mode"));
     for (let i = 4; i >= 0; i--) {
       const ago = (span * i) / 4;
@@ -528,9 +543,15 @@
       if (prev !== null) d += `H${x(now).toFixed(1)}`;
       return d;
     };
-    // The truth goes on top, dashed, so it stays visible where the plugin reports it exactly.
-    svg.append(el("svg:path", { class: "csinode", d: step("csinode") || "M0,0" }),
-      el("svg:path", { class: "reported", d: step("reported") || "M0,0" }), el("svg:path", { class: "truth", d: step("truth") || "M0,0" }));
+    // Back to front (chartSeries): the truth goes on top, dashed, so it stays visible where
+    // the plugin reports it exactly. A series with no value yet (no cluster view) draws nothing.
+    // data-last is the series' newest value, for the reader's eye and the browser test.
+    for (const [key, cls] of chartSeries) {
+      const d = step(key);
+      const last = h.length ? h[h.length - 1][key] : null;
+      if (!d && !baseSeries.has(key)) continue;
+      svg.append(el("svg:path", { class: cls, "data-series": cls, "data-last": last ?? "", d: d || "M0,0" }));
+    }
     const by = top + plotH + 4;
     h.forEach((p, i) => {
       const x0 = x(p.t), x1 = i + 1 < h.length ? x(h[i + 1].t) : x(now);
@@ -567,6 +588,9 @@
         ["mode", el("span", { class: "badge mode-" + d.mode }, d.mode)],
       ];
       if (last && last.csinode !== null && last.csinode !== undefined) items.splice(3, 0, ["csinode", last.csinode]);
+      if (last && last.vaAttached !== null && last.vaAttached !== undefined) {
+        items.push(["VAs attached", last.vaAttached], ["VAs attaching", last.vaAttaching], ["pending pods", last.pending]);
+      }
       if (d.lastGoodAgeSeconds !== undefined && d.lastGoodAgeSeconds >= 0) items.push(["last good", d.lastGoodAgeSeconds.toFixed(1) + " s ago"]);
       if (d.stabilityWindow) items.push(["window", d.stabilityWindow + (d.damping ? ` (damping ${d.damping})` : "")]);
       if (d.revision) items.push(["revision", d.revision]);
