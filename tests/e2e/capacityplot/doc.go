@@ -3,8 +3,9 @@
 // CSINode allocatable.count per node, replays the cloud's audit log
 // (GET /v1/events) into the capacity truth per node, samples both sides every
 // few seconds, and writes the result as one self-contained HTML file (inline
-// SVG, no scripts, no network) and a plain-text summary of CSINode writes and
-// update lag (cloud change -> CSINode change).
+// SVG, no scripts, no network), a plain-text summary of CSINode writes and
+// update lag (cloud change -> CSINode change), and the recording itself as
+// JSON, from which ReadRecording lets the page be drawn again.
 //
 // Truth follows the capacity model of docs/design.md without the driver's smoothing:
 // max(1, min(limit - outOfBand, attached + quota share)). The lag of a CSINode
