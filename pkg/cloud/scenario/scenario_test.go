@@ -26,7 +26,20 @@ func TestParseRefuses(t *testing.T) {
 			[]string{`scenario: line 6, steps[1] (at 2s): unknown field "quotaz"`}},
 		{"unknown top-level field: its line, no step", "name: x\nstepz: []\n", []string{`scenario: line 2: unknown field "stepz"`}},
 		{"no name, no steps", "steps: []\n", []string{"name is required", "no steps"}},
-		{"bad duration", "name: x\nsteps:\n  - at: soon\n    reset: true\n", []string{`duration "soon"`}},
+		{"bad duration", "name: x\nsteps:\n  - at: soon\n    reset: true\n",
+			[]string{`scenario: line 3, steps[0].at: want a duration with its unit like 30s, 2m or 1m30s, got "soon"`}},
+		{"a duration without its unit", "name: x\nsteps:\n  - at: 1s\n    reset: true\n  - at: 30\n    reset: true\n",
+			[]string{`scenario: line 5, steps[1].at: want a duration with its unit like 30s, 2m or 1m30s, got "30"`}},
+		{"a noise interval without its unit, flow style", "name: x\nsteps:\n  - {at: 1s, quotaNoise: {quota: volumes, base: 5, amplitude: 1, every: 5, for: 1m}}\n",
+			[]string{`scenario: line 3, steps[0].quotaNoise.every: want a duration with its unit`}},
+		{"a quota with a word", "name: x\nsteps:\n  - at: 1s\n    quotas: {attachments: many}\n",
+			[]string{`scenario: line 4, steps[0].quotas.attachments: want a whole number, got "many"`}},
+		{"a size with a unit", "name: x\nsteps:\n  - at: 1s\n    quotas:\n      capacityBytes: 10Gi\n",
+			[]string{`scenario: line 5, steps[0].quotas.capacityBytes: want a whole number of bytes like 10737418240 (10 GiB; no units such as 10Gi), got "10Gi"`}},
+		{"a fault's probability as a percentage (a field of the embedded rule)", "name: x\nsteps:\n  - at: 1s\n    fault: {operation: \"*\", error: Unavailable, probability: 5%}\n",
+			[]string{`scenario: line 4, steps[0].fault.probability: want a number, got "5%"`}},
+		{"a check names the step's line", "name: x\nsteps:\n  - at: 1s\n    reset: true\n  - at: 2s\n",
+			[]string{`line 5, steps[1] (at 2s): no action`}},
 		{"every problem at once", `name: x
 steps:
   - at: 1s
@@ -69,8 +82,10 @@ steps:
 					t.Errorf("error %q lacks %q", err, w)
 				}
 			}
-			if strings.Contains(err.Error(), "JSON") {
-				t.Errorf("error %q speaks of JSON: the file is YAML", err)
+			for _, bad := range []string{"JSON", "Go struct", "Go value", "int64", "time: "} {
+				if strings.Contains(err.Error(), bad) {
+					t.Errorf("error %q names %q: the file is YAML", err, bad)
+				}
 			}
 		})
 	}
