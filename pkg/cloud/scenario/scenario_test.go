@@ -237,6 +237,93 @@ func TestRunStopsWithTheContext(t *testing.T) {
 	}
 }
 
+// TestRunSaysWhatItWaitsFor: Waiting hears of the next step when a wait longer than
+// ProgressEvery begins and then every ProgressEvery, so no gap between lines exceeds it.
+func TestRunSaysWhatItWaitsFor(t *testing.T) {
+	sc, err := scenario.Parse([]byte(`name: w
+steps:
+  - at: 5s
+    quotas: {attachments: 3}
+  - at: 60s
+    quotas: {attachments: 4}
+  - at: 60s
+    quotas: {attachments: 5}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Unix(1000, 0)
+	var log []string
+	r := scenario.Runner{
+		API: startCloud(t),
+		Now: func() time.Time { return clock },
+		Sleep: func(_ context.Context, d time.Duration) error {
+			clock = clock.Add(d)
+			return nil
+		},
+		ProgressEvery: 10 * time.Second,
+		Report: func(at time.Duration, s scenario.Step, err error) {
+			log = append(log, "ran "+at.String()+" "+errString(err))
+		},
+		Waiting: func(next scenario.Step, at, in time.Duration) {
+			log = append(log, "wait "+at.String()+" in "+in.String())
+		},
+	}
+	if err := r.Run(context.Background(), sc); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ran 5s ok", "wait 1m0s in 55s", "wait 1m0s in 45s", "wait 1m0s in 35s", "wait 1m0s in 25s", "wait 1m0s in 15s",
+		"ran 1m0s ok", "ran 1m0s ok"}
+	if strings.Join(log, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got:\n%s\nwant:\n%s", strings.Join(log, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestRunStopsAtARefusedToken: a step the cloud refuses for the token (401 or 403) ends the
+// run with an AuthError; the steps after it are not tried.
+func TestRunStopsAtARefusedToken(t *testing.T) {
+	sc, err := scenario.Parse([]byte("name: x\nsteps:\n  - at: 0s\n    quotas: {attachments: 3}\n  - at: 1s\n    reset: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, code := range []cloud.Code{cloud.CodeUnauthenticated, cloud.CodeAccessDenied} {
+		t.Run(string(code), func(t *testing.T) {
+			api := &refusingAPI{err: cloud.NewError(code, "no")}
+			r := scenario.Runner{API: api, Sleep: func(context.Context, time.Duration) error { return nil }}
+			err := r.Run(context.Background(), sc)
+			var ae *scenario.AuthError
+			if !errors.As(err, &ae) || cloud.CodeOf(err) != code || !strings.Contains(err.Error(), "token rejected") {
+				t.Fatalf("Run: %v, want an AuthError of %s", err, code)
+			}
+			if api.calls != 1 {
+				t.Fatalf("%d calls, want 1: the run must stop at the refused step", api.calls)
+			}
+		})
+	}
+}
+
+// refusingAPI answers every call with err.
+type refusingAPI struct {
+	err   error
+	calls int
+}
+
+func (a *refusingAPI) PatchInstance(context.Context, string, cloud.InstancePatch) (*cloud.Instance, error) {
+	a.calls++
+	return nil, a.err
+}
+func (a *refusingAPI) PatchQuotas(context.Context, cloud.QuotasPatch) (*cloud.Quotas, error) {
+	a.calls++
+	return nil, a.err
+}
+func (a *refusingAPI) CreateFault(context.Context, cloud.FaultRule) (*cloud.FaultRule, error) {
+	a.calls++
+	return nil, a.err
+}
+func (a *refusingAPI) DeleteFault(context.Context, string) error { a.calls++; return a.err }
+func (a *refusingAPI) ClearFaults(context.Context) error         { a.calls++; return a.err }
+func (a *refusingAPI) Reset(context.Context) error               { a.calls++; return a.err }
+
 func errString(err error) string {
 	if err == nil {
 		return "ok"
