@@ -159,19 +159,26 @@ steps:
 			last = i
 		}
 	}
-	// 2 s of waiting said every 0.4 s: 4 lines (the last 0.4 s need none), 3 on a slow
-	// machine whose first step took a while.
-	if first < 0 || last < first || waits < 3 {
-		t.Fatalf("want the first step, at least 3 waiting lines, then the second step; got:\n%s", out.String())
+	// 2 s of waiting said every 0.4 s up to the step: 5 lines, 4 on a slow machine whose
+	// first step took a while.
+	if first < 0 || last < first || waits < 4 {
+		t.Fatalf("want the first step, at least 4 waiting lines, then the second step; got:\n%s", out.String())
 	}
 }
 
 // settlingPlugin serves a node plugin's GET /debug/capacity whose flap damping settles at
 // until (mode fresh), or that is in mode mode.
 type settlingPlugin struct {
-	mu    sync.Mutex
-	until time.Time
-	mode  string
+	mu      sync.Mutex
+	until   time.Time
+	mode    string
+	damping int
+}
+
+func (p *settlingPlugin) setDamping(d int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.damping = d
 }
 
 func (p *settlingPlugin) set(until time.Time, mode string) {
@@ -185,7 +192,7 @@ func (p *settlingPlugin) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	defer p.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"nodeId": "node-a1", "mode": p.mode, "reported": 3, "target": 7,
-		"stabilityWindow": "1m0s", "damping": 1, "settledInSeconds": max(0, time.Until(p.until).Seconds())})
+		"stabilityWindow": "1m0s", "damping": p.damping, "settledInSeconds": max(0, time.Until(p.until).Seconds())})
 }
 
 // TestScenarioCommandWaitsForASettledFleet: before the first step the command waits until
@@ -225,7 +232,10 @@ func TestScenarioCommandWaitsForASettledFleet(t *testing.T) {
 	}{
 		{"settled: starts at once", func(*testing.T) { plugin.set(time.Time{}, "fresh") }, args(), "",
 			[]string{"the fleet is settled: starting", "+0s  PATCH /v1/quotas"}, []string{"waiting for the fleet"}},
-		{"damped for a second: waits, saying so, then starts", func(*testing.T) { plugin.set(time.Now().Add(time.Second), "fresh") }, args(), "",
+		{"raised lately: waits, saying so, then starts", func(*testing.T) { plugin.set(time.Now().Add(time.Second), "fresh"); plugin.setDamping(0) }, args(), "",
+			[]string{"waiting for the fleet to settle: node node-a1: raised its value lately (a decrease now would count as a flap and double its window), settles in",
+				"the fleet is settled: starting"}, nil},
+		{"damped for a second: waits, saying so, then starts", func(*testing.T) { plugin.set(time.Now().Add(time.Second), "fresh"); plugin.setDamping(1) }, args(), "",
 			[]string{"waiting for the fleet to settle: node node-a1: flap damping (window 1m0s, damping 1) settles in", "the fleet is settled: starting", "+0s  PATCH"}, nil},
 		{"ramping for a second: waits for fresh", func(*testing.T) {
 			plugin.set(time.Time{}, "ramping")
@@ -237,7 +247,10 @@ func TestScenarioCommandWaitsForASettledFleet(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, args(), "", []string{"fault rule fault-", "(CreateSnapshot Throttled) expires in", "the fleet is settled: starting"}, nil},
-		{"damped for longer than the timeout: fails at once, saying what to do", func(*testing.T) { plugin.set(time.Now().Add(30*time.Minute), "fresh") },
+		{"damped for longer than the timeout: fails at once, saying what to do", func(*testing.T) {
+			plugin.set(time.Now().Add(30*time.Minute), "fresh")
+			plugin.setDamping(1)
+		},
 			args("--settle-timeout=1m"), "not settled within 1m0s: node node-a1: flap damping (window 1m0s, damping 1) settles in 30m0s (30m0s at least); restart the node plugins",
 			nil, []string{"PATCH"}},
 		{"--settle-timeout=0 starts without looking", func(*testing.T) { plugin.set(time.Now().Add(30*time.Minute), "floor") }, args("--settle-timeout=0"), "",

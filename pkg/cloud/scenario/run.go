@@ -30,8 +30,8 @@ type Runner struct {
 	Report func(at time.Duration, s Step, err error)
 	// Waiting is told, while Run waits for its next step, which step that is, its offset
 	// and how long until it runs: when a wait longer than ProgressEvery begins and then
-	// every ProgressEvery, so that a watcher hears from the run at least that often; nil:
-	// nothing.
+	// every ProgressEvery until the step, so that a watcher hears from the run at least
+	// that often; nil: nothing.
 	Waiting func(next Step, at, in time.Duration)
 	// ProgressEvery is how often Waiting is told; 0 means DefaultProgressEvery.
 	ProgressEvery time.Duration
@@ -39,6 +39,9 @@ type Runner struct {
 
 // DefaultProgressEvery is Runner.ProgressEvery's default: a line every 10 s while a run waits.
 const DefaultProgressEvery = 10 * time.Second
+
+// minWaitLine is the shortest rest of a wait that Runner.Waiting is told of.
+const minWaitLine = 100 * time.Millisecond
 
 // AuthError is the error Run returns when the cloud refused a step's token (Unauthenticated
 // or AccessDenied): every later step would be refused too, so the run stops there.
@@ -79,11 +82,16 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario) error {
 	failed := 0
 	for _, s := range sc.Steps {
 		at := time.Duration(s.At)
+		// A wait longer than every is said at its start and then after each every, the
+		// last stretch included, so that no silence is longer than every (a remainder
+		// under minWaitLine is not worth a line).
+		saying := false
 		for wait := at - now().Sub(start); wait > 0; wait = at - now().Sub(start) {
 			d := wait
-			if r.Waiting != nil && wait > every {
+			if r.Waiting != nil && (wait > every || saying && wait >= minWaitLine) {
+				saying = true
 				r.Waiting(s, at, wait)
-				d = every
+				d = min(wait, every)
 			}
 			if err := sleep(ctx, d); err != nil {
 				return fmt.Errorf("scenario %s stopped before the step at %v: %w", cloud.Quote(sc.Name), at, err)

@@ -238,7 +238,8 @@ func TestRunStopsWithTheContext(t *testing.T) {
 }
 
 // TestRunSaysWhatItWaitsFor: Waiting hears of the next step when a wait longer than
-// ProgressEvery begins and then every ProgressEvery, so no gap between lines exceeds it.
+// ProgressEvery begins and then every ProgressEvery up to the step (the last 5 s too), so no
+// silence exceeds it; a wait shorter than ProgressEvery needs no line.
 func TestRunSaysWhatItWaitsFor(t *testing.T) {
 	sc, err := scenario.Parse([]byte(`name: w
 steps:
@@ -273,7 +274,7 @@ steps:
 		t.Fatal(err)
 	}
 	want := []string{"ran 5s ok", "wait 1m0s in 55s", "wait 1m0s in 45s", "wait 1m0s in 35s", "wait 1m0s in 25s", "wait 1m0s in 15s",
-		"ran 1m0s ok", "ran 1m0s ok"}
+		"wait 1m0s in 5s", "ran 1m0s ok", "ran 1m0s ok"}
 	if strings.Join(log, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("got:\n%s\nwant:\n%s", strings.Join(log, "\n"), strings.Join(want, "\n"))
 	}

@@ -113,10 +113,14 @@ func (s *Settler) Wait(ctx context.Context) error {
 			}
 			delete(unreadable, n.Name)
 			switch {
-			case st.SettledInSeconds > 0:
+			case st.SettledInSeconds > 0 && st.Damping > 0:
 				d := time.Duration(st.SettledInSeconds * float64(time.Second))
 				known = max(known, d)
 				waits = append(waits, fmt.Sprintf("node %s: flap damping (window %s, damping %d) settles in %v", n.Name, st.StabilityWindow, st.Damping, d.Round(time.Second)))
+			case st.SettledInSeconds > 0:
+				d := time.Duration(st.SettledInSeconds * float64(time.Second))
+				known = max(known, d)
+				waits = append(waits, fmt.Sprintf("node %s: raised its value lately (a decrease now would count as a flap and double its window), settles in %v", n.Name, d.Round(time.Second)))
 			case st.Mode != "fresh":
 				target := "?"
 				if st.Target != nil {
