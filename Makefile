@@ -104,7 +104,7 @@ SCENARIO_ARGS ?=
 FAKECLOUD_PORT ?= 8080
 
 .PHONY: scenario
-scenario: build ## Run the timeline SCENARIO (examples/scenarios/*.yaml, default quota-squeeze) against `make run`'s fake cloud on FAKECLOUD_PORT; SCENARIO_ARGS=--dry-run prints it only.
+scenario: build ## Run the timeline SCENARIO (examples/scenarios/*.yaml, default quota-squeeze) against `make run`'s fake cloud on FAKECLOUD_PORT, once its plugins are settled (up to --settle-timeout); SCENARIO_ARGS=--dry-run prints it only.
 	$(BIN)/fakecloud scenario --cloud-url=http://127.0.0.1:$(FAKECLOUD_PORT) --token=demo-admin-token $(SCENARIO_ARGS) $(SCENARIO)
 
 .PHONY: scenario-local
