@@ -2,13 +2,16 @@
 # `make run`: the fake cloud, one controller plugin and one node plugin per seeded instance, all
 # as local processes (no Kubernetes). Prints where everything listens and curl lines, shows
 # NodeGetInfo move when capacity changes, then keeps running until Ctrl-C.
-#   RUN_DIR=/tmp/x make run          keep state and logs elsewhere (default: a new temp dir)
+#   RUN_DIR=/tmp/x make run          keep state and logs there (default: a new temp dir); run
+#                                    again with the same RUN_DIR to go on from that state
 #   FAKECLOUD_PORT=8080              the fake cloud's port on 127.0.0.1
 #   DRIVER_HTTP_PORT_BASE=9808       the controller's HTTP port; node plugins take the next ones
-#   DEMO=0                           skip the before/after demo
+#   DEMO=0                           skip the before/after demo (it changes the fake cloud's
+#                                    state and resets it: skipped by default when RUN_DIR holds
+#                                    an earlier run's store; DEMO=1 runs it anyway)
 #   EXIT_AFTER_DEMO=1                stop after the demo (.ci/run uses this to prove `make run`)
 #   SEED=examples/seed.yaml          the fake cloud's seed (instances, quotas, faults)
-#   TOKENS=examples/tokens.yaml      its tokens (must hold demo-driver-token)
+#   TOKENS=examples/tokens.yaml      its tokens (must hold demo-driver-token and demo-admin-token)
 #   VERBOSITY=4                      klog -v of every process (4: the fake cloud logs each request)
 #   FAKECLOUD_ARGS='--max-events=100' DRIVER_ARGS='--capacity-stability-window=5s'
 #                                    extra flags for the fake cloud / every driver process
@@ -26,6 +29,13 @@ own_run_dir=0
 if [[ -z "${RUN_DIR:-}" ]]; then RUN_DIR=$(mktemp -d -t fakecloud-csi-run.XXXXXX); own_run_dir=1; fi
 CLOUD="http://127.0.0.1:${PORT}"
 ADMIN=demo-admin-token
+# A RUN_DIR whose fake cloud store exists already is a restart: the store keeps what the last
+# run left (instances, quotas, volumes, attachments; the seed is then only what POST
+# /v1/reset returns to), and so do the plugins' state dirs. The demo would change that state
+# and end with POST /v1/reset, so a restart skips it unless DEMO=1 asks for it.
+restart=0
+if [[ -d "$RUN_DIR/cloud" && -n "$(ls -A "$RUN_DIR/cloud" 2>/dev/null)" ]]; then restart=1; fi
+demo=${DEMO:-$((1 - restart))}
 mkdir -p "$RUN_DIR/logs"
 
 read -r -a fakecloud_args <<<"${FAKECLOUD_ARGS:-}"
@@ -54,7 +64,7 @@ cleanup() {
   if [[ ${#pids[@]} -eq 0 && $own_run_dir -eq 1 ]]; then
     rm -rf "$RUN_DIR" # nothing was started: nothing to keep
   elif [[ $stopped -eq 1 ]]; then
-    echo "stopped; state and logs stay in $RUN_DIR"
+    echo "stopped; state and logs stay in $RUN_DIR (RUN_DIR=$RUN_DIR make run goes on from this state)"
   elif [[ $rc -ne 0 ]]; then
     echo "run.sh failed; logs in $RUN_DIR/logs:" >&2
     tail -n 20 "$RUN_DIR"/logs/*.log >&2 || true
@@ -80,7 +90,12 @@ port_in_use() { (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 if port_in_use "$PORT"; then
   echo "port $PORT is in use; set FAKECLOUD_PORT" >&2; exit 1
 fi
-mapfile -t nodes < <(awk '/^instances:/{f=1;next} /^[a-z]/{f=0} f && /- id:/{print $3}' "$SEED")
+# The seed's instances, read by the fake cloud's own parser and checks (any YAML style).
+seed_ids=$("$BIN/fakecloud" seed instances "$SEED") || { echo "$SEED: not a seed the fake cloud accepts (above)" >&2; exit 1; }
+mapfile -t nodes <<<"$seed_ids"
+if [[ -z "${nodes[0]:-}" ]]; then
+  echo "$SEED seeds no instances: make run starts one node plugin per seeded instance" >&2; exit 1
+fi
 for ((i = 0; i <= ${#nodes[@]}; i++)); do
   if port_in_use $((HTTP_BASE + i)); then
     echo "port $((HTTP_BASE + i)) (driver HTTP) is in use; set DRIVER_HTTP_PORT_BASE" >&2; exit 1
@@ -92,17 +107,28 @@ console_nodes=()
 for i in "${!nodes[@]}"; do
   console_nodes+=("--console-node=${nodes[$i]}=http://127.0.0.1:$((HTTP_BASE + i + 1))")
 done
+# Logs are appended to: a restart keeps the earlier run's, after a line that says so.
+for f in fakecloud controller "${nodes[@]/#/node-}"; do
+  echo "==== hack/run.sh started $(date -u +%Y-%m-%dT%H:%M:%SZ)" >>"$RUN_DIR/logs/$f.log"
+done
 "$BIN/fakecloud" --listen="127.0.0.1:$PORT" --data-dir="$RUN_DIR/cloud" --seed="$SEED" \
-  --auth=tokens --tokens-file="$TOKENS" "${console_nodes[@]}" "${fakecloud_args[@]}" >"$RUN_DIR/logs/fakecloud.log" 2>&1 &
+  --auth=tokens --tokens-file="$TOKENS" "${console_nodes[@]}" "${fakecloud_args[@]}" >>"$RUN_DIR/logs/fakecloud.log" 2>&1 &
 started "fake cloud"
 wait_for "fake cloud on $CLOUD" curl -fsS "$CLOUD/readyz"
+if [[ $restart -eq 1 ]]; then
+  echo "$RUN_DIR holds an earlier run's fake cloud store: going on from its state (the seed is what POST /v1/reset returns to)."
+fi
 
-grep -q 'token: demo-driver-token' "$TOKENS" || { echo "$TOKENS lacks demo-driver-token" >&2; exit 1; }
+# The tokens the plugins and the demo use, asked of the fake cloud itself (any YAML style).
+for tok in demo-driver-token "$ADMIN"; do
+  curl -fsS -o /dev/null -H "Authorization: Bearer $tok" "$CLOUD/v1/quotas" ||
+    { echo "$TOKENS lacks $tok (the fake cloud refuses it); make run's plugins and demo use it" >&2; exit 1; }
+done
 printf '%s' demo-driver-token >"$RUN_DIR/driver-token"
 
 "$BIN/driver" --mode=controller --endpoint="unix://$RUN_DIR/controller/csi.sock" \
   --cloud-url="$CLOUD" --cloud-token-file="$RUN_DIR/driver-token" --state-dir="$RUN_DIR/controller" \
-  --http-addr="127.0.0.1:$HTTP_BASE" "${driver_args[@]}" >"$RUN_DIR/logs/controller.log" 2>&1 &
+  --http-addr="127.0.0.1:$HTTP_BASE" "${driver_args[@]}" >>"$RUN_DIR/logs/controller.log" 2>&1 &
 started "controller plugin"
 
 port=$HTTP_BASE
@@ -110,7 +136,7 @@ for n in "${nodes[@]}"; do
   port=$((port + 1))
   "$BIN/driver" --mode=node --node-id="$n" --endpoint="unix://$RUN_DIR/$n/csi.sock" \
     --cloud-url="$CLOUD" --cloud-token-file="$RUN_DIR/driver-token" --state-dir="$RUN_DIR/$n" \
-    --http-addr="127.0.0.1:$port" --capacity-min-interval=1s "${driver_args[@]}" >"$RUN_DIR/logs/node-$n.log" 2>&1 &
+    --http-addr="127.0.0.1:$port" --capacity-min-interval=1s "${driver_args[@]}" >>"$RUN_DIR/logs/node-$n.log" 2>&1 &
   started "node plugin $n"
 done
 wait_for "controller plugin" "$BIN/driver" probe --timeout=1s --endpoint="unix://$RUN_DIR/controller/csi.sock"
@@ -145,7 +171,7 @@ Try:
 CURL
 
 nodeinfo() { "$BIN/driver" nodeinfo --endpoint="unix://$RUN_DIR/$1/csi.sock"; }
-if [[ "${DEMO:-1}" == 1 ]]; then
+if [[ $demo == 1 ]]; then
   n1=${nodes[1]:-$n0}
   echo; echo "== Demo: NodeGetInfo of $n1 before, then 2 more slots taken out of band"
   nodeinfo "$n1"
@@ -161,9 +187,11 @@ if [[ "${DEMO:-1}" == 1 ]]; then
   echo "== POST /v1/reset: back to the seed. Decreases apply at once; increases wait for"
   echo "   --capacity-stability-window (30s) and ramp by --capacity-max-step (2) per refresh,"
   echo "   so $n1 climbs back to 7 over the next minute or so (watch /debug/capacity)."
+elif [[ $restart -eq 1 && -z "${DEMO:-}" ]]; then
+  echo; echo "== No demo: it would change this state and reset it to the seed (DEMO=1 runs it anyway)."
 fi
 if [[ "${EXIT_AFTER_DEMO:-0}" == 1 ]]; then
-  echo; echo "EXIT_AFTER_DEMO=1: stopping; state and logs stay in $RUN_DIR"
+  echo; echo "EXIT_AFTER_DEMO=1: stopping; state and logs stay in $RUN_DIR (RUN_DIR=$RUN_DIR make run goes on from this state)"
   stopped=2 # cleanup: said already
   exit 0
 fi

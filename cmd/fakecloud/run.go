@@ -33,7 +33,8 @@ Fixed bounds (README "Limits"; 400 InvalidArgument unless said otherwise):
 }
 
 // run parses args and runs the command they name: `fakecloud [flags]` serves until ctx ends
-// (a clean shutdown is nil); `fakecloud scenario FILE` runs a timeline; `fakecloud version`
+// (a clean shutdown is nil); `fakecloud scenario FILE` runs a timeline; `fakecloud seed
+// instances FILE` prints a seed's instance IDs; `fakecloud version`
 // prints the version; `fakecloud completion bash|zsh|fish|powershell` prints a shell
 // completion script. cobra and pflag, as the driver: one flag style for both binaries.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -61,7 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root.Flags().AddGoFlagSet(klogFlags)
 	// --help ends with the bounds no flag changes (README, "Limits").
 	root.SetUsageTemplate(root.UsageTemplate() + fixedBounds())
-	root.AddCommand(scenarioCommand(stdout))
+	root.AddCommand(scenarioCommand(stdout), seedCommand(stdout))
 	root.AddCommand(&cobra.Command{Use: "version", Short: "Print the version and commit (as --version)", Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			_, err := fmt.Fprintln(stdout, version.String("fakecloud"))

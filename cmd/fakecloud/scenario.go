@@ -26,7 +26,25 @@ type scenarioOptions struct {
 	DryRun bool
 	// MapInstance are FROM=TO renames of the file's instances (scenario.MapInstances).
 	MapInstance []string
+	// ProgressEvery is how often a line says what the run waits for (hidden; tests
+	// shorten it).
+	ProgressEvery time.Duration
+	// SettleTimeout bounds the wait for a settled fleet before the first step
+	// (scenario.Settler); 0 skips it.
+	SettleTimeout time.Duration
 }
+
+// DefaultSettleTimeout is --settle-timeout's default: longer than the 4 minutes after an
+// increase during which a decrease counts as a flap (--capacity-max-stability-window), shorter
+// than the 12 minutes one level of flap damping takes to decay (restarting the plugins is
+// quicker then).
+const DefaultSettleTimeout = 10 * time.Minute
+
+// checkTimeout bounds the check of the cloud and token before the first step.
+const checkTimeout = 10 * time.Second
+
+// minProgressEvery bounds --progress-every from below: a line per 100 ms is already a flood.
+const minProgressEvery = 100 * time.Millisecond
 
 // scenarioCommand is `fakecloud scenario [flags] FILE`: the timeline of FILE against a fake
 // cloud through its admin API, one line per step, until its last step or ctx ends.
@@ -53,6 +71,11 @@ func scenarioCommand(stdout io.Writer) *cobra.Command {
 	fs.StringVar(&o.Token, "token", "", "admin bearer token (make run's: demo-admin-token)")
 	fs.StringVar(&o.TokenFile, "token-file", "", "file holding the admin bearer token (make up-local prints it)")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "print the timeline, quota noise expanded, and call nothing")
+	fs.DurationVar(&o.ProgressEvery, "progress-every", scenario.DefaultProgressEvery, "how often to say what the run waits for")
+	_ = fs.MarkHidden("progress-every")
+	fs.DurationVar(&o.SettleTimeout, "settle-timeout", DefaultSettleTimeout,
+		"before the first step, wait at most this long for the fleet to settle: every node plugin the fake cloud relays (--console-node) in mode fresh with no flap damping left from earlier runs, "+
+			"no fault rule with an expiry live; 0: start at once (the outcome may then differ from the file's header)")
 	fs.Func("map-instance", "FROM=TO: run the file's steps for instance FROM on TO (e.g. node-a2=node-1 on make up-local); repeatable", func(v string) error {
 		o.MapInstance = append(o.MapInstance, v)
 		return nil
@@ -64,6 +87,12 @@ func scenarioCommand(stdout io.Writer) *cobra.Command {
 func runScenario(ctx context.Context, o scenarioOptions, file string, stdout io.Writer) error {
 	if o.Token != "" && o.TokenFile != "" {
 		return errors.New("scenario: --token and --token-file are exclusive")
+	}
+	if o.SettleTimeout < 0 || o.SettleTimeout > scenario.MaxOffset {
+		return fmt.Errorf("scenario: --settle-timeout must be in [0, %v], got %v", scenario.MaxOffset, o.SettleTimeout)
+	}
+	if o.ProgressEvery < minProgressEvery {
+		return fmt.Errorf("scenario: --progress-every must be at least %v, got %v", minProgressEvery, o.ProgressEvery)
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -104,15 +133,65 @@ func runScenario(ctx context.Context, o scenarioOptions, file string, stdout io.
 	if err != nil {
 		return fmt.Errorf("scenario: %w", err)
 	}
+	if err := checkCloud(ctx, client, o.CloudURL, token); err != nil {
+		return fmt.Errorf("scenario: %w", err)
+	}
 	_, _ = fmt.Fprintf(stdout, "driving %s; every step is also in GET /v1/events and the console: %s\n", o.CloudURL, consoleURL(o.CloudURL, token))
-	r := scenario.Runner{API: client, Report: func(at time.Duration, s scenario.Step, err error) {
-		outcome := "ok"
-		if err != nil {
-			outcome = "FAILED: " + err.Error()
+	if o.SettleTimeout > 0 {
+		st := scenario.Settler{Fleet: client, Every: o.ProgressEvery, Timeout: o.SettleTimeout,
+			Report: func(msg string) { _, _ = fmt.Fprintln(stdout, msg) }}
+		if err := st.Wait(ctx); err != nil {
+			return fmt.Errorf("scenario: %w (--settle-timeout=0 starts at once, the outcome may then differ from the file's header)", err)
 		}
-		_, _ = fmt.Fprintf(stdout, "%8s  %s%s  %s\n", "+"+at.String(), s.Describe(), note(s), outcome)
-	}}
+		_, _ = fmt.Fprintln(stdout, "the fleet is settled: starting")
+	} else {
+		_, _ = fmt.Fprintln(stdout, "--settle-timeout=0: starting without checking that the plugins are settled")
+	}
+	r := scenario.Runner{API: client, ProgressEvery: o.ProgressEvery,
+		Report: func(at time.Duration, s scenario.Step, err error) {
+			outcome := "ok"
+			if err != nil {
+				outcome = "FAILED: " + err.Error()
+			}
+			_, _ = fmt.Fprintf(stdout, "%8s  %s%s  %s\n", "+"+at.String(), s.Describe(), note(s), outcome)
+		},
+		Waiting: func(next scenario.Step, at, in time.Duration) {
+			_, _ = fmt.Fprintf(stdout, "%8s  next step '%s' at t=%v, in %v\n", "", next.Describe(), at, roundWait(in))
+		}}
 	return r.Run(ctx, sc)
+}
+
+// checkCloud makes one cheap authenticated call (GET /v1/quotas) before the first step, so
+// that a wrong URL or token fails at once, saying which, instead of at every step. It cannot
+// see the token's role (every GET is a reader's): a token that is not an admin's stops the
+// run at its first step (scenario.AuthError).
+func checkCloud(ctx context.Context, c *cloud.Client, cloudURL, token string) error {
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	_, err := c.GetQuotas(ctx)
+	var ce *cloud.Error
+	switch {
+	case err == nil:
+		return nil
+	case !errors.As(err, &ce):
+		return fmt.Errorf("cannot reach a fake cloud at %s (--cloud-url; is it running? make run prints its URL): %w", cloudURL, err)
+	case (ce.Code == cloud.CodeUnauthenticated || ce.Code == cloud.CodeAccessDenied) && token == "":
+		return fmt.Errorf("no token given, and the fake cloud at %s wants one (%d %s): pass an admin token with --token or --token-file (make run's is demo-admin-token)",
+			cloudURL, ce.HTTPStatus, ce.Code)
+	case ce.Code == cloud.CodeUnauthenticated || ce.Code == cloud.CodeAccessDenied:
+		return fmt.Errorf("token rejected (%d %s: %s) by the fake cloud at %s: pass an admin token of its tokens file with --token or --token-file",
+			ce.HTTPStatus, ce.Code, ce.Message, cloudURL)
+	default:
+		return fmt.Errorf("%s does not answer GET /v1/quotas as a fake cloud (%d %s); check --cloud-url", cloudURL, ce.HTTPStatus, ce)
+	}
+}
+
+// roundWait rounds a wait for a progress line: whole seconds from 2 s on, tenths below.
+func roundWait(d time.Duration) time.Duration {
+	if d >= 2*time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(100 * time.Millisecond)
 }
 
 func note(s scenario.Step) string {

@@ -838,3 +838,35 @@ func (c *Client) DeleteGroupSnapshot(ctx context.Context, id string) error {
 	}
 	return c.do(ctx, http.MethodDelete, "/v1/group-snapshots/"+seg, nil, nil, nil, nil)
 }
+
+// ConsoleNode is a node plugin whose capacity state the fake cloud's console relays
+// (fakecloud --console-node=NAME=URL): Name is the node (an instance ID), URL its plugin's
+// HTTP server.
+type ConsoleNode struct {
+	Name string `json:"name"`
+	URL  string `json:"url"`
+}
+
+// ConsoleNodes calls GET /ui/nodes: the node plugins the console relays, none when the fake
+// cloud was given no --console-node. Codes: Unauthenticated, AccessDenied.
+func (c *Client) ConsoleNodes(ctx context.Context) ([]ConsoleNode, error) {
+	var out struct {
+		Nodes []ConsoleNode `json:"nodes"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/ui/nodes", nil, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return out.Nodes, nil
+}
+
+// ConsoleNodeCapacity calls GET /ui/nodes/{name}/capacity, the node plugin's GET
+// /debug/capacity relayed, and decodes its JSON into out (the driver's
+// capacity.DebugInfo, or the part of it the caller needs). Codes: NotFound (no such console
+// node), Unavailable (the plugin did not answer with JSON), Unauthenticated, AccessDenied.
+func (c *Client) ConsoleNodeCapacity(ctx context.Context, name string, out any) error {
+	seg, err := pathID("console node", name)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodGet, "/ui/nodes/"+seg+"/capacity", nil, nil, out, nil)
+}

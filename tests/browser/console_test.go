@@ -238,6 +238,17 @@ func TestConsole(t *testing.T) {
 	}
 	var jsErrors []string
 	var jsMu sync.Mutex
+	// authRefusals: while the steps that try missing and wrong tokens run, the browser's
+	// "Failed to load resource: ... status of 401/403" entries are what they ask for.
+	authRefusals := false
+	allowAuthRefusals := func(on bool) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(context.Context, *chromedp.Target) error {
+			jsMu.Lock()
+			defer jsMu.Unlock()
+			authRefusals = on
+			return nil
+		})
+	}
 	if err := chromedp.Listen(bctx, func(ev any) {
 		jsMu.Lock()
 		defer jsMu.Unlock()
@@ -258,7 +269,8 @@ func TestConsole(t *testing.T) {
 				jsErrors = append(jsErrors, "console.error: "+strings.Join(parts, " "))
 			}
 		case *cdplog.EventEntryAdded:
-			if ev.Entry.Level == cdplog.EntryLevelError {
+			refused := ev.Entry.Source == cdplog.EntrySourceNetwork && (strings.Contains(ev.Entry.Text, "status of 401") || strings.Contains(ev.Entry.Text, "status of 403"))
+			if ev.Entry.Level == cdplog.EntryLevelError && !(authRefusals && refused) {
 				jsErrors = append(jsErrors, fmt.Sprintf("browser log (%s): %s %s", ev.Entry.Source, ev.Entry.Text, ev.Entry.URL))
 			}
 		}
@@ -293,6 +305,15 @@ func TestConsole(t *testing.T) {
 			.match(/[MV][^HMV]*/g) ?? []).map((t) => t.split(",").pop().replace(/^[MV]/, ""))).size > 1`, node, class)
 	}
 	all := func(exprs ...string) string { return "(" + strings.Join(exprs, ") && (") + ")" }
+	textHas := func(sel, want string) string {
+		return fmt.Sprintf(`document.querySelector(%q)?.textContent.includes(%q)`, sel, want)
+	}
+	useToken := func(tok string) []chromedp.Action[chromedp.Void] {
+		return []chromedp.Action[chromedp.Void]{chromedp.SetValue(chromedp.CSS(`#token`), tok), chromedp.Click(chromedp.CSS(`#token-form button[type="submit"]`))}
+	}
+	// tryQuota is an admin action: attachment quota 5, through the quota form.
+	tryQuota := []chromedp.Action[chromedp.Void]{chromedp.SetValue(chromedp.CSS(`#quota-form input[name="attachments"]`), "5"),
+		chromedp.Click(chromedp.CSS(`#quota-form button[type="submit"]`))}
 	set := func(sel, v string) chromedp.Action[chromedp.Void] { return chromedp.SetValue(chromedp.CSS(sel), v) }
 	click := func(sel string) chromedp.Action[chromedp.Void] { return chromedp.Click(chromedp.CSS(sel)) }
 	steps := []struct {
@@ -366,8 +387,24 @@ func TestConsole(t *testing.T) {
 			[]chromedp.Action[chromedp.Void]{click(`#faults tbody tr:last-child button`)},
 			all(`document.querySelectorAll('#faults tbody tr').length === 1`, modeIs("fresh"),
 				`document.querySelector('#faults tbody tr').textContent.includes("node-b1")`)},
+		// No token is not a wrong token: each says so, in the status line and when an admin
+		// action fails, with its own remedy.
+		// A blank, not an empty value: chromedp's SetValue cannot set "" (the page trims it).
+		{"no token: the status and a refused admin action say no token was given",
+			append(append([]chromedp.Action[chromedp.Void]{allowAuthRefusals(true)}, useToken(" ")...), tryQuota...),
+			all(textHas("#status", "no token given"), textHas("#toast", "PATCH /v1/quotas"), textHas("#toast", "failed: no token given"))},
+		{"a token the fake cloud does not know: rejected (401), not 'no token given'",
+			append(useToken("not-a-token"), tryQuota...),
+			all(textHas("#status", "token rejected (401)"), textHas("#toast", "failed: token rejected (401)"),
+				`!document.querySelector("#toast").textContent.includes("no token given")`)},
+		{"a reader's token: the page reads, the admin action is rejected (403)",
+			append(useToken("demo-reader-token"), tryQuota...),
+			all(`document.querySelector("#status").dataset.state === "live"`, textHas("#toast", "failed: token rejected (403)"))},
+		{"the admin token again: live",
+			useToken(adminToken),
+			`document.querySelector("#status").dataset.state === "live"`},
 		{"quota back to 40: the plugin ramps 2 → 4 one slot per refresh after its 1 s window",
-			[]chromedp.Action[chromedp.Void]{set(`#quota-form input[name="attachments"]`, "40"), click(`#quota-form button[type="submit"]`)},
+			[]chromedp.Action[chromedp.Void]{allowAuthRefusals(false), set(`#quota-form input[name="attachments"]`, "40"), click(`#quota-form button[type="submit"]`)},
 			all(reportedIs(4), `document.querySelector('[data-quota="attachments"] .meter.full') === null`)},
 		{"the second attach done and the pod running (they waited through the quota cut and the outage): attached 2, none attaching, none Pending",
 			[]chromedp.Action[chromedp.Void]{chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {

@@ -28,12 +28,43 @@ type Runner struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Report is told about each step after it ran (err nil) or failed; nil: nothing.
 	Report func(at time.Duration, s Step, err error)
+	// Waiting is told, while Run waits for its next step, which step that is, its offset
+	// and how long until it runs: when a wait longer than ProgressEvery begins and then
+	// every ProgressEvery until the step, so that a watcher hears from the run at least
+	// that often; nil: nothing.
+	Waiting func(next Step, at, in time.Duration)
+	// ProgressEvery is how often Waiting is told; 0 means DefaultProgressEvery.
+	ProgressEvery time.Duration
 }
 
+// DefaultProgressEvery is Runner.ProgressEvery's default: a line every 10 s while a run waits.
+const DefaultProgressEvery = 10 * time.Second
+
+// minWaitLine is the shortest rest of a wait that Runner.Waiting is told of.
+const minWaitLine = 100 * time.Millisecond
+
+// AuthError is the error Run returns when the cloud refused a step's token (Unauthenticated
+// or AccessDenied): every later step would be refused too, so the run stops there.
+type AuthError struct {
+	// At and Step are the refused step.
+	At   time.Duration
+	Step Step
+	// Err is the cloud's answer.
+	Err error
+}
+
+func (e *AuthError) Error() string {
+	return fmt.Sprintf("token rejected (%d %s) by the step at +%v: %v; a scenario needs an admin token, no later step was tried",
+		cloud.CodeOf(e.Err).HTTPStatus(), cloud.CodeOf(e.Err), e.At, e.Err)
+}
+
+func (e *AuthError) Unwrap() error { return e.Err }
+
 // Run runs sc's steps at their offsets from now, in order. A failed step is reported and
-// the run goes on (an experiment should not stop halfway because one rule was already gone);
-// Run returns the number of failed steps as an error at the end, or ctx.Err() when ctx ends
-// first.
+// the run goes on (an experiment should not stop halfway because one rule was already gone),
+// except when the cloud refused the token (*AuthError: every later step would fail the same
+// way); Run returns the number of failed steps as an error at the end, or ctx.Err() when ctx
+// ends first.
 func (r *Runner) Run(ctx context.Context, sc *Scenario) error {
 	now, sleep := r.Now, r.Sleep
 	if now == nil {
@@ -42,13 +73,28 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario) error {
 	if sleep == nil {
 		sleep = sleepTimer
 	}
+	every := r.ProgressEvery
+	if every <= 0 {
+		every = DefaultProgressEvery
+	}
 	start := now()
 	refs := map[string]string{} // fault ref → rule ID
 	failed := 0
 	for _, s := range sc.Steps {
-		if wait := time.Duration(s.At) - now().Sub(start); wait > 0 {
-			if err := sleep(ctx, wait); err != nil {
-				return fmt.Errorf("scenario %s stopped before the step at %v: %w", cloud.Quote(sc.Name), time.Duration(s.At), err)
+		at := time.Duration(s.At)
+		// A wait longer than every is said at its start and then after each every, the
+		// last stretch included, so that no silence is longer than every (a remainder
+		// under minWaitLine is not worth a line).
+		saying := false
+		for wait := at - now().Sub(start); wait > 0; wait = at - now().Sub(start) {
+			d := wait
+			if r.Waiting != nil && (wait > every || saying && wait >= minWaitLine) {
+				saying = true
+				r.Waiting(s, at, wait)
+				d = min(wait, every)
+			}
+			if err := sleep(ctx, d); err != nil {
+				return fmt.Errorf("scenario %s stopped before the step at %v: %w", cloud.Quote(sc.Name), at, err)
 			}
 		}
 		err := r.step(ctx, s, refs)
@@ -56,7 +102,10 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario) error {
 			failed++
 		}
 		if r.Report != nil {
-			r.Report(time.Duration(s.At), s, err)
+			r.Report(at, s, err)
+		}
+		if c := cloud.CodeOf(err); c == cloud.CodeUnauthenticated || c == cloud.CodeAccessDenied {
+			return fmt.Errorf("scenario %s: %w", cloud.Quote(sc.Name), &AuthError{At: at, Step: s, Err: err})
 		}
 	}
 	if failed > 0 {

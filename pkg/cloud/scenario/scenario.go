@@ -53,19 +53,39 @@ const (
 // Duration is a time.Duration written as Go writes one ("30s", "2m", "1m30s").
 type Duration time.Duration
 
-// UnmarshalJSON reads a Go duration string.
+// UnmarshalJSON reads a Go duration string; its error is a *durationError, which Parse
+// locates in the file.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration: want a string such as \"30s\" or \"2m\", got %s", b)
+		// YAML made a number of it: 30 means nothing without a unit.
+		return &durationError{text: string(b)}
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("duration %q: %w", s, err)
+		return &durationError{text: s, err: err}
 	}
 	*d = Duration(v)
 	return nil
 }
+
+// durationError is a value that is no duration: text as written (bounded by MaxFileBytes,
+// quoted at most MaxQuotedBytes), and the parser's error.
+type durationError struct {
+	text string
+	err  error
+}
+
+func (e *durationError) msg() string {
+	t := e.text
+	if len(t) > yamlline.MaxQuotedBytes {
+		t = t[:yamlline.MaxQuotedBytes] + "..."
+	}
+	return fmt.Sprintf("want a duration with its unit like 30s, 2m or 1m30s, got %q", t)
+}
+
+func (e *durationError) Error() string { return e.msg() }
+func (e *durationError) Unwrap() error { return e.err }
 
 // MarshalJSON writes the duration as a Go duration string.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
@@ -188,18 +208,26 @@ func Parse(data []byte) (*Scenario, error) {
 	var sc Scenario
 	if err := yaml.UnmarshalStrict(data, &sc); err != nil {
 		// Where, in the file's terms: its line and step, not the JSON the YAML became.
-		where := ""
-		if line := yamlline.Line(data, err); line > 0 {
-			where = fmt.Sprintf("line %d", line)
+		var de *durationError
+		switch line := yamlline.Line(data, err); {
+		case line > 0:
+			where := fmt.Sprintf("line %d", line)
 			if step := stepAt(data, line); step != "" {
 				where += ", " + step
 			}
-			where += ": "
+			return nil, fmt.Errorf("scenario: %s: %w", where, yamlline.Clean(err))
+		case errors.As(err, &de):
+			// A duration's own parsing error names no field: find the value.
+			path, line := yamlline.Locate(data, func(path, v string) bool {
+				return v == de.text && (strings.HasSuffix(path, ".at") || strings.HasSuffix(path, ".every") || strings.HasSuffix(path, ".for"))
+			})
+			return nil, fmt.Errorf("scenario: %w", &yamlline.Error{Line: line, Path: path, Msg: de.msg(), Err: err})
+		default:
+			return nil, fmt.Errorf("scenario: %w", yamlline.Explain(data, err))
 		}
-		return nil, fmt.Errorf("scenario: %s%w", where, yamlline.Clean(err))
 	}
 	if err := sc.validate(); err != nil {
-		return nil, fmt.Errorf("scenario %s: %w", cloud.Quote(sc.Name), err)
+		return nil, fmt.Errorf("scenario %s: %w", cloud.Quote(sc.Name), yamlline.AtLines(data, err))
 	}
 	steps, err := expand(sc.Steps)
 	if err != nil {

@@ -26,7 +26,20 @@ func TestParseRefuses(t *testing.T) {
 			[]string{`scenario: line 6, steps[1] (at 2s): unknown field "quotaz"`}},
 		{"unknown top-level field: its line, no step", "name: x\nstepz: []\n", []string{`scenario: line 2: unknown field "stepz"`}},
 		{"no name, no steps", "steps: []\n", []string{"name is required", "no steps"}},
-		{"bad duration", "name: x\nsteps:\n  - at: soon\n    reset: true\n", []string{`duration "soon"`}},
+		{"bad duration", "name: x\nsteps:\n  - at: soon\n    reset: true\n",
+			[]string{`scenario: line 3, steps[0].at: want a duration with its unit like 30s, 2m or 1m30s, got "soon"`}},
+		{"a duration without its unit", "name: x\nsteps:\n  - at: 1s\n    reset: true\n  - at: 30\n    reset: true\n",
+			[]string{`scenario: line 5, steps[1].at: want a duration with its unit like 30s, 2m or 1m30s, got "30"`}},
+		{"a noise interval without its unit, flow style", "name: x\nsteps:\n  - {at: 1s, quotaNoise: {quota: volumes, base: 5, amplitude: 1, every: 5, for: 1m}}\n",
+			[]string{`scenario: line 3, steps[0].quotaNoise.every: want a duration with its unit`}},
+		{"a quota with a word", "name: x\nsteps:\n  - at: 1s\n    quotas: {attachments: many}\n",
+			[]string{`scenario: line 4, steps[0].quotas.attachments: want a whole number, got "many"`}},
+		{"a size with a unit", "name: x\nsteps:\n  - at: 1s\n    quotas:\n      capacityBytes: 10Gi\n",
+			[]string{`scenario: line 5, steps[0].quotas.capacityBytes: want a whole number of bytes like 10737418240 (10 GiB; no units such as 10Gi), got "10Gi"`}},
+		{"a fault's probability as a percentage (a field of the embedded rule)", "name: x\nsteps:\n  - at: 1s\n    fault: {operation: \"*\", error: Unavailable, probability: 5%}\n",
+			[]string{`scenario: line 4, steps[0].fault.probability: want a number, got "5%"`}},
+		{"a check names the step's line", "name: x\nsteps:\n  - at: 1s\n    reset: true\n  - at: 2s\n",
+			[]string{`line 5, steps[1] (at 2s): no action`}},
 		{"every problem at once", `name: x
 steps:
   - at: 1s
@@ -69,8 +82,10 @@ steps:
 					t.Errorf("error %q lacks %q", err, w)
 				}
 			}
-			if strings.Contains(err.Error(), "JSON") {
-				t.Errorf("error %q speaks of JSON: the file is YAML", err)
+			for _, bad := range []string{"JSON", "Go struct", "Go value", "int64", "time: "} {
+				if strings.Contains(err.Error(), bad) {
+					t.Errorf("error %q names %q: the file is YAML", err, bad)
+				}
 			}
 		})
 	}
@@ -221,6 +236,94 @@ func TestRunStopsWithTheContext(t *testing.T) {
 		t.Fatalf("Run: %v, want context.Canceled", err)
 	}
 }
+
+// TestRunSaysWhatItWaitsFor: Waiting hears of the next step when a wait longer than
+// ProgressEvery begins and then every ProgressEvery up to the step (the last 5 s too), so no
+// silence exceeds it; a wait shorter than ProgressEvery needs no line.
+func TestRunSaysWhatItWaitsFor(t *testing.T) {
+	sc, err := scenario.Parse([]byte(`name: w
+steps:
+  - at: 5s
+    quotas: {attachments: 3}
+  - at: 60s
+    quotas: {attachments: 4}
+  - at: 60s
+    quotas: {attachments: 5}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Unix(1000, 0)
+	var log []string
+	r := scenario.Runner{
+		API: startCloud(t),
+		Now: func() time.Time { return clock },
+		Sleep: func(_ context.Context, d time.Duration) error {
+			clock = clock.Add(d)
+			return nil
+		},
+		ProgressEvery: 10 * time.Second,
+		Report: func(at time.Duration, s scenario.Step, err error) {
+			log = append(log, "ran "+at.String()+" "+errString(err))
+		},
+		Waiting: func(next scenario.Step, at, in time.Duration) {
+			log = append(log, "wait "+at.String()+" in "+in.String())
+		},
+	}
+	if err := r.Run(context.Background(), sc); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ran 5s ok", "wait 1m0s in 55s", "wait 1m0s in 45s", "wait 1m0s in 35s", "wait 1m0s in 25s", "wait 1m0s in 15s",
+		"wait 1m0s in 5s", "ran 1m0s ok", "ran 1m0s ok"}
+	if strings.Join(log, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got:\n%s\nwant:\n%s", strings.Join(log, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestRunStopsAtARefusedToken: a step the cloud refuses for the token (401 or 403) ends the
+// run with an AuthError; the steps after it are not tried.
+func TestRunStopsAtARefusedToken(t *testing.T) {
+	sc, err := scenario.Parse([]byte("name: x\nsteps:\n  - at: 0s\n    quotas: {attachments: 3}\n  - at: 1s\n    reset: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, code := range []cloud.Code{cloud.CodeUnauthenticated, cloud.CodeAccessDenied} {
+		t.Run(string(code), func(t *testing.T) {
+			api := &refusingAPI{err: cloud.NewError(code, "no")}
+			r := scenario.Runner{API: api, Sleep: func(context.Context, time.Duration) error { return nil }}
+			err := r.Run(context.Background(), sc)
+			var ae *scenario.AuthError
+			if !errors.As(err, &ae) || cloud.CodeOf(err) != code || !strings.Contains(err.Error(), "token rejected") {
+				t.Fatalf("Run: %v, want an AuthError of %s", err, code)
+			}
+			if api.calls != 1 {
+				t.Fatalf("%d calls, want 1: the run must stop at the refused step", api.calls)
+			}
+		})
+	}
+}
+
+// refusingAPI answers every call with err.
+type refusingAPI struct {
+	err   error
+	calls int
+}
+
+func (a *refusingAPI) PatchInstance(context.Context, string, cloud.InstancePatch) (*cloud.Instance, error) {
+	a.calls++
+	return nil, a.err
+}
+func (a *refusingAPI) PatchQuotas(context.Context, cloud.QuotasPatch) (*cloud.Quotas, error) {
+	a.calls++
+	return nil, a.err
+}
+func (a *refusingAPI) CreateFault(context.Context, cloud.FaultRule) (*cloud.FaultRule, error) {
+	a.calls++
+	return nil, a.err
+}
+func (a *refusingAPI) DeleteFault(context.Context, string) error { a.calls++; return a.err }
+func (a *refusingAPI) ClearFaults(context.Context) error         { a.calls++; return a.err }
+func (a *refusingAPI) Reset(context.Context) error               { a.calls++; return a.err }
 
 func errString(err error) string {
 	if err == nil {

@@ -76,10 +76,10 @@ func LoadTokens(path string) ([]Token, error) {
 	}
 	var f TokensFile
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
-		return nil, fmt.Errorf("parse tokens %s: %w%s", path, yamlline.Clean(err), yamlline.Of(data, err))
+		return nil, fmt.Errorf("parse tokens %s: %w", path, yamlline.Explain(data, err))
 	}
 	if err := validateTokens(f.Tokens); err != nil {
-		return nil, fmt.Errorf("tokens %s: %w", path, err)
+		return nil, fmt.Errorf("tokens %s:\n%w", path, yamlline.AtLines(data, err))
 	}
 	return f.Tokens, nil
 }
@@ -92,14 +92,14 @@ func validateTokens(tokens []Token) error {
 	seen := map[string]bool{}
 	for i, t := range tokens {
 		if strings.TrimSpace(t.Token) == "" {
-			errs = append(errs, fmt.Errorf("tokens[%d]: token is empty", i))
+			errs = append(errs, fmt.Errorf("tokens[%d].token: empty (want the bearer token, a string)", i))
 		}
 		if seen[t.Token] {
-			errs = append(errs, fmt.Errorf("tokens[%d]: duplicate token", i))
+			errs = append(errs, fmt.Errorf("tokens[%d].token: duplicate token", i))
 		}
 		seen[t.Token] = true
 		if t.Role.level() == 0 {
-			errs = append(errs, fmt.Errorf("tokens[%d]: unknown role %q (want admin, driver or reader)", i, t.Role))
+			errs = append(errs, fmt.Errorf("tokens[%d].role: unknown role %s (want admin, driver or reader)", i, cloud.Quote(string(t.Role))))
 		}
 	}
 	return errors.Join(errs...)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/fakecloud/fakecloud-csi/internal/yamlline"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/faults"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
 )
 
@@ -48,8 +50,10 @@ func (s Seed) state() store.State {
 	return store.State{InstanceTypes: s.InstanceTypes, Instances: s.Instances, Quotas: *s.Quotas}
 }
 
-// LoadSeed reads a seed YAML file strictly: unknown fields are an error, so a typo does not
-// silently seed the wrong cloud. The content is validated when the server starts.
+// LoadSeed reads a seed YAML file strictly and checks it (Validate): unknown fields are an
+// error, so a typo does not silently seed the wrong cloud. Errors name the file's line and
+// field as written, and what the field wants (`line 14, instances[2].attachLimit: want a
+// whole number, got "10Gi"`).
 func LoadSeed(path string) (Seed, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -57,7 +61,26 @@ func LoadSeed(path string) (Seed, error) {
 	}
 	var s Seed
 	if err := yaml.UnmarshalStrict(data, &s); err != nil {
-		return Seed{}, fmt.Errorf("parse seed %s: %w%s", path, yamlline.Clean(err), yamlline.Of(data, err))
+		return Seed{}, fmt.Errorf("parse seed %s: %w", path, yamlline.Explain(data, err))
+	}
+	if err := s.Validate(); err != nil {
+		return Seed{}, fmt.Errorf("seed %s:\n%w", path, yamlline.AtLines(data, err))
 	}
 	return s.withDefaults(), nil
+}
+
+// Validate reports every problem of the seed at once, as the server does when it starts:
+// instance types, instances and quotas (store.State.Validate), then each fault rule
+// (faults.Validate), named faults[N].
+func (s Seed) Validate() error {
+	var errs []error
+	if err := s.withDefaults().state().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	for i, r := range s.Faults {
+		if err := faults.Validate(r); err != nil {
+			errs = append(errs, fmt.Errorf("faults[%d]: %w", i, err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -9,21 +9,58 @@ import (
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 )
 
-// TestBadFilesNameTheLine: an unknown field in a seed or tokens file is reported with its line.
+// TestBadFilesNameTheLine: a bad seed or tokens file is reported in the file's terms: the
+// field as written (list indexes included), its line, and what the field wants; never Go's
+// struct or type names.
 func TestBadFilesNameTheLine(t *testing.T) {
 	dir := t.TempDir()
-	seed := filepath.Join(dir, "seed.yaml")
-	if err := os.WriteFile(seed, []byte("instances:\n  - id: n1\n    zone: zone-a\n    instanceTyp: small\n"), 0o644); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name   string
+		tokens bool // a tokens file, else a seed
+		yaml   string
+		want   string
+	}{
+		{"unknown seed field", false, "instances:\n  - id: n1\n    zone: zone-a\n    instanceTyp: small\n",
+			`line 4, instances[0]: unknown field "instanceTyp"`},
+		{"unknown tokens field", true, "tokens:\n  - token: t\n    role: admin\n    rol: reader\n", `line 4, tokens[0]: unknown field "rol"`},
+		{"a quota with a unit", false, "quotas:\n  attachments: 40\n  volumes: 100\n  capacityBytes: 1Ti\n",
+			`line 4, quotas.capacityBytes: want a whole number of bytes like 10737418240 (10 GiB; no units such as 10Gi), got "1Ti"`},
+		{"the third instance's slots as a word, flow style", false,
+			"instances: [{id: a, zone: zone-a, instanceType: small}, {id: b, zone: zone-a, instanceType: small},\n  {id: c, zone: zone-a, instanceType: small, outOfBandSlots: two}]\n",
+			`line 2, instances[2].outOfBandSlots: want a whole number, got "two"`},
+		{"a type's duration in seconds", false, "instanceTypes:\n  - name: slow\n    maxAttachments: 4\n    attachDurationMs: 2s\n",
+			`line 4, instanceTypes[0].attachDurationMs: want a whole number of milliseconds like 2000, got "2s"`},
+		{"a fault probability as a percentage", false, "faults:\n  - operation: GetCapacity\n    error: Unavailable\n    probability: 10%\n",
+			`line 4, faults[0].probability: want a number, got "10%"`},
+		{"an unknown instance type names the instance's line", false,
+			"instances:\n  - id: a\n    zone: zone-a\n    instanceType: small\n  - id: b\n    zone: zone-a\n    instanceType: huge\n",
+			`line 5, instances[1]: `},
+		{"a bad fault rule names its line", false, "faults:\n  - operation: GetCapacity\n  - operation: Explode\n    error: Unavailable\n",
+			`line 3, faults[1]: unknown operation "Explode"`},
+		{"a list for a token", true, "tokens:\n  - token: [a, b]\n    role: admin\n",
+			`line 2, tokens[0].token: want a string (quote a value that YAML would read as a number or true/false), got a list`},
+		{"an unknown role names its line", true, "tokens:\n  - token: t\n    role: root\n", `line 3, tokens[0].role: unknown role "root" (want admin, driver or reader)`},
 	}
-	tokens := filepath.Join(dir, "tokens.yaml")
-	if err := os.WriteFile(tokens, []byte("tokens:\n  - token: t\n    role: admin\n    rol: reader\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := server.LoadSeed(seed); err == nil || !strings.Contains(err.Error(), `"instanceTyp"`) || !strings.Contains(err.Error(), "(line 4)") {
-		t.Errorf("LoadSeed: %v, want the unknown field and line 4", err)
-	}
-	if _, err := server.LoadTokens(tokens); err == nil || !strings.Contains(err.Error(), `"rol"`) || !strings.Contains(err.Error(), "(line 4)") {
-		t.Errorf("LoadTokens: %v, want the unknown field and line 4", err)
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(dir, "f"+string(rune('a'+i))+".yaml")
+			if err := os.WriteFile(path, []byte(tt.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			if tt.tokens {
+				_, err = server.LoadTokens(path)
+			} else {
+				_, err = server.LoadSeed(path)
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("load: %v\nwant %s", err, tt.want)
+			}
+			for _, bad := range []string{"Go struct", "Go value", "int64", "SeedInstance", "Limits", "JSON"} {
+				if strings.Contains(err.Error(), bad) {
+					t.Errorf("the error names %q: %v", bad, err)
+				}
+			}
+		})
 	}
 }

@@ -364,6 +364,30 @@ func (p *Policy) window(now time.Time) time.Duration {
 	return min(w, max(p.cfg.MaxStabilityWindow, p.cfg.StabilityWindow))
 }
 
+// SettledIn is how long from now until flap damping no longer changes the policy's timing,
+// if nothing flaps meanwhile: the damped window has decayed back to StabilityWindow, and
+// the last increase is older than MaxStabilityWindow (before that, a decrease counts as a
+// flap and doubles the window). 0 when both hold already, and always without damping
+// (MaxStabilityWindow equal to StabilityWindow, or no window). Scenarios whose timings are
+// documented for the configured window wait for 0 (fakecloud scenario).
+func (p *Policy) SettledIn(now time.Time) time.Duration {
+	if p.cfg.StabilityWindow <= 0 || p.cfg.MaxStabilityWindow <= p.cfg.StabilityWindow {
+		return 0
+	}
+	var at time.Time
+	p.window(now) // the decay due by now, which moves lastFlap on
+	if p.damping > 0 {
+		at = p.lastFlap.Add(time.Duration(p.damping*dampingDecay) * p.cfg.MaxStabilityWindow)
+	}
+	if !p.lastRaise.IsZero() {
+		at = latest(at, p.lastRaise.Add(p.cfg.MaxStabilityWindow))
+	}
+	if at.IsZero() {
+		return 0
+	}
+	return max(at.Sub(now), 0)
+}
+
 // evidenceGap is the longest time between two accepted readings that a pending increase
 // survives: the stability window in force, but at least two lookup intervals (MinInterval
 // plus jitter), so that a window shorter than the interval still lets a reading follow

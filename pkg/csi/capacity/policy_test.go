@@ -663,3 +663,49 @@ func TestSpreadIncreasesDelaysOnlyIncreases(t *testing.T) {
 		})
 	}
 }
+
+// TestSettledIn: after an increase the policy is unsettled for MaxStabilityWindow (a
+// decrease then is a flap); each flap's damping level adds 3·MaxStabilityWindow from the last
+// flap; nothing of this without damping. Scenario runs wait for it (fakecloud scenario).
+func TestSettledIn(t *testing.T) {
+	const maxW = DefaultMaxStabilityWindow
+	type obs struct {
+		at       time.Duration
+		headroom int64 // quota headroom of the reading
+	}
+	// Up (a raise at 35 s), then down at 40 s: a flap, damping 1.
+	flap := []obs{{0, 6}, {5 * time.Second, 7}, {35 * time.Second, 7}, {40 * time.Second, 6}}
+	tests := []struct {
+		name  string
+		cfg   func(*Config)
+		reads []obs
+		at    time.Duration
+		want  time.Duration
+	}{
+		{"a first reading: settled", nil, []obs{{0, 6}}, time.Second, 0},
+		{"decreases only: settled", nil, []obs{{0, 6}, {5 * time.Second, 5}, {10 * time.Second, 4}}, 11 * time.Second, 0},
+		{"ramping, not raised yet: settled as far as damping goes", nil, []obs{{0, 6}, {5 * time.Second, 7}}, 6 * time.Second, 0},
+		{"an increase: unsettled for the max window after it", nil, []obs{{0, 6}, {5 * time.Second, 7}, {35 * time.Second, 7}},
+			36 * time.Second, maxW - time.Second},
+		{"an increase long ago: settled", nil, []obs{{0, 6}, {5 * time.Second, 7}, {35 * time.Second, 7}}, 35*time.Second + maxW, 0},
+		{"a flap: one damping level decays 3 max windows after it", nil, flap, 41 * time.Second, 3*maxW - time.Second},
+		{"a flap, one decay later: settled", nil, flap, 40*time.Second + 3*maxW, 0},
+		{"no damping configured: always settled", func(c *Config) { c.MaxStabilityWindow = c.StabilityWindow }, flap, 41 * time.Second, 0},
+		{"no window: always settled", func(c *Config) { c.StabilityWindow = 0 }, flap, 41 * time.Second, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			if tt.cfg != nil {
+				tt.cfg(&cfg)
+			}
+			p := NewPolicy(cfg)
+			for i, o := range tt.reads {
+				p.ObserveReading(t0.Add(o.at), *reading(16, 1, 4, o.headroom, uint64(i+1)))
+			}
+			if got := p.SettledIn(t0.Add(tt.at)); got != tt.want {
+				t.Fatalf("SettledIn(+%v) = %v, want %v (damping %d)", tt.at, got, tt.want, p.damping)
+			}
+		})
+	}
+}

@@ -532,6 +532,13 @@ type DebugInfo struct {
 	// flap damping is on (Damping > 0).
 	StabilityWindow string `json:"stabilityWindow"`
 	Damping         int    `json:"damping"`
+	// LastIncrease is the last raise of the reported value: a decrease within
+	// config.maxStabilityWindow of it counts as a flap and doubles the stability window.
+	LastIncrease *time.Time `json:"lastIncrease,omitempty"`
+	// SettledInSeconds is how long until flap damping no longer changes the timing, if
+	// nothing flaps meanwhile (Policy.SettledIn); absent when that holds already. A scenario
+	// whose timings are written for the configured window waits for it (fakecloud scenario).
+	SettledInSeconds float64 `json:"settledInSeconds,omitempty"`
 	// IncreaseDelay is this node's share of Config.IncreaseSpread, added to the stability
 	// window before an increase's first step; absent when the spread is off.
 	IncreaseDelay string `json:"increaseDelay,omitempty"`
@@ -599,6 +606,11 @@ func (r *Reporter) DebugState() any {
 		d.RisingSince = &t
 	}
 	d.StabilityWindow, d.Damping = p.window(now).String(), p.damping
+	if !p.lastRaise.IsZero() {
+		t := p.lastRaise
+		d.LastIncrease = &t
+	}
+	d.SettledInSeconds = p.SettledIn(now).Seconds()
 	if r.cfg.IncreaseSpread > 0 {
 		d.IncreaseDelay = p.spread.String()
 		d.Config.IncreaseSpread = r.cfg.IncreaseSpread.String()

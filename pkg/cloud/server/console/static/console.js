@@ -79,7 +79,17 @@
     toastTimer = setTimeout(() => { t.hidden = true; }, isError ? 8000 : 3000);
   }
 
-  // admin runs one change and reports its outcome; 401/403 say what token is needed.
+  // authProblem says what is wrong with the token for an answer of status 401 or 403, or
+  // returns "" for any other status: no token given is not the same as a token the fake
+  // cloud rejected (unknown: 401; a role too weak: 403), and each has its own remedy.
+  function authProblem(status, need) {
+    if (status !== 401 && status !== 403) return "";
+    if (!state.token) return `no token given: enter ${need} above`;
+    if (status === 401) return `token rejected (401): the fake cloud does not know this token; enter ${need} above`;
+    return `token rejected (403): its role may not do this; enter ${need} above`;
+  }
+
+  // admin runs one change and reports its outcome; 401/403 say what is wrong with the token.
   async function admin(what, fn) {
     try {
       await fn();
@@ -87,10 +97,8 @@
       await tick();
       return true;
     } catch (e) {
-      let hint = "";
-      if (e.status === 401) hint = " (enter a token above)";
-      if (e.status === 403) hint = " (this needs an admin token)";
-      toast(what + " failed: " + e.message + hint, true);
+      const auth = authProblem(e.status, "an admin token");
+      toast(what + " failed: " + (auth ? auth + " (" + e.message + ")" : e.message), true);
       return false;
     }
   }
@@ -693,7 +701,7 @@
       renderCluster();
       setStatus("live", `live · revision ${state.revision} · ${new Date().toTimeString().slice(0, 8)}`);
     } catch (e) {
-      setStatus("error", e.status === 401 ? "enter a token (reader or better)" : e.message);
+      setStatus("error", authProblem(e.status, "a token (reader or better)") || e.message);
     } finally {
       running = false;
       timer = setTimeout(tick, again ? 0 : interval);
