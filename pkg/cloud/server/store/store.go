@@ -382,7 +382,7 @@ func (t *txn) event(ev cloud.Event) error {
 	if len(ev.Detail) > MaxEventDetailBytes {
 		ev.Detail = ev.Detail[:MaxEventDetailBytes-3] + "..."
 	}
-	data, err := json.Marshal(ev)
+	data, err := encodeEvent(ev)
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}
