@@ -92,7 +92,7 @@ SCALE_PERIODS ?= 10s,30s,60s
 SCALE_ARGS ?=
 
 .PHONY: scale
-scale: e2e-local-build ## Capacity reporting at scale: a local cluster per node count (SCALE_NODES=10,30,100) × CSIDriver period (SCALE_PERIODS=10s,30s,60s) under churn; JSON, table and plot in _output/scale (about 35 min on 2 loaded cores).
+scale: e2e-local-build ## Capacity reporting at scale: one local cluster grown through the node counts (SCALE_NODES=10,30,100) × CSIDriver period (SCALE_PERIODS=10s,30s,60s) under churn; JSON, table and plot in _output/scale (19 min on 2 quiet cores).
 	cd tests/e2e && $(GO) run ./cmd/scale --nodes=$(SCALE_NODES) --periods=$(SCALE_PERIODS) --out-dir=$(CURDIR)/_output/scale $(SCALE_ARGS)
 
 .PHONY: scale-smoke

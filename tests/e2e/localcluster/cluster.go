@@ -60,6 +60,9 @@ type Options struct {
 	// StartBatch starts the nodes this many at a time, each batch once the Nodes of the
 	// one before are registered; 0 starts them all at once.
 	StartBatch int
+	// StartNodes is how many of Nodes (the first ones) Start starts; Cluster.Grow starts
+	// more. 0 starts them all. Every node's fake cloud instance exists from the start.
+	StartNodes int
 	// DriverArgs are extra flags for every driver process (capacity policy).
 	DriverArgs []string
 	// Verbosity is the -v of every component.
@@ -130,6 +133,9 @@ func (o Options) Validate() error {
 	if len(o.Nodes) == 0 {
 		errs = append(errs, errors.New("at least one node is required"))
 	}
+	if o.StartNodes < 0 || o.StartNodes > len(o.Nodes) {
+		errs = append(errs, fmt.Errorf("StartNodes %d outside 0..%d (the nodes)", o.StartNodes, len(o.Nodes)))
+	}
 	if o.VolumeQuota < 0 {
 		errs = append(errs, fmt.Errorf("VolumeQuota must be ≥ 0 (0: 500), got %d", o.VolumeQuota))
 	}
@@ -159,7 +165,8 @@ type Info struct {
 	// PidDir has one <component>.pid per process; S9 kills driver-controller
 	// through it and the supervisor restarts it.
 	PidDir string `json:"pidDir"`
-	Nodes  []Node `json:"nodes"`
+	// Nodes are the nodes running, in start order (Grow adds to them).
+	Nodes []Node `json:"nodes"`
 	// ControllerURL is the controller plugin's HTTP base URL (its
 	// --http-addr): /healthz, /readyz, /metrics (publish results, backoff).
 	ControllerURL string `json:"controllerURL,omitempty"`
@@ -186,6 +193,15 @@ type Cluster struct {
 	cancel context.CancelFunc
 	// driverBinary is the driver built from the clone for this run.
 	driverBinary string
+
+	// What Grow needs to start more nodes as Start did: the ports of every node of
+	// Options.Nodes (by index), the CA that issues their kubeconfigs, the API server's URL,
+	// an admin client and the flags every driver process gets.
+	ports        ports
+	pki          *pki
+	server       string
+	admin        *kubernetes.Clientset
+	driverCommon []string
 
 	mu      sync.Mutex
 	plugins map[string]*nodePlugin
@@ -215,16 +231,23 @@ func freePorts(n int) ([]int, error) {
 	return out, nil
 }
 
-// Start brings a cluster up and returns once every node is Ready and its
-// CSINode lists the driver with a count. On error everything already started
-// is stopped. ctx bounds the start only; Stop ends the cluster.
+// Start brings a cluster up and returns once every node it starts (the first
+// Options.StartNodes, or all) is Ready and its CSINode lists the driver with a
+// count. On error everything already started is stopped. ctx bounds the start
+// only; Stop ends the cluster.
 func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	startN := len(o.Nodes)
+	if o.StartNodes > 0 {
+		startN = o.StartNodes
+	}
 	if limit, used, err := inotifyUsage(); err != nil {
 		fmt.Fprintf(o.Out, "cannot check the inotify limit (%v); a kubelet short of one registers no plugin\n", err)
 	} else if err := checkInotify(limit, used, len(o.Nodes)); err != nil {
+		// Every node it may grow to: a cluster that would run short at its last growth
+		// says so now, not after measuring the smaller sizes.
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -235,7 +258,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c := &Cluster{opts: o, sup: sup, runCtx: runCtx, cancel: cancel, plugins: map[string]*nodePlugin{}}
-	c.RunDir, c.LogDir, c.PidDir, c.Nodes = o.RunDir, logDir, sup.pidDir, o.Nodes
+	c.RunDir, c.LogDir, c.PidDir = o.RunDir, logDir, sup.pidDir
 	c.PluginURLs, c.PluginSockets = map[string]string{}, map[string]string{}
 	defer func() {
 		if err != nil {
@@ -269,7 +292,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	server := fmt.Sprintf("https://127.0.0.1:%d", p.apiserver)
-	kc := func(name string) string { return filepath.Join(o.RunDir, "kubeconfig-"+name) }
+	kc := c.kubeconfig
 	c.Kubeconfig = kc("admin")
 	for _, k := range []struct{ name, cn, org string }{
 		{"admin", "e2e-admin", "system:masters"},
@@ -293,11 +316,6 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 			orgs = []string{k.org}
 		}
 		if err := pk.kubeconfig(kc(k.name), k.name, server, k.cn, orgs...); err != nil {
-			return nil, err
-		}
-	}
-	for _, n := range o.Nodes {
-		if err := pk.kubeconfig(kc(n.Name), "node-"+n.Name, server, "system:node:"+n.Name, "system:nodes"); err != nil {
 			return nil, err
 		}
 	}
@@ -464,48 +482,109 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	}
 	step("controller plugin, csi-provisioner, csi-attacher, csi-resizer, csi-snapshotter and snapshot-controller started")
 
-	// nodes: the kubelets first, as a DaemonSet's pods start on registered
-	// nodes; the node plugins' cluster check reads the Node objects.
-	// With StartBatch, StartBatch nodes at a time, each batch once the previous one's
-	// Nodes are registered: a hundred kubelets starting at once on two cores starve the
-	// API server (TLS handshakes time out) and register a few nodes in minutes.
+	c.ports, c.pki, c.server, c.admin, c.driverCommon = p, pk, server, admin, driverCommon
+	if err := c.startNodes(ctx, o.Nodes[:startN], step); err != nil {
+		return nil, err
+	}
+	if err := c.writeInfo(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Grow starts the next nodes of Options.Nodes until n run (the first Options.StartNodes
+// started with the cluster), StartBatch at a time as Start does, and returns once every new
+// node is Ready and its CSINode lists the driver with a count. Their fake cloud instances
+// exist since Start: a cloud's instances boot before their kubelets join. It errors when n
+// is not above the nodes running now or beyond Options.Nodes, and when the inotify
+// instances left would not hold the new kubelets. Not safe to call concurrently with
+// itself or with readers of Info; the cluster keeps its nodes when a node fails to start,
+// as Start does not (Stop ends it all).
+func (c *Cluster) Grow(ctx context.Context, n int) error {
+	have := len(c.Nodes)
+	if n <= have || n > len(c.opts.Nodes) {
+		return fmt.Errorf("grow to %d nodes: want more than the %d running and at most the %d of Options.Nodes", n, have, len(c.opts.Nodes))
+	}
+	if limit, used, err := inotifyUsage(); err != nil {
+		fmt.Fprintf(c.opts.Out, "cannot check the inotify limit (%v); a kubelet short of one registers no plugin\n", err)
+	} else if err := checkInotify(limit, used, n-have); err != nil {
+		return err
+	}
+	start := time.Now()
+	step := func(format string, args ...any) {
+		fmt.Fprintf(c.opts.Out, "[%6.1fs] grow %d→%d: %s\n", time.Since(start).Seconds(), have, n, fmt.Sprintf(format, args...))
+	}
+	if err := c.startNodes(ctx, c.opts.Nodes[have:n], step); err != nil {
+		return fmt.Errorf("grow to %d nodes: %w (logs in %s)", n, err, c.LogDir)
+	}
+	return c.writeInfo()
+}
+
+// startNodes starts nodes (the next ones of Options.Nodes: their ports are by their index
+// there), each a hollow kubelet, its node plugin and its registration socket, and waits
+// until every one is Ready with a CSINode count. Each started node joins c.Nodes.
+//
+// The kubelets of a batch go first, as a DaemonSet's pods start on registered nodes; the
+// node plugins' cluster check reads the Node objects. With StartBatch, StartBatch nodes at a
+// time, each batch once the previous one's Nodes are registered: a hundred kubelets starting
+// at once on two cores starve the API server (TLS handshakes time out) and register a few
+// nodes in minutes. A batch's registration sockets are served while the next batch starts,
+// so that the kubelets write their CSINodes batch by batch instead of all at the end.
+func (c *Cluster) startNodes(ctx context.Context, nodes []Node, step func(string, ...any)) error {
+	o := c.opts
+	first := len(c.Nodes)
+	nn := len(nodes)
 	batch := o.StartBatch
 	if batch <= 0 {
 		batch = nn
 	}
-	nps := make([]*nodePlugin, len(o.Nodes))
+	bin := func(name string) string { return filepath.Join(o.BinDir, name) }
+	v := "--v=" + strconv.Itoa(o.Verbosity)
+	for _, n := range nodes {
+		if err := c.pki.kubeconfig(c.kubeconfig(n.Name), "node-"+n.Name, c.server, "system:node:"+n.Name, "system:nodes"); err != nil {
+			return err
+		}
+	}
+	// Many nodes take longer together than one does alone, so the waits grow with the
+	// node count (2 s per node plugin and hollow kubelet pair, 3 s per node to be Ready,
+	// from runs on 2 cores).
+	pluginsDeadline := time.Now().Add(max(pluginReadyTimeout, time.Duration(nn)*2*time.Second))
+	nps := make([]*nodePlugin, nn)
+	regCtx, cancelReg := context.WithCancel(ctx)
+	reg := newRegistrar(func(i int) error { return c.registerPlugin(regCtx, nodes[i].Name, nps[i], pluginsDeadline) })
+	defer func() { reg.abort(); cancelReg() }()
 	for lo := 0; lo < nn; lo += batch {
 		hi := min(lo+batch, nn)
 		for i := lo; i < hi; i++ {
-			n := o.Nodes[i]
+			n, k := nodes[i], first+i
 			nodeDir := filepath.Join(o.RunDir, "n", n.Name)
 			root := filepath.Join(nodeDir, "kubelet")
 			sock := filepath.Join(nodeDir, "csi", "csi.sock")
 			for _, d := range []string{filepath.Join(root, "plugins_registry"), filepath.Dir(sock), filepath.Join(nodeDir, "state")} {
 				if err := os.MkdirAll(d, 0o755); err != nil {
-					return nil, err
+					return err
 				}
 			}
 			nps[i] = &nodePlugin{
 				component: "driver-node-" + n.Name,
 				socket:    sock,
-				url:       fmt.Sprintf("http://127.0.0.1:%d", p.pluginHTTP[i]),
+				url:       fmt.Sprintf("http://127.0.0.1:%d", c.ports.pluginHTTP[k]),
 				regSocket: registration.SocketPath(filepath.Join(root, "plugins_registry"), DriverName),
 				reg:       registration.NewServer(DriverName, sock, klog.Background().WithValues("node", n.Name)),
 			}
-			if _, err := sup.start(runCtx, procSpec{Name: "kubelet-" + n.Name, Path: bin("hollow-kubelet"), Args: []string{
-				"--kubeconfig=" + kc(n.Name), "--name=" + n.Name, "--root-dir=" + root,
-				"--port=" + strconv.Itoa(p.kubelet[i]), "--healthz-port=" + strconv.Itoa(p.healthz[i]),
+			if _, err := c.sup.start(c.runCtx, procSpec{Name: "kubelet-" + n.Name, Path: bin("hollow-kubelet"), Args: []string{
+				"--kubeconfig=" + c.kubeconfig(n.Name), "--name=" + n.Name, "--root-dir=" + root,
+				"--port=" + strconv.Itoa(c.ports.kubelet[k]), "--healthz-port=" + strconv.Itoa(c.ports.healthz[k]),
 				"--node-labels=" + ZoneLabel + "=" + n.Zone + ",fakecloud.dev/e2e=true",
 				v,
-			}, Restart: true}); err != nil {
-				return nil, err
+			}, Restart: true, Node: true}); err != nil {
+				return err
 			}
 		}
 		for i := lo; i < hi; i++ {
-			n := o.Nodes[i]
+			n, k := nodes[i], first+i
 			nodeDir := filepath.Join(o.RunDir, "n", n.Name)
-			if _, err := sup.start(runCtx, procSpec{Name: nps[i].component, Path: c.driverBinary, Args: append([]string{
+			if _, err := c.sup.start(c.runCtx, procSpec{Name: nps[i].component, Path: c.driverBinary, Args: append([]string{
 				"--mode=node", "--node-id=" + n.Name, "--endpoint=unix://" + nps[i].socket,
 				"--state-dir=" + filepath.Join(nodeDir, "state"),
 				// The hollow kubelet's --root-dir: its staging and target paths lie there.
@@ -513,50 +592,65 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 				// One folder of volume data for every node, as a cloud's disks are:
 				// a volume's data follows it to the next node it is attached to.
 				"--volume-data-dir=" + filepath.Join(o.RunDir, "volumes"),
-				"--http-addr=127.0.0.1:" + strconv.Itoa(p.pluginHTTP[i]),
-				"--kubeconfig=" + kc("node-plugin"), "--node-name=" + n.Name,
-			}, driverCommon...), Restart: true}); err != nil {
-				return nil, err
+				"--http-addr=127.0.0.1:" + strconv.Itoa(c.ports.pluginHTTP[k]),
+				"--kubeconfig=" + c.kubeconfig("node-plugin"), "--node-name=" + n.Name,
+			}, c.driverCommon...), Restart: true, Node: true}); err != nil {
+				return err
 			}
 		}
 		if hi < nn {
-			if err := waitRegistered(ctx, admin, o.Nodes[lo:hi], max(2*time.Minute, time.Duration(batch)*5*time.Second)); err != nil {
-				return nil, err
+			if err := waitRegistered(ctx, c.admin, nodes[lo:hi], max(2*time.Minute, time.Duration(batch)*5*time.Second)); err != nil {
+				return err
 			}
-			step("nodes %d-%d of %d registered", lo+1, hi, nn)
+			step("nodes %d-%d of %d registered", first+lo+1, first+hi, first+nn)
+		}
+		if err := reg.add(lo, hi); err != nil {
+			return err
 		}
 	}
-	// Many nodes take longer together than one does alone, so the waits grow with the
-	// node count (2 s per node plugin and hollow kubelet pair, 3 s per node to be Ready,
-	// from runs on 2 cores).
-	pluginsDeadline := time.Now().Add(max(pluginReadyTimeout, time.Duration(nn)*2*time.Second))
-	for i, n := range o.Nodes {
-		np := nps[i]
-		// The plugin serves its socket after the cluster check, which waits
-		// for the kubelet to register the Node (up to the driver's
-		// --cluster-check-timeout, 30 s).
-		if err := waitFile(ctx, np.socket, max(time.Until(pluginsDeadline), time.Second)); err != nil {
-			return nil, fmt.Errorf("node plugin socket of %s: %w", n.Name, err)
-		}
-		if err := waitHTTP(ctx, np.url+"/healthz", nil, 30*time.Second); err != nil {
-			return nil, fmt.Errorf("node plugin HTTP of %s: %w", n.Name, err)
-		}
-		if np.stopReg, err = registration.Serve(runCtx, np.regSocket, np.reg); err != nil {
-			return nil, err
-		}
-		c.plugins[n.Name] = np
-		c.PluginURLs[n.Name], c.PluginSockets[n.Name] = np.url, np.socket
+	if err := reg.wait(); err != nil {
+		return err
 	}
-	step("%d hollow kubelets and node plugins started", len(o.Nodes))
+	c.mu.Lock()
+	for i, n := range nodes {
+		c.plugins[n.Name] = nps[i]
+		c.PluginURLs[n.Name], c.PluginSockets[n.Name] = nps[i].url, nps[i].socket
+	}
+	c.mu.Unlock()
+	step("%d hollow kubelets and node plugins started", nn)
 
-	if err := waitNodes(ctx, admin, o.Nodes, max(3*time.Minute, time.Duration(nn)*3*time.Second)); err != nil {
-		return nil, err
+	if err := waitNodes(ctx, c.admin, nodes, max(3*time.Minute, time.Duration(nn)*3*time.Second)); err != nil {
+		return err
 	}
-	step("all nodes Ready, CSINode lists %s on every node", DriverName)
-	if err := c.writeInfo(); err != nil {
-		return nil, err
+	c.Nodes = append(c.Nodes, nodes...)
+	step("all %d nodes Ready, CSINode lists %s on every node", len(c.Nodes), DriverName)
+	return nil
+}
+
+// registerPlugin waits until node's plugin serves its CSI socket and /healthz, then serves
+// its registration socket: the plugin serves its socket after the cluster check, which
+// waits for the kubelet to register the Node (up to the driver's --cluster-check-timeout,
+// 30 s).
+func (c *Cluster) registerPlugin(ctx context.Context, node string, np *nodePlugin, deadline time.Time) error {
+	if err := waitFile(ctx, np.socket, max(time.Until(deadline), time.Second)); err != nil {
+		return fmt.Errorf("node plugin socket of %s: %w", node, err)
 	}
-	return c, nil
+	if err := waitHTTP(ctx, np.url+"/healthz", nil, 30*time.Second); err != nil {
+		return fmt.Errorf("node plugin HTTP of %s: %w", node, err)
+	}
+	stop, err := registration.Serve(c.runCtx, np.regSocket, np.reg)
+	if err != nil {
+		return fmt.Errorf("registration socket of %s: %w", node, err)
+	}
+	c.mu.Lock()
+	np.stopReg = stop
+	c.mu.Unlock()
+	return nil
+}
+
+// kubeconfig is the path of the kubeconfig of name (a component or a node).
+func (c *Cluster) kubeconfig(name string) string {
+	return filepath.Join(c.opts.RunDir, "kubeconfig-"+name)
 }
 
 // Stop stops every component, the last started first, and the registration

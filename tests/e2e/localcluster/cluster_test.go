@@ -1,7 +1,9 @@
 package localcluster
 
 import (
+	"context"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -25,5 +27,33 @@ func TestInfoRoundTrip(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ReadInfo = %+v, want %+v", got, want)
+	}
+}
+
+func TestValidateStartNodes(t *testing.T) {
+	for _, tc := range []struct {
+		start int
+		bad   bool
+	}{{0, false}, {1, false}, {3, false}, {-1, true}, {4, true}} {
+		o := DefaultOptions("/repo", t.TempDir(), "/tmp/x")
+		o.StartNodes = tc.start
+		err := o.Validate()
+		// The binaries are missing: Validate always errs; only the StartNodes part is checked.
+		if got := err != nil && strings.Contains(err.Error(), "(the nodes)"); got != tc.bad {
+			t.Errorf("StartNodes %d of 3: Validate = %v; want a StartNodes error: %v", tc.start, err, tc.bad)
+		}
+	}
+}
+
+// Grow refuses a count it cannot reach before it starts anything.
+func TestGrowBounds(t *testing.T) {
+	o := DefaultOptions("/repo", "/bin", "/tmp/x")
+	c := &Cluster{opts: o}
+	c.Nodes = o.Nodes[:2]
+	for _, n := range []int{1, 2, 4} {
+		err := c.Grow(context.Background(), n)
+		if err == nil || !strings.Contains(err.Error(), "want more than the 2 running and at most the 3") {
+			t.Errorf("Grow(%d) from 2 of 3 = %v, want a bounds error", n, err)
+		}
 	}
 }

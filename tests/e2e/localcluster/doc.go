@@ -24,8 +24,12 @@
 // CSIDriver and StorageClass, and returns when every node is Ready and its
 // CSINode reports the driver with a count. Options.StartBatch starts the nodes a batch
 // at a time (make scale: 10), and Start first checks that the hollow kubelets will get
-// their inotify instances (two each; fs.inotify.max_user_instances). The hollow kubelets
-// create no iptables chains on the host (makeIPTablesUtilChains off).
+// their inotify instances (two each; fs.inotify.max_user_instances). With
+// Options.StartNodes it starts only the first nodes, and Cluster.Grow starts more later
+// (make scale: one cluster grown from 10 to 30 to 100 nodes); every node's instance is in
+// the fake cloud from the start. Stop stops the nodes' processes 16 at a time, then the
+// control plane. The hollow kubelets create no iptables chains on the host
+// (makeIPTablesUtilChains off).
 //
 // RestartNodePlugin rolls one node plugin as a DaemonSet update would: with
 // another binary (BuildDriver stamps a version), keeping the registration

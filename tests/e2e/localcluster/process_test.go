@@ -109,3 +109,59 @@ func TestSupervisorResumeSwapsBinary(t *testing.T) {
 		t.Errorf("binary after resume without one = %s, want %s", got, v2)
 	}
 }
+
+// stopAll stops the nodes' components together, before the rest: four that each take a
+// second to exit on SIGTERM take about that long in all, not four seconds, and the control
+// plane's component stops after every one of them.
+func TestStopAllStopsNodesTogetherFirst(t *testing.T) {
+	dir := t.TempDir()
+	s, err := newSupervisor(filepath.Join(dir, "logs"), filepath.Join(dir, "pids"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	order := filepath.Join(dir, "order")
+	slowExit := func(name string) []string {
+		return []string{"-c", "trap 'sleep 1; echo " + name + " >> " + order + "; exit 0' TERM; echo up; while :; do sleep 0.05; done"}
+	}
+	if _, err := s.start(ctx, procSpec{Name: "apiserver", Path: "/bin/sh", Args: slowExit("apiserver")}); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []*proc
+	for _, name := range []string{"kubelet-1", "plugin-1", "kubelet-2", "plugin-2"} {
+		p, err := s.start(ctx, procSpec{Name: name, Path: "/bin/sh", Args: slowExit(name), Node: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, p)
+	}
+	// Every shell has set its trap once it printed "up".
+	deadline := time.Now().Add(10 * time.Second)
+	for _, p := range append(nodes, s.procs[0]) {
+		for {
+			if data, _ := os.ReadFile(p.logPath); strings.Contains(string(data), "up\n") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not start", p.spec.Name)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	start := time.Now()
+	s.stopAll()
+	took := time.Since(start)
+	data, err := os.ReadFile(order)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(string(data))
+	if len(lines) != 5 || lines[4] != "apiserver" {
+		t.Errorf("exit order %v: want the four node components, then apiserver", lines)
+	}
+	// One after the other: 5 × 1 s. Together: 1 s for the nodes, 1 s for apiserver.
+	if took > 3500*time.Millisecond {
+		t.Errorf("stopAll took %s: the node components were not stopped together", took)
+	}
+}

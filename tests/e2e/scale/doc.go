@@ -1,11 +1,12 @@
 // Package scale measures what capacity reporting (KEP-4876, mutable CSINode allocatable)
-// costs on real components as the cluster grows: for each node count it starts a local
-// cluster of upstream binaries (package localcluster: N hollow kubelets, each with its node
-// plugin and the real plugin registration, one API server, one fake cloud, the controller
-// plugin and its sidecars), runs a steady pod workload, and for each CSIDriver
-// nodeAllocatableUpdatePeriodSeconds runs one phase of scripted capacity churn through the
-// fake cloud's scenario runner (pkg/cloud/scenario): out-of-band slots on a fraction of the
-// nodes, an attachment-quota squeeze with ±1 noise, a GetCapacity outage.
+// costs on real components as the cluster grows: it starts a local cluster of upstream
+// binaries (package localcluster: N hollow kubelets, each with its node plugin and the real
+// plugin registration, one API server, one fake cloud, the controller plugin and its
+// sidecars) at the first node count and grows it to each next one; at each count it runs a
+// steady pod workload and for each CSIDriver nodeAllocatableUpdatePeriodSeconds one phase
+// of scripted capacity churn through the fake cloud's scenario runner (pkg/cloud/scenario):
+// out-of-band slots on a fraction of the nodes, an attachment-quota squeeze with ±1 noise, a
+// GetCapacity outage.
 //
 // Each phase yields one Phase: CSINode writes per second and per real capacity change, API
 // server requests per second by verb and resource (its own apiserver_request_total) and

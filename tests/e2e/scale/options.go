@@ -14,7 +14,8 @@ import (
 type Options struct {
 	// RepoRoot is the clone; BinDir the local cluster's binary cache (localcluster.Build).
 	RepoRoot, BinDir string
-	// Nodes are the cluster sizes to measure, one cluster each, in order; each 1..MaxNodes.
+	// Nodes are the cluster sizes to measure, ascending, each 1..MaxNodes: one cluster
+	// starts with the first and grows to each next one.
 	Nodes []int
 	// Periods are the CSIDriver nodeAllocatableUpdatePeriodSeconds to measure on every
 	// cluster, one phase each; each 10 s to 1 h in whole seconds (the API's bounds).
@@ -22,7 +23,8 @@ type Options struct {
 	// Tail is how long a phase goes on after its script's last step, beyond one period:
 	// a phase lasts ScriptLength + period + Tail.
 	Tail time.Duration
-	// Drain bounds the wait, after the last phase, for the workload's pods to run.
+	// Drain bounds the wait, after the last phase of each size, for the workload's pods
+	// to run (it ends as soon as they all do).
 	Drain time.Duration
 	// PodLifetime is how long the workload keeps a pod: it keeps one pod per node and
 	// replaces one every PodLifetime / N.
@@ -74,9 +76,12 @@ func (o Options) Validate() error {
 	if len(o.Nodes) == 0 || len(o.Periods) == 0 {
 		errs = append(errs, errors.New("at least one node count and one period are required"))
 	}
-	for _, n := range o.Nodes {
+	for i, n := range o.Nodes {
 		if n < 1 || n > MaxNodes {
 			errs = append(errs, fmt.Errorf("node count %d outside 1..%d", n, MaxNodes))
+		}
+		if i > 0 && n <= o.Nodes[i-1] {
+			errs = append(errs, fmt.Errorf("node counts %v: the cluster only grows, so each must be above the one before", o.Nodes))
 		}
 	}
 	for _, p := range o.Periods {
@@ -102,20 +107,22 @@ func (o Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// clusterOptions are the local cluster of n nodes: the e2e shapes repeated (7, 3 and 7
-// slots), an attachment quota that does not bind (10 per node) and a volume quota the
-// workload never reaches, with the driver's default capacity policy.
-func (o Options) clusterOptions(n int, runDir string) localcluster.Options {
+// clusterOptions are the local cluster that starts with first nodes and grows to maxN: the
+// e2e shapes repeated (7, 3 and 7 slots), an attachment quota that does not bind (10 per
+// running node; Run raises it as the cluster grows) and a volume quota the workload never
+// reaches, with the driver's default capacity policy.
+func (o Options) clusterOptions(first, maxN int, runDir string) localcluster.Options {
 	co := localcluster.DefaultOptions(o.RepoRoot, o.BinDir, runDir)
 	base := co.Nodes
 	co.Nodes = nil
-	for i := range n {
+	for i := range maxN {
 		node := base[i%len(base)]
 		node.Name = fmt.Sprintf("node-%d", i+1)
 		co.Nodes = append(co.Nodes, node)
 	}
-	co.AttachmentQuota = int64(10 * n)
-	co.VolumeQuota = int64(20*n + 200)
+	co.StartNodes = first
+	co.AttachmentQuota = int64(10 * first)
+	co.VolumeQuota = int64(20*maxN + 200)
 	co.DriverArgs = append([]string(nil), o.DriverArgs...)
 	co.StartBatch = startBatch
 	co.Verbosity = o.Verbosity

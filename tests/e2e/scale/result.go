@@ -32,10 +32,13 @@ type Host struct {
 	MemoryGB float64 `json:"memoryGB"`
 }
 
-// Cluster is one node count: how long the cluster took to start, its phases, and the
-// drain at its end.
+// Cluster is one node count: how long the cluster took to start or to grow to it, its
+// phases, and the drain at its end.
 type Cluster struct {
-	Nodes        int     `json:"nodes"`
+	Nodes int `json:"nodes"`
+	// GrownFrom is the node count the cluster had before it grew to Nodes; 0 when it
+	// started with Nodes. StartSeconds is the time to start, or to grow.
+	GrownFrom    int     `json:"grownFrom,omitempty"`
 	StartSeconds float64 `json:"startSeconds"`
 	// LoadAtStart is the 1-minute load average once the cluster was up.
 	LoadAtStart float64 `json:"loadAtStart"`
@@ -132,9 +135,13 @@ const (
 	ResultsFile = "scale-results.json"
 	TableFile   = "scale-table.md"
 	PlotFile    = "scale-plot.html"
+	// FleetFile holds every phase as a FleetRow, one per line: bench/policy's -fleet-json
+	// format, so that the two compare (Compare).
+	FleetFile = "scale-fleet.jsonl"
 )
 
-// WriteFiles writes ResultsFile, TableFile and PlotFile into dir (created if missing).
+// WriteFiles writes ResultsFile, TableFile, PlotFile and FleetFile into dir (created if
+// missing).
 func WriteFiles(dir string, r *Results) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("scale results dir: %w", err)
@@ -147,6 +154,7 @@ func WriteFiles(dir string, r *Results) error {
 		},
 		TableFile: WriteTable,
 		PlotFile:  WriteHTML,
+		FleetFile: WriteFleetRows,
 	} {
 		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {
@@ -226,8 +234,12 @@ func WriteTable(w io.Writer, r *Results) error {
 			p.KubeletCPUPercent, p.PodsAtEnd.Stuck, p.LoadStart, p.LoadEnd)
 	}
 	for _, c := range r.Clusters {
-		fmt.Fprintf(&b, "\nN=%d: started in %.0f s; %d pods created; after the drain (%.0f s): %d running, %d in ContainerCreating, %d unscheduled, %d failed",
-			c.Nodes, c.StartSeconds, c.PodsCreated, c.DrainSeconds, c.AfterDrain.Running, c.AfterDrain.ContainerCreating, c.AfterDrain.Unscheduled, c.AfterDrain.Failed)
+		how := "started"
+		if c.GrownFrom > 0 {
+			how = fmt.Sprintf("grown from %d nodes", c.GrownFrom)
+		}
+		fmt.Fprintf(&b, "\nN=%d: %s in %.0f s; %d pods created; after the drain (%.0f s): %d running, %d in ContainerCreating, %d unscheduled, %d failed",
+			c.Nodes, how, c.StartSeconds, c.PodsCreated, c.DrainSeconds, c.AfterDrain.Running, c.AfterDrain.ContainerCreating, c.AfterDrain.Unscheduled, c.AfterDrain.Failed)
 		if c.WorkloadErrors > 0 {
 			fmt.Fprintf(&b, "; %d workload errors (last: %s)", c.WorkloadErrors, c.LastWorkloadError)
 		}

@@ -28,28 +28,113 @@ import (
 // controller's capacity backoff (at most 1 min) together.
 const stuckAfter = 3 * time.Minute
 
-// Run measures every node count of o in turn, writing the results into outDir after each
-// cluster (so a run cut short keeps what it measured). A cluster that fails to start or
-// breaks ends the run: the ones before it stay in the results, with Stopped saying why.
-func Run(ctx context.Context, o Options, outDir string) (*Results, error) {
+// Run measures every node count of o in turn on one cluster that grows: it starts with the
+// first count, measures a phase per period, drains, and grows to the next count (the new
+// nodes join as they would join a real cluster: their instances exist, their kubelets and
+// plugins start StartBatch at a time), until the last. It writes the results into outDir
+// after each count, so a run cut short keeps what it measured. A cluster that fails to
+// start or grow, or breaks, ends the run: the counts before stay in the results, with
+// Stopped saying why.
+func Run(ctx context.Context, o Options, outDir string) (res *Results, err error) {
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("scale options: %w", err)
 	}
-	res := &Results{Started: time.Now(), Host: host(), DriverArgs: o.DriverArgs, MinIntervalSeconds: o.MinInterval.Seconds()}
-	for _, n := range o.Nodes {
-		c, err := runCluster(ctx, o, n)
+	res = &Results{Started: time.Now(), Host: host(), DriverArgs: o.DriverArgs, MinIntervalSeconds: o.MinInterval.Seconds()}
+	record := func(c Cluster, cerr error) error {
 		res.Clusters = append(res.Clusters, c)
-		if err != nil {
-			res.Stopped = fmt.Sprintf("N=%d: %v", n, err)
+		if cerr != nil {
+			res.Stopped = fmt.Sprintf("N=%d: %v", c.Nodes, cerr)
 		}
 		if werr := WriteFiles(outDir, res); werr != nil {
-			return res, errors.Join(err, werr)
+			return errors.Join(cerr, werr)
 		}
+		return cerr
+	}
+	maxN := o.Nodes[len(o.Nodes)-1]
+	runDir, err := localcluster.NewRunDir()
+	if err != nil {
+		return res, err
+	}
+	first := Cluster{Nodes: o.Nodes[0]}
+	o.progress("N=%d: starting the cluster in %s (it grows to %d nodes)", first.Nodes, runDir, maxN)
+	start := time.Now()
+	c, err := localcluster.Start(ctx, o.clusterOptions(first.Nodes, maxN, runDir))
+	if err != nil {
+		o.progress("N=%d: the cluster did not start; its logs stay in %s", first.Nodes, runDir)
+		err = fmt.Errorf("start %d nodes: %w", first.Nodes, err)
+		first.Error = err.Error()
+		return res, record(first, err)
+	}
+	defer func() {
+		stopStart := time.Now()
+		o.progress("stopping the cluster (%d nodes)", len(c.Nodes))
+		c.Stop()
+		o.progress("cluster stopped in %.0f s", time.Since(stopStart).Seconds())
+		if o.KeepRunDirs || err != nil {
+			o.progress("logs in %s", c.LogDir)
+			return
+		}
+		if rerr := os.RemoveAll(runDir); rerr != nil {
+			o.progress("cannot remove %s: %v", runDir, rerr)
+		}
+	}()
+	first.StartSeconds, first.LoadAtStart = time.Since(start).Seconds(), loadAvg()
+	o.progress("N=%d: cluster up in %.0f s (load %.1f)", first.Nodes, first.StartSeconds, first.LoadAtStart)
+
+	rc, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		return res, record(first, fmt.Errorf("kubeconfig: %w", err))
+	}
+	rc.QPS, rc.Burst = 100, 200
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return res, record(first, err)
+	}
+	cc, err := cloud.NewClient(c.CloudURL, cloud.WithToken(c.AdminToken), cloud.WithUserAgent("fakecloud-csi-scale"))
+	if err != nil {
+		return res, record(first, err)
+	}
+	// The informers outlive every count: the drains read them.
+	infCtx, stopInformers := context.WithCancel(ctx)
+	defer stopInformers()
+	w, err := startWorkload(infCtx, cs, first.Nodes, o.PodLifetime/time.Duration(first.Nodes))
+	if err != nil {
+		return res, record(first, err)
+	}
+	m := &meter{o: o, c: c, cs: cs, cloud: cc, hc: &http.Client{Timeout: 10 * time.Second}, w: w}
+	for i, n := range o.Nodes {
+		cl := first
+		if i > 0 {
+			cl = Cluster{Nodes: n, GrownFrom: len(c.Nodes)}
+			growStart := time.Now()
+			o.progress("N=%d: growing the cluster from %d nodes", n, cl.GrownFrom)
+			if err := m.grow(ctx, n); err != nil {
+				o.progress("N=%d: the cluster did not grow; its logs stay in %s", n, runDir)
+				cl.Error = err.Error()
+				return res, record(cl, err)
+			}
+			cl.StartSeconds, cl.LoadAtStart = time.Since(growStart).Seconds(), loadAvg()
+			o.progress("N=%d: grown from %d nodes in %.0f s (load %.1f)", n, cl.GrownFrom, cl.StartSeconds, cl.LoadAtStart)
+		}
+		err := m.measure(ctx, &cl)
 		if err != nil {
+			cl.Error = err.Error()
+		}
+		if err := record(cl, err); err != nil {
 			return res, err
 		}
 	}
 	return res, nil
+}
+
+// grow takes the cluster to n nodes: an attachment quota of 10 per node, as the cluster
+// started with, then the new nodes.
+func (m *meter) grow(ctx context.Context, n int) error {
+	quota := int64(10 * n)
+	if _, err := m.cloud.PatchQuotas(ctx, cloud.QuotasPatch{Attachments: &quota}); err != nil {
+		return fmt.Errorf("attachment quota for %d nodes: %w", n, err)
+	}
+	return m.c.Grow(ctx, n)
 }
 
 func host() Host {
@@ -67,100 +152,64 @@ func (o Options) progress(format string, args ...any) {
 	fmt.Fprintf(o.Out, "%s scale: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }
 
-// runCluster starts a cluster of n nodes, runs the workload and one phase per period,
-// drains, and stops the cluster.
-func runCluster(ctx context.Context, o Options, n int) (res Cluster, err error) {
-	res.Nodes = n
-	defer func() {
-		if err != nil {
-			res.Error = err.Error()
-		}
-	}()
-	runDir, err := localcluster.NewRunDir()
-	if err != nil {
-		return res, err
-	}
-	o.progress("N=%d: starting the cluster in %s", n, runDir)
-	start := time.Now()
-	c, err := localcluster.Start(ctx, o.clusterOptions(n, runDir))
-	if err != nil {
-		o.progress("N=%d: the cluster did not start; its logs stay in %s", n, runDir)
-		return res, fmt.Errorf("start %d nodes: %w", n, err)
-	}
-	defer func() {
-		o.progress("N=%d: stopping the cluster", n)
-		c.Stop()
-		if o.KeepRunDirs || err != nil {
-			o.progress("N=%d: logs in %s", n, c.LogDir)
-			return
-		}
-		if rerr := os.RemoveAll(runDir); rerr != nil {
-			o.progress("N=%d: cannot remove %s: %v", n, runDir, rerr)
-		}
-	}()
-	res.StartSeconds, res.LoadAtStart = time.Since(start).Seconds(), loadAvg()
-	o.progress("N=%d: cluster up in %.0f s (load %.1f)", n, res.StartSeconds, res.LoadAtStart)
-
-	rc, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
-	if err != nil {
-		return res, fmt.Errorf("kubeconfig: %w", err)
-	}
-	rc.QPS, rc.Burst = 100, 200
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return res, err
-	}
-	cc, err := cloud.NewClient(c.CloudURL, cloud.WithToken(c.AdminToken), cloud.WithUserAgent("fakecloud-csi-scale"))
-	if err != nil {
-		return res, err
-	}
-	// The informers outlive the create/delete loop: the drain reads them.
-	infCtx, stopInformers := context.WithCancel(ctx)
-	defer stopInformers()
-	w, err := startWorkload(infCtx, cs, n, o.PodLifetime/time.Duration(n))
-	if err != nil {
-		return res, err
-	}
+// measure runs the workload at res.Nodes (one pod per node, one replaced every
+// PodLifetime / N) and one phase per period, then stops the workload and waits, up to
+// Drain, until every pod runs; the workload resumes at the next count.
+func (m *meter) measure(ctx context.Context, res *Cluster) error {
+	n, o := res.Nodes, m.o
+	created0, errs0, _ := m.w.stats()
+	m.w.resize(n, o.PodLifetime/time.Duration(n))
 	wctx, stopWorkload := context.WithCancel(ctx)
 	defer stopWorkload()
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); w.run(wctx) }()
-	m := &meter{o: o, c: c, cs: cs, cloud: cc, hc: &http.Client{Timeout: 10 * time.Second}, w: w}
+	go func() { defer wg.Done(); m.w.run(wctx) }()
+	stop := func() {
+		stopWorkload()
+		wg.Wait()
+		created, errs, last := m.w.stats()
+		res.PodsCreated, res.WorkloadErrors = created-created0, errs-errs0
+		if last != nil && errs > errs0 {
+			res.LastWorkloadError = last.Error()
+		}
+	}
 	for i, p := range o.Periods {
 		ph, err := m.phase(ctx, n, p, uint64(n*100+i))
 		if err != nil {
-			stopWorkload()
-			wg.Wait()
-			return res, fmt.Errorf("phase of %s: %w", p, err)
+			stop()
+			return fmt.Errorf("phase of %s: %w", p, err)
 		}
 		res.Phases = append(res.Phases, ph)
 		o.progress("N=%d period %s: %.2f CSINode writes/s, %.2f per truth change, lag p50 %.1f s p99 %.1f s, %d stale attach failures, %d stuck, load %.1f",
 			n, p, ph.WritesPerSecond, ph.WritesPerTruthChange, ph.LagP50, ph.LagP99, ph.StaleAttachFailures, ph.PodsAtEnd.Stuck, ph.LoadEnd)
 	}
-	stopWorkload()
-	wg.Wait()
-	res.PodsCreated, res.WorkloadErrors, err = w.stats()
-	if err != nil {
-		res.LastWorkloadError = err.Error()
-	}
+	stop()
 	drainStart := time.Now()
 	o.progress("N=%d: workload stopped; waiting up to %s for its pods to run", n, o.Drain)
+	lastSaid := drainStart
 	for {
-		pc := w.counts(0)
+		pc := m.w.counts(0)
 		res.AfterDrain = pc
 		if pc.ContainerCreating+pc.Unscheduled == 0 || time.Since(drainStart) > o.Drain {
 			break
 		}
+		if time.Since(lastSaid) >= progressEvery {
+			lastSaid = time.Now()
+			o.progress("N=%d: draining for %.0f s: %d running, %d in ContainerCreating, %d unscheduled", n, time.Since(drainStart).Seconds(), pc.Running, pc.ContainerCreating, pc.Unscheduled)
+		}
 		select {
 		case <-ctx.Done():
-			return res, ctx.Err()
+			return ctx.Err()
 		case <-time.After(2 * time.Second):
 		}
 	}
 	res.DrainSeconds = time.Since(drainStart).Seconds()
-	return res, nil
+	o.progress("N=%d: drained in %.0f s: %d running, %d in ContainerCreating, %d unscheduled", n, res.DrainSeconds, res.AfterDrain.Running, res.AfterDrain.ContainerCreating, res.AfterDrain.Unscheduled)
+	return nil
 }
+
+// progressEvery is how often a long wait (a phase, a drain) says where it is.
+const progressEvery = 30 * time.Second
 
 // meter measures phases on one cluster.
 type meter struct {
@@ -288,15 +337,25 @@ func (m *meter) phase(ctx context.Context, n int, period time.Duration, seed uin
 	if err := m.setPeriod(ctx, period); err != nil {
 		return ph, err
 	}
+	// One list, not a GET per node: the cloud also holds the instances of the nodes yet to
+	// join.
+	insts, err := m.cloud.ListInstances(ctx)
+	if err != nil {
+		return ph, fmt.Errorf("instances: %w", err)
+	}
+	oob := make(map[string]int, len(insts))
+	for _, inst := range insts {
+		oob[inst.ID] = inst.OutOfBandSlots
+	}
 	ids := make([]string, 0, len(m.c.Nodes))
 	in := ScriptInput{OutOfBand: map[string]int{}, Seed: seed}
 	for _, node := range m.c.Nodes {
-		ids = append(ids, node.Name)
-		inst, err := m.cloud.GetInstance(ctx, node.Name)
-		if err != nil {
-			return ph, fmt.Errorf("instance %s: %w", node.Name, err)
+		v, ok := oob[node.Name]
+		if !ok {
+			return ph, fmt.Errorf("instance %s: not in the cloud's list", node.Name)
 		}
-		in.OutOfBand[node.Name] = inst.OutOfBandSlots
+		ids = append(ids, node.Name)
+		in.OutOfBand[node.Name] = v
 	}
 	in.Nodes = ids
 	q, err := m.cloud.GetQuotas(ctx)
@@ -331,11 +390,22 @@ func (m *meter) phase(ctx context.Context, n int, period time.Duration, seed uin
 	}}
 	scErr := make(chan error, 1)
 	go func() { scErr <- runner.Run(ctx, sc) }()
-	select {
-	case <-ctx.Done():
-		rec.Stop(context.Background())
-		return ph, ctx.Err()
-	case <-time.After(length):
+	phaseStart := time.Now()
+	end := time.NewTimer(length)
+	defer end.Stop()
+	tick := time.NewTicker(progressEvery)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			rec.Stop(context.Background())
+			return ph, ctx.Err()
+		case <-tick.C:
+			m.o.progress("N=%d period %s: %.0f of %.0f s, load %.1f", n, period, time.Since(phaseStart).Seconds(), length.Seconds(), loadAvg())
+		case <-end.C:
+			break wait
+		}
 	}
 	if err := <-scErr; err != nil {
 		ph.Notes = append(ph.Notes, "churn script: "+err.Error())

@@ -2,11 +2,16 @@ package scale
 
 import (
 	"bytes"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"context"
+	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/capacityplot"
 )
@@ -25,6 +30,8 @@ func TestOptionsValidate(t *testing.T) {
 			o.MinInterval = 0
 		}, []string{"node count 0", "node count 501", "period 5s", "period 10.5s", "min interval"}},
 		{"no nodes, no periods", func(o *Options) { o.Nodes, o.Periods = nil, nil }, []string{"at least one node count"}},
+		{"the cluster only grows", func(o *Options) { o.Nodes = []int{10, 30, 30} }, []string{"each must be above the one before"}},
+		{"nor shrinks", func(o *Options) { o.Nodes = []int{30, 10} }, []string{"each must be above the one before"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := ok
@@ -228,7 +235,7 @@ func TestFill(t *testing.T) {
 
 func TestWriteTableAndHTML(t *testing.T) {
 	r := &Results{Started: time.Unix(0, 0), Host: Host{CPUs: 2, MemoryGB: 24}, MinIntervalSeconds: 5, Clusters: []Cluster{
-		{Nodes: 30, Phases: []Phase{{Nodes: 30, PeriodSeconds: 60, WritesPerSecond: 0.5, LookupBound: 6}, {Nodes: 30, PeriodSeconds: 10, WritesPerSecond: 1.5, LookupBound: 6}}},
+		{Nodes: 30, GrownFrom: 10, StartSeconds: 42, Phases: []Phase{{Nodes: 30, PeriodSeconds: 60, WritesPerSecond: 0.5, LookupBound: 6}, {Nodes: 30, PeriodSeconds: 10, WritesPerSecond: 1.5, LookupBound: 6}}},
 		{Nodes: 10, Phases: []Phase{{Nodes: 10, PeriodSeconds: 10, WritesPerSecond: 0.25, LookupBound: 2, PodsAtEnd: PodCounts{Stuck: 1}}}, Error: "boom"},
 	}, Stopped: "N=10: boom"}
 	var tb bytes.Buffer
@@ -238,6 +245,9 @@ func TestWriteTableAndHTML(t *testing.T) {
 	rows := strings.Split(strings.TrimSpace(tb.String()), "\n")
 	if !strings.HasPrefix(rows[2], "| 10 | 10 s | 0.25 |") || !strings.HasPrefix(rows[3], "| 30 | 10 s | 1.50 |") || !strings.HasPrefix(rows[4], "| 30 | 60 s | 0.50 |") {
 		t.Errorf("rows not by N then period:\n%s", tb.String())
+	}
+	if !strings.Contains(tb.String(), "N=30: grown from 10 nodes in 42 s") || !strings.Contains(tb.String(), "N=10: started in 0 s") {
+		t.Errorf("table lacks how each count came up:\n%s", tb.String())
 	}
 	if !strings.Contains(tb.String(), "stopped: boom") || !strings.Contains(tb.String(), "run stopped early: N=10: boom") {
 		t.Errorf("table lacks the stop:\n%s", tb.String())
@@ -282,5 +292,72 @@ func TestScheduledAt(t *testing.T) {
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(bound)}}
 	if got := scheduledAt(p); !got.Equal(bound) {
 		t.Errorf("scheduled pod: %s, want the binding %s", got, bound)
+	}
+}
+
+// One cluster for every count: it seeds the largest count's instances, starts the first, and
+// gives the quota the first count's 10 per node (Run raises it as nodes join).
+func TestClusterOptions(t *testing.T) {
+	o := DefaultOptions("/repo", "/bin")
+	co := o.clusterOptions(10, 30, "/tmp/run")
+	if len(co.Nodes) != 30 || co.StartNodes != 10 || co.StartBatch != startBatch {
+		t.Fatalf("%d nodes, start %d, batch %d; want 30, 10, %d", len(co.Nodes), co.StartNodes, co.StartBatch, startBatch)
+	}
+	if co.AttachmentQuota != 100 || co.VolumeQuota != 20*30+200 {
+		t.Errorf("quotas: attachments %d, volumes %d; want 100 and %d", co.AttachmentQuota, co.VolumeQuota, 20*30+200)
+	}
+	slots := map[int]int{}
+	for i, n := range co.Nodes {
+		if want := fmt.Sprintf("node-%d", i+1); n.Name != want {
+			t.Errorf("node %d is %s, want %s", i, n.Name, want)
+		}
+		slots[n.MaxAttachments-n.OutOfBandSlots]++
+	}
+	if slots[7] != 20 || slots[3] != 10 {
+		t.Errorf("free slots per node %v: want the e2e shapes 7, 3, 7 repeated", slots)
+	}
+}
+
+// The workload keeps one pod per node: at 2 it replaces the oldest; resized to 4 as the
+// cluster grows, it only adds until it has 4.
+func TestWorkloadResize(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cs := fake.NewClientset()
+	w, err := startWorkload(ctx, cs, 2, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := func() []string {
+		l, err := cs.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, p := range l.Items {
+			names = append(names, p.Name)
+		}
+		sort.Strings(names)
+		return names
+	}
+	for range 3 {
+		w.step(ctx)
+	}
+	if got := pods(); strings.Join(got, ",") != "w-2,w-3" {
+		t.Errorf("keeping 2 after 3 steps: pods %v, want w-2,w-3", got)
+	}
+	w.resize(4, time.Second)
+	for range 2 {
+		w.step(ctx)
+	}
+	if got := pods(); strings.Join(got, ",") != "w-2,w-3,w-4,w-5" {
+		t.Errorf("resized to 4, 2 steps: pods %v, want w-2..w-5", got)
+	}
+	w.step(ctx)
+	if got := pods(); strings.Join(got, ",") != "w-3,w-4,w-5,w-6" {
+		t.Errorf("at 4, one more step: pods %v, want the oldest replaced", got)
+	}
+	if created, errs, _ := w.stats(); created != 6 || errs != 0 {
+		t.Errorf("stats: %d created, %d errors; want 6, 0", created, errs)
 	}
 }

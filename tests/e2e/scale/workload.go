@@ -83,9 +83,20 @@ func startWorkload(ctx context.Context, cs kubernetes.Interface, keep int, every
 	return w, nil
 }
 
+// resize sets how many pods the workload keeps and how often it replaces one, from the
+// next run on.
+func (w *workload) resize(keep int, every time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.keep, w.every = keep, every
+}
+
 // run creates and deletes pods until ctx ends.
 func (w *workload) run(ctx context.Context) {
-	t := time.NewTicker(w.every)
+	w.mu.Lock()
+	every := w.every
+	w.mu.Unlock()
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		w.step(ctx)

@@ -64,12 +64,15 @@ const MaxEventRecordBytes = 2048
 
 // DefaultMaxBatchDelay is how long a batch of mutations waits for company before it commits.
 // A lone mutation does not wait at all (see update), so this only matters under concurrency.
-// bbolt's own default (10 ms) would add 10 ms to every batched request. Much shorter (≤ 1 ms)
-// splits the callers that one commit released into several small batches as their next
-// requests trickle in, each paying a full fsync: measured on the store alone
-// (BenchmarkStoreAttachDetach) with 64 callers on 2 cores, 1 ms gave about 20 mutations per
-// commit, 2 ms about 64.
-const DefaultMaxBatchDelay = 2 * time.Millisecond
+// bbolt's own default (10 ms) would add 10 ms to every batched request. The wait is paid
+// while the disk's fdatasync is short (tens of microseconds on the development machine's
+// disk): with 64 callers on 2 cores, measured 2026-12-01, 1 ms still gathered 63-64
+// mutations per commit on the store alone (BenchmarkStoreAttachDetach: 27,400-28,500 ops/s
+// against 18,900-19,100 at 2 ms) and through HTTP (bench/cloud, 10 runs each) kept 0.35-0.56
+// (median 0.48) of the bare handler's throughput against 0.33-0.49 (median 0.42) at 2 ms;
+// 5 and 10 ms were worse still (0.26, 0.17). An earlier, slower store split the callers
+// into batches of about 20 at 1 ms.
+const DefaultMaxBatchDelay = time.Millisecond
 
 // DefaultMaxBatchSize is how many mutations one commit holds at most; a full batch commits
 // at once without waiting for MaxBatchDelay. It bounds one transaction's size and so the
@@ -382,7 +385,7 @@ func (t *txn) event(ev cloud.Event) error {
 	if len(ev.Detail) > MaxEventDetailBytes {
 		ev.Detail = ev.Detail[:MaxEventDetailBytes-3] + "..."
 	}
-	data, err := json.Marshal(ev)
+	data, err := encodeEvent(ev)
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}

@@ -1,8 +1,9 @@
 // Command scale measures capacity reporting on a local cluster of upstream binaries as it
-// grows (package scale): for each node count a cluster of hollow kubelets with their node
-// plugins, a steady pod workload, and for each CSIDriver nodeAllocatableUpdatePeriodSeconds
-// one phase of scripted capacity churn. It writes scale-results.json, scale-table.md and
-// scale-plot.html into --out-dir after each cluster.
+// grows (package scale): one cluster of hollow kubelets with their node plugins that starts
+// with the first node count and grows to each next one, a steady pod workload, and at each
+// count, for each CSIDriver nodeAllocatableUpdatePeriodSeconds, one phase of scripted
+// capacity churn. It writes scale-results.json, scale-table.md and scale-plot.html into
+// --out-dir after each count.
 //
 //	go run ./cmd/scale --nodes=10,30,100 --periods=10s,30s,60s --out-dir=../../_output/scale
 //	go run ./cmd/scale --nodes=5 --periods=10s --out-dir=/tmp/smoke   # the CI smoke
@@ -19,6 +20,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,7 +42,7 @@ func main() {
 // flags are the command line, parsed into scale.Options.
 type flags struct {
 	nodes, periods, driverArgs string
-	outDir, render             string
+	outDir, render, fleetJSON  string
 	binDir                     string
 	minInterval                time.Duration
 	keep                       bool
@@ -52,18 +54,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var f flags
 	d := scale.DefaultOptions("", "")
-	fs.StringVar(&f.nodes, "nodes", "10,30,100", "node counts to measure, comma separated, one cluster each (1.."+strconv.Itoa(scale.MaxNodes)+")")
-	fs.StringVar(&f.periods, "periods", "10s,30s,60s", "CSIDriver nodeAllocatableUpdatePeriodSeconds to measure on each cluster, comma separated")
+	fs.StringVar(&f.nodes, "nodes", "10,30,100", "node counts to measure, ascending, comma separated (1.."+strconv.Itoa(scale.MaxNodes)+"): one cluster starts with the first and grows to each next")
+	fs.StringVar(&f.periods, "periods", "10s,30s,60s", "CSIDriver nodeAllocatableUpdatePeriodSeconds to measure at each node count, comma separated")
 	fs.StringVar(&f.driverArgs, "driver-args", "", "driver flags beyond its defaults, space separated (give --min-interval to match a --capacity-min-interval)")
 	fs.DurationVar(&f.minInterval, "min-interval", d.MinInterval, "the drivers' --capacity-min-interval (the lookup bound N / min-interval)")
 	fs.DurationVar(&d.Tail, "tail", d.Tail, "how long each phase goes on after its script and one period")
-	fs.DurationVar(&d.Drain, "drain", d.Drain, "after the last phase, how long to wait for the workload's pods to run")
+	fs.DurationVar(&d.Drain, "drain", d.Drain, "after the last phase of each node count, the longest wait for the workload's pods to run (it ends when they all do)")
 	fs.DurationVar(&d.PodLifetime, "pod-lifetime", d.PodLifetime, "how long the workload keeps a pod (it keeps one per node)")
 	fs.IntVar(&d.Verbosity, "v", d.Verbosity, "the components' log verbosity")
 	fs.StringVar(&f.outDir, "out-dir", "_output/scale", "folder for "+scale.ResultsFile+", "+scale.TableFile+" and "+scale.PlotFile)
 	fs.StringVar(&f.render, "render", "", "write the results, table and plot again from these "+scale.ResultsFile+" files (comma separated: their clusters merged, by node count); runs nothing")
+	fs.StringVar(&f.fleetJSON, "fleet-json", "", "bench/policy -fleet-json rows to compare with the measured phases at the same node count and period: writes "+scale.CompareFile+" into --out-dir")
 	fs.StringVar(&f.binDir, "bin-dir", "", "binary cache (default: the local cluster's, localcluster build)")
-	fs.BoolVar(&f.keep, "keep", false, "keep each cluster's run folder (logs); by default it is deleted after a clean run")
+	fs.BoolVar(&f.keep, "keep", false, "keep the cluster's run folder (logs); by default it is deleted after a clean run")
 	fs.BoolVar(&f.requireZeroStuck, "require-zero-stuck", false, "fail when any pod is stuck in ContainerCreating (the CI smoke)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -84,7 +87,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			r.Merge(next)
 		}
-		return scale.WriteFiles(f.outDir, r)
+		if err := scale.WriteFiles(f.outDir, r); err != nil {
+			return err
+		}
+		return writeComparison(f.outDir, f.fleetJSON, r)
 	}
 	var errs []error
 	nodes, err := parseInts(f.nodes)
@@ -110,15 +116,43 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	d.DriverArgs = strings.Fields(f.driverArgs)
 	start := time.Now()
 	res, err := scale.Run(ctx, d, f.outDir)
-	fmt.Fprintf(stdout, "scale: %s in %s; results in %s (%s, %s, %s)\n", outcome(err), time.Since(start).Round(time.Second), f.outDir,
-		scale.ResultsFile, scale.TableFile, scale.PlotFile)
+	fmt.Fprintf(stdout, "scale: %s in %s; results in %s (%s, %s, %s, %s)\n", outcome(err), time.Since(start).Round(time.Second), f.outDir,
+		scale.ResultsFile, scale.TableFile, scale.PlotFile, scale.FleetFile)
 	if err != nil {
+		return err
+	}
+	if err := writeComparison(f.outDir, f.fleetJSON, res); err != nil {
 		return err
 	}
 	if f.requireZeroStuck {
 		return checkStuck(res)
 	}
 	return nil
+}
+
+// writeComparison writes scale.CompareFile into dir: r's phases beside the rows of the
+// -fleet-json file fleetJSON at the same node count and period. Nothing without fleetJSON.
+func writeComparison(dir, fleetJSON string, r *scale.Results) error {
+	if fleetJSON == "" {
+		return nil
+	}
+	sim, err := scale.ReadFleetFile(fleetJSON)
+	if err != nil {
+		return err
+	}
+	cs := scale.Compare(r, sim)
+	if len(cs) == 0 {
+		return fmt.Errorf("--fleet-json %s: no row has the node count and period of a measured phase", fleetJSON)
+	}
+	out, err := os.Create(filepath.Join(dir, scale.CompareFile))
+	if err != nil {
+		return fmt.Errorf("comparison: %w", err)
+	}
+	werr := scale.WriteComparison(out, cs)
+	if cerr := out.Close(); werr == nil {
+		werr = cerr
+	}
+	return werr
 }
 
 func outcome(err error) string {

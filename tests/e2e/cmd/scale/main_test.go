@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -36,5 +38,36 @@ func TestCheckStuck(t *testing.T) {
 	err := checkStuck(stuck)
 	if err == nil || !strings.Contains(err.Error(), "2 pods stuck") || !strings.Contains(err.Error(), "1 pods still in ContainerCreating") {
 		t.Errorf("checkStuck(stuck) = %v, want both problems", err)
+	}
+}
+
+// --fleet-json writes the comparison beside the results, and says so when nothing matches
+// rather than writing an empty table.
+func TestWriteComparison(t *testing.T) {
+	dir := t.TempDir()
+	res := &scale.Results{Clusters: []scale.Cluster{{Nodes: 10, Phases: []scale.Phase{{Nodes: 10, PeriodSeconds: 30, WritesPerSecond: 0.2}}}}}
+	if err := writeComparison(dir, "", res); err != nil {
+		t.Fatalf("without --fleet-json: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, scale.CompareFile)); !os.IsNotExist(err) {
+		t.Errorf("without --fleet-json, %s exists (%v)", scale.CompareFile, err)
+	}
+	sim := filepath.Join(dir, "sim.jsonl")
+	write := func(s string) {
+		if err := os.WriteFile(sim, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"source":"bench/policy","scenario":"steady","quotaShare":"none","nodes":100,"periodSeconds":30}` + "\n")
+	if err := writeComparison(dir, sim, res); err == nil || !strings.Contains(err.Error(), "no row") {
+		t.Errorf("no matching row: %v, want an error", err)
+	}
+	write(`{"source":"bench/policy","scenario":"steady","quotaShare":"none","nodes":10,"periodSeconds":30,"csinodeWritesPerNodeHour":1.5}` + "\n")
+	if err := writeComparison(dir, sim, res); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, scale.CompareFile))
+	if err != nil || !strings.Contains(string(data), "| 10 | 30 s | bench/policy | steady (none) | 1.50 |") {
+		t.Errorf("comparison file: %v\n%s", err, data)
 	}
 }
