@@ -7,12 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 FUZZTIME=${FUZZTIME:-60s}
-# package and target, one pair per line: the fake cloud's request handling, its store's
-# hand-read phase records (held to encoding/json), the identifier checks every layer shares,
-# and the CSI controller's request validation.
+# package and target, one pair per line: the fake cloud's request handling, the identifier
+# checks every layer shares, and the CSI controller's request validation.
 targets=(
   "./pkg/cloud/server FuzzHandler"
-  "./pkg/cloud/server/store FuzzDecodePhase"
   "./pkg/cloud FuzzCheckID"
   "./pkg/csi FuzzControllerValidation"
 )

@@ -385,7 +385,7 @@ func (t *txn) event(ev cloud.Event) error {
 	if len(ev.Detail) > MaxEventDetailBytes {
 		ev.Detail = ev.Detail[:MaxEventDetailBytes-3] + "..."
 	}
-	data, err := encodeEvent(ev)
+	data, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}

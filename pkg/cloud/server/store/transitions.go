@@ -73,8 +73,8 @@ func (t *txn) getPhase(id string, vs volumeState) (phase, error) {
 		}
 		return phase{State: cloud.StateDetached}, nil
 	}
-	p, err := decodePhase(data)
-	if err != nil {
+	var p phase
+	if err := json.Unmarshal(data, &p); err != nil {
 		return phase{}, fmt.Errorf("volume %s: decode phase: %w", id, err)
 	}
 	return p, nil
@@ -83,11 +83,7 @@ func (t *txn) getPhase(id string, vs volumeState) (phase, error) {
 // putPhase writes a volume's phase and keeps pendingTransitions in step: a volume is listed
 // there exactly while it is attaching or detaching.
 func (t *txn) putPhase(id string, p phase) error {
-	data, err := encodePhase(p)
-	if err != nil {
-		return fmt.Errorf("encode phase of %s: %w", id, err)
-	}
-	if err := t.put(bucketPhases, []byte(id), data); err != nil {
+	if err := t.putJSON(bucketPhases, []byte(id), p); err != nil {
 		return err
 	}
 	if p.State.Transient() {
