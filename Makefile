@@ -100,12 +100,14 @@ scale-smoke: e2e-local-build ## CI's smoke of make scale: 5 nodes, one 10 s peri
 	cd tests/e2e && $(GO) run ./cmd/scale --nodes=5 --periods=10s --drain=1m --require-zero-stuck --out-dir=$(CURDIR)/_output/scale-smoke $(SCALE_ARGS)
 
 SCENARIO ?= examples/scenarios/quota-squeeze.yaml
+# The admin token make scenario passes; SCENARIO_TOKEN= (empty) with SCENARIO_ARGS=--token-file=F uses a file instead.
+SCENARIO_TOKEN ?= demo-admin-token
 SCENARIO_ARGS ?=
 FAKECLOUD_PORT ?= 8080
 
 .PHONY: scenario
-scenario: build ## Run the timeline SCENARIO (examples/scenarios/*.yaml, default quota-squeeze) against `make run`'s fake cloud on FAKECLOUD_PORT, once its plugins are settled (up to --settle-timeout); SCENARIO_ARGS=--dry-run prints it only.
-	$(BIN)/fakecloud scenario --cloud-url=http://127.0.0.1:$(FAKECLOUD_PORT) --token=demo-admin-token $(SCENARIO_ARGS) $(SCENARIO)
+scenario: build ## Run the timeline SCENARIO (examples/scenarios/*.yaml, default quota-squeeze) against `make run`'s fake cloud on FAKECLOUD_PORT, once its plugins are settled (up to --settle-timeout); SCENARIO_ARGS=--dry-run prints it only; SCENARIO_TOKEN (demo-admin-token) is the admin token.
+	$(BIN)/fakecloud scenario --cloud-url=http://127.0.0.1:$(FAKECLOUD_PORT) $(if $(SCENARIO_TOKEN),--token=$(SCENARIO_TOKEN)) $(SCENARIO_ARGS) $(SCENARIO)
 
 .PHONY: scenario-local
 scenario-local: ## Run SCENARIO on `make up-local`'s cluster while recording, then write its capacity plot to _output/scenario (SCENARIO_ARGS='--map-instance=node-a2=node-1 ...' for that cluster's node names).

@@ -65,7 +65,7 @@ cleanup() {
     rm -rf "$RUN_DIR" # nothing was started: nothing to keep
   elif [[ $stopped -eq 1 ]]; then
     echo "stopped; state and logs stay in $RUN_DIR (RUN_DIR=$RUN_DIR make run goes on from this state)"
-  elif [[ $rc -ne 0 ]]; then
+  elif [[ $rc -ne 0 && ${#pids[@]} -gt 0 ]]; then # before any process started, the message above says it all
     echo "run.sh failed; logs in $RUN_DIR/logs:" >&2
     tail -n 20 "$RUN_DIR"/logs/*.log >&2 || true
   fi
@@ -186,7 +186,7 @@ if [[ $demo == 1 ]]; then
   curl -fsS -X POST -H "Authorization: Bearer $ADMIN" "$CLOUD/v1/reset" >/dev/null
   echo "== POST /v1/reset: back to the seed. Decreases apply at once; increases wait for"
   echo "   --capacity-stability-window (30s) and ramp by --capacity-max-step (2) per refresh,"
-  echo "   so $n1 climbs back to 7 over the next minute or so (watch /debug/capacity)."
+  echo "   so $n1 climbs back to its first value above over the next minute or so (watch /debug/capacity)."
 elif [[ $restart -eq 1 && -z "${DEMO:-}" ]]; then
   echo; echo "== No demo: it would change this state and reset it to the seed (DEMO=1 runs it anyway)."
 fi

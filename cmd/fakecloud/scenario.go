@@ -147,10 +147,13 @@ func runScenario(ctx context.Context, o scenarioOptions, file string, stdout io.
 	} else {
 		_, _ = fmt.Fprintln(stdout, "--settle-timeout=0: starting without checking that the plugins are settled")
 	}
+	ran, failed := 0, 0
 	r := scenario.Runner{API: client, ProgressEvery: o.ProgressEvery,
 		Report: func(at time.Duration, s scenario.Step, err error) {
+			ran++
 			outcome := "ok"
 			if err != nil {
+				failed++
 				outcome = "FAILED: " + err.Error()
 			}
 			_, _ = fmt.Fprintf(stdout, "%8s  %s%s  %s\n", "+"+at.String(), s.Describe(), note(s), outcome)
@@ -158,7 +161,14 @@ func runScenario(ctx context.Context, o scenarioOptions, file string, stdout io.
 		Waiting: func(next scenario.Step, at, in time.Duration) {
 			_, _ = fmt.Fprintf(stdout, "%8s  next step '%s' at t=%v, in %v\n", "", next.Describe(), at, roundWait(in))
 		}}
-	return r.Run(ctx, sc)
+	err = r.Run(ctx, sc)
+	// The last step is not the outcome: increases land a stability window and a ramp later,
+	// so say so instead of ending silently at the last step.
+	_, _ = fmt.Fprintf(stdout, "scenario %s: %d of %d steps ran, %d failed\n", sc.Name, ran, len(sc.Steps), failed)
+	if sc.Expect != "" && ctx.Err() == nil {
+		_, _ = fmt.Fprintf(stdout, "expected: %s\n(increases land a stability window and a ramp after their step: keep watching bin/driver watch or the console)\n", sc.Expect)
+	}
+	return err
 }
 
 // checkCloud makes one cheap authenticated call (GET /v1/quotas) before the first step, so

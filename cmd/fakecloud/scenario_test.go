@@ -110,6 +110,10 @@ steps:
 	if err == nil || !strings.Contains(err.Error(), "1 of 2 steps failed") || !strings.Contains(out.String(), "+0s  PATCH /v1/quotas {\"attachments\":3}  ok") {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
+	// It ends with what ran and failed, not silently at the last step.
+	if !strings.Contains(out.String(), ": 2 of 2 steps ran, 1 failed\n") {
+		t.Fatalf("output lacks the closing line (2 of 2 steps ran, 1 failed):\n%s", out.String())
+	}
 	// The console URL carries the token where the page reads it, so it opens showing everything.
 	if !strings.Contains(out.String(), "the console: "+ts.URL+"/ui#token=adm\n") {
 		t.Fatalf("output lacks the console URL with #token=adm:\n%s", out.String())
