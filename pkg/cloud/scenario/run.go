@@ -66,17 +66,7 @@ func (e *AuthError) Unwrap() error { return e.Err }
 // way); Run returns the number of failed steps as an error at the end, or ctx.Err() when ctx
 // ends first.
 func (r *Runner) Run(ctx context.Context, sc *Scenario) error {
-	now, sleep := r.Now, r.Sleep
-	if now == nil {
-		now = time.Now
-	}
-	if sleep == nil {
-		sleep = sleepTimer
-	}
-	every := r.ProgressEvery
-	if every <= 0 {
-		every = DefaultProgressEvery
-	}
+	now, sleep, every := clockOrDefaults(r.Now, r.Sleep, r.ProgressEvery)
 	start := now()
 	refs := map[string]string{} // fault ref → rule ID
 	failed := 0
@@ -144,6 +134,21 @@ func (r *Runner) step(ctx context.Context, s Step, refs map[string]string) error
 	default:
 		return fmt.Errorf("step without an action") // Parse refuses these
 	}
+}
+
+// clockOrDefaults fills in what a Runner or Settler left zero: time.Now, a timer, and
+// DefaultProgressEvery for a progress interval that is not positive.
+func clockOrDefaults(now func() time.Time, sleep func(context.Context, time.Duration) error, every time.Duration) (func() time.Time, func(context.Context, time.Duration) error, time.Duration) {
+	if now == nil {
+		now = time.Now
+	}
+	if sleep == nil {
+		sleep = sleepTimer
+	}
+	if every <= 0 {
+		every = DefaultProgressEvery
+	}
+	return now, sleep, every
 }
 
 func sleepTimer(ctx context.Context, d time.Duration) error {

@@ -59,17 +59,7 @@ type Settler struct {
 // returns a *SettleError when the fleet is not settled within Timeout, at once when a known
 // wait is longer, or ctx's error.
 func (s *Settler) Wait(ctx context.Context) error {
-	now, sleep := s.Now, s.Sleep
-	if now == nil {
-		now = time.Now
-	}
-	if sleep == nil {
-		sleep = sleepTimer
-	}
-	every := s.Every
-	if every <= 0 {
-		every = DefaultProgressEvery
-	}
+	now, sleep, every := clockOrDefaults(s.Now, s.Sleep, s.Every)
 	report := func(format string, args ...any) {
 		if s.Report != nil {
 			s.Report(fmt.Sprintf(format, args...))
