@@ -96,6 +96,9 @@ mapfile -t nodes <<<"$seed_ids"
 if [[ -z "${nodes[0]:-}" ]]; then
   echo "$SEED seeds no instances: make run starts one node plugin per seeded instance" >&2; exit 1
 fi
+for n in "${nodes[@]}"; do # the fake cloud takes any printable ID; make run puts them in URLs and paths unescaped
+  [[ $n =~ ^[A-Za-z0-9._-]+$ ]] || { echo "$SEED: instance ID \"$n\": make run needs IDs of letters, digits, '.', '_' and '-' (it puts them in curl URLs and folder names)" >&2; exit 1; }
+done
 for ((i = 0; i <= ${#nodes[@]}; i++)); do
   if port_in_use $((HTTP_BASE + i)); then
     echo "port $((HTTP_BASE + i)) (driver HTTP) is in use; set DRIVER_HTTP_PORT_BASE" >&2; exit 1
