@@ -91,8 +91,16 @@ func watchLine(ctx context.Context, client *http.Client, base string, now time.T
 		line += fmt.Sprintf("  (cloud: limit %d, out of band %d, attached %d, quota headroom %d, revision %d)",
 			in.AttachLimit, in.OutOfBandSlots, in.Attached, in.QuotaHeadroom, in.Revision)
 	}
+	if d.Damping > 0 {
+		// A stretched window is why an increase waits longer than configured: say so here,
+		// not only on /debug/capacity.
+		line += fmt.Sprintf("  window %s (flap damping ×%d)", d.StabilityWindow, 1<<min(d.Damping, 30))
+	}
 	if d.LastErrorClass != "" {
 		line += fmt.Sprintf("  last lookup failed: %s", d.LastErrorClass)
+		if d.LastError != "" {
+			line += fmt.Sprintf(" (%.120s)", d.LastError)
+		}
 	}
 	return line
 }

@@ -17,7 +17,7 @@ func TestWatch(t *testing.T) {
 		case "/debug/capacity":
 			_, _ = w.Write([]byte(`{"nodeId":"node-a2","mode":"ramping","reported":3,"target":5,
 				"inputs":{"instanceId":"node-a2","attachLimit":8,"outOfBandSlots":1,"attached":2,"quotaHeadroom":3,"revision":42},
-				"lastErrorClass":"server"}`))
+				"stabilityWindow":"2m0s","damping":2,"lastErrorClass":"server","lastError":"GetCapacity: 503 Unavailable"}`))
 		default:
 			http.NotFound(w, r)
 		}
@@ -38,7 +38,8 @@ func TestWatch(t *testing.T) {
 		t.Fatalf("%d lines, want 2 rounds of 2:\n%s", len(lines), out.String())
 	}
 	for _, w := range []string{"node-a2", "reported=3 target=5 mode=ramping",
-		"(cloud: limit 8, out of band 1, attached 2, quota headroom 3, revision 42)", "last lookup failed: server"} {
+		"(cloud: limit 8, out of band 1, attached 2, quota headroom 3, revision 42)", "window 2m0s (flap damping ×4)",
+		"last lookup failed: server (GetCapacity: 503 Unavailable)"} {
 		if !strings.Contains(lines[0], w) || !strings.Contains(lines[2], w) {
 			t.Errorf("plugin lines lack %q:\n%s", w, out.String())
 		}
