@@ -44,6 +44,10 @@ import (
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/localcluster"
 )
 
+// progressEvery is how often the tool says it is still observing: the README promises no
+// step silent for more than 30 s.
+const progressEvery = 20 * time.Second
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -277,14 +281,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				outcome = "FAILED: " + err.Error()
 			}
 			fmt.Fprintf(stdout, "%8s  %s  %s\n", "+"+at.String(), s.Describe(), outcome)
+		}, Waiting: func(next scenario.Step, at, in time.Duration) {
+			fmt.Fprintf(stdout, "%8s  next step '%s' at t=%v, in %v\n", "", next.Describe(), at, in.Round(time.Second))
 		}}
 		go func() { scenarioDone <- r.Run(scenarioCtx, sc) }()
 	} else {
 		scenarioDone <- nil
 	}
-	select {
-	case <-ctx.Done():
-	case <-time.After(o.Duration):
+	// A line every progressEvery while only observing (after the last step, or with no
+	// scenario), so the wait for the plot is never silent for long.
+	start := time.Now()
+	end := time.After(o.Duration)
+	tick := time.NewTicker(progressEvery)
+	defer tick.Stop()
+observe:
+	for {
+		select {
+		case <-ctx.Done():
+			break observe
+		case <-end:
+			break observe
+		case <-tick.C:
+			fmt.Fprintf(stdout, "capacityplot: observed %v of %v\n", time.Since(start).Round(time.Second), o.Duration)
+		}
 	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
