@@ -63,21 +63,29 @@ const MaxEventDetailBytes = 512
 const MaxEventRecordBytes = 2048
 
 // DefaultMaxBatchDelay is how long a batch of mutations waits for company before it commits.
-// A lone mutation does not wait at all (see update), so this only matters under concurrency.
-// bbolt's own default (10 ms) would add 10 ms to every batched request. The wait is paid
-// while the disk's fdatasync is short (tens of microseconds on the development machine's
-// disk): with 64 callers on 2 cores, measured 2026-12-01, 1 ms still gathered 63-64
-// mutations per commit on the store alone (BenchmarkStoreAttachDetach: 27,400-28,500 ops/s
-// against 18,900-19,100 at 2 ms) and through HTTP (bench/cloud, 10 runs each) kept 0.35-0.56
-// (median 0.48) of the bare handler's throughput against 0.33-0.49 (median 0.42) at 2 ms;
-// 5 and 10 ms were worse still (0.26, 0.17). An earlier, slower store split the callers
-// into batches of about 20 at 1 ms.
+// A lone mutation does not wait at all (see update), and a full batch (DefaultMaxBatchSize)
+// does not wait either, so this only matters while fewer mutations are in flight than a
+// batch holds. bbolt's own default (10 ms) would add 10 ms to every batched request. The
+// wait is paid while the disk's fdatasync is short (tens of microseconds on the development
+// machine's disk): through HTTP with 64 callers (bench/cloud, 10 runs each, 2026-12-01) 1 ms
+// kept a median 0.48 of the bare handler's throughput, 2 ms 0.42, 5 and 10 ms 0.26 and 0.17.
 const DefaultMaxBatchDelay = time.Millisecond
 
 // DefaultMaxBatchSize is how many mutations one commit holds at most; a full batch commits
-// at once without waiting for MaxBatchDelay. It bounds one transaction's size and so the
-// latency its callers see.
-const DefaultMaxBatchSize = 256
+// at once without waiting for MaxBatchDelay. It bounds one transaction's size, and so how
+// long its callers wait, and it is what lets a busy store commit back to back: bbolt's
+// DB.Batch runs a batch's mutations one after the other on one goroutine while every caller
+// in it waits, so a batch as large as all the callers in flight leaves the other cores
+// idle and every commit waits out the delay timer. With batches of 32, the next batch fills
+// (and commits at once) while the previous one runs, and its callers' HTTP work runs on the
+// other cores. An fdatasync shared by 32 mutations costs each about 1 µs, against tens of
+// microseconds of transaction work. Measured 2026-12-02 with 64 callers on 2 cores: the
+// store alone went from 21,900-22,800 ops/s (256, every batch 64 mutations and a 1 ms wait)
+// to 26,400-37,900 (32); through HTTP the median share of the bare handler's throughput
+// went from 0.50 to 0.54 (16 alternating runs each, 0.42-0.58 against 0.49-0.60), the
+// process busy 1.67-1.80 cores instead of 1.49-1.73. 16 was no better (median 0.54, 0.44-0.64)
+// and 64 worse (0.49).
+const DefaultMaxBatchSize = 32
 
 // DBFileName is the bbolt file's name inside the data directory.
 const DBFileName = "fakecloud.db"
