@@ -179,7 +179,7 @@ func (s Step) Describe() string {
 	case "quotas":
 		return "PATCH /v1/quotas " + body(s.Quotas)
 	case "fault":
-		return "POST /v1/faults " + body(s.Fault.FaultRule) + refNote(s.Fault.Ref)
+		return "POST /v1/faults " + body(installedRule{FaultRule: s.Fault.FaultRule}) + refNote(s.Fault.Ref)
 	case "deleteFault":
 		return "DELETE /v1/faults/{" + s.DeleteFault + "}"
 	case "clearFaults":
@@ -189,6 +189,15 @@ func (s Step) Describe() string {
 	default:
 		return name
 	}
+}
+
+// installedRule is a fault rule as a step installs it: without the count of firings, which
+// a rule being installed does not have yet ("fired":0 read as if the fault did nothing).
+type installedRule struct {
+	cloud.FaultRule
+	// Fired shadows the rule's own (encoding/json picks the shallower field) and is never
+	// set, so that it is left out.
+	Fired *int `json:"fired,omitempty"`
 }
 
 func refNote(ref string) string {

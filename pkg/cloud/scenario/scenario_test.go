@@ -93,6 +93,32 @@ steps:
 
 // TestNoiseExpands: noise is Base ± Amplitude every Every for For, then Base, the same for the
 // same seed, merged with the other steps by offset.
+func TestDescribe(t *testing.T) {
+	tests := []struct {
+		name, step, want string
+	}{
+		// A rule being installed has fired nothing yet: its echo has no count.
+		{"fault: no fired count", "fault: {operation: AttachVolume, error: Throttled}",
+			`POST /v1/faults {"operation":"AttachVolume","error":"Throttled"}`},
+		{"fault with a ref", "fault: {ref: outage, operation: GetCapacity, error: Unavailable, count: 2}",
+			`POST /v1/faults {"operation":"GetCapacity","error":"Unavailable","count":2} as outage`},
+		{"instance", "instance: {id: node-a, outOfBandSlots: 3}", `PATCH /v1/instances/node-a {"outOfBandSlots":3}`},
+		{"quotas", "quotas: {attachments: 5}", `PATCH /v1/quotas {"attachments":5}`},
+		{"reset", "reset: true", "POST /v1/reset"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc, err := scenario.Parse([]byte("name: x\nsteps:\n  - at: 1s\n    " + tt.step + "\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := sc.Steps[0].Describe(); got != tt.want {
+				t.Errorf("Describe() = %s\nwant         %s", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestNoiseExpands(t *testing.T) {
 	src := []byte(`name: noisy
 steps:
