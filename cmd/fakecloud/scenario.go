@@ -83,16 +83,28 @@ func scenarioCommand(stdout io.Writer) *cobra.Command {
 	return cmd
 }
 
-// runScenario runs the timeline of file with o.
-func runScenario(ctx context.Context, o scenarioOptions, file string, stdout io.Writer) error {
+// Validate reports every problem of the flags at once (the file is checked when it is read).
+func (o scenarioOptions) Validate() error {
+	var errs []error
+	if err := cloud.CheckBaseURL(o.CloudURL); err != nil {
+		errs = append(errs, fmt.Errorf("--cloud-url: %w", err))
+	}
 	if o.Token != "" && o.TokenFile != "" {
-		return errors.New("scenario: --token and --token-file are exclusive")
+		errs = append(errs, errors.New("--token and --token-file are exclusive"))
 	}
 	if o.SettleTimeout < 0 || o.SettleTimeout > scenario.MaxOffset {
-		return fmt.Errorf("scenario: --settle-timeout must be in [0, %v], got %v", scenario.MaxOffset, o.SettleTimeout)
+		errs = append(errs, fmt.Errorf("--settle-timeout must be in [0, %v], got %v", scenario.MaxOffset, o.SettleTimeout))
 	}
 	if o.ProgressEvery < minProgressEvery {
-		return fmt.Errorf("scenario: --progress-every must be at least %v, got %v", minProgressEvery, o.ProgressEvery)
+		errs = append(errs, fmt.Errorf("--progress-every must be at least %v, got %v", minProgressEvery, o.ProgressEvery))
+	}
+	return errors.Join(errs...)
+}
+
+// runScenario runs the timeline of file with o.
+func runScenario(ctx context.Context, o scenarioOptions, file string, stdout io.Writer) error {
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("scenario: %w", err)
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {

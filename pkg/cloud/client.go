@@ -140,15 +140,52 @@ func WithUserAgent(ua string) Option {
 	}
 }
 
+// wantBaseURL says what CheckBaseURL wants, with an example.
+const wantBaseURL = "want an http:// or https:// URL, e.g. http://127.0.0.1:18080"
+
+// CheckBaseURL reports whether raw can be the fake cloud's base URL for NewClient: an
+// http:// or https:// URL with a host. Its error quotes raw (at most MaxQuotedBytes of it)
+// and says what is wanted, for a flag's message ("--cloud-url: ..."); given host:port
+// without a scheme, which Go's URL parser would read as a scheme or refuse with its own
+// words, it suggests the value with http:// in front.
+func CheckBaseURL(raw string) error {
+	q := Quote(raw)
+	if raw == "" {
+		return errors.New("empty: " + wantBaseURL)
+	}
+	if !strings.Contains(raw, "://") {
+		msg := q + " has no scheme: " + wantBaseURL
+		// host:port as the flag's value was meant, not a scheme mistyped ("http:/x").
+		if u, err := url.Parse("http://" + raw); err == nil && u.Hostname() != "" && !strings.Contains(raw, ":/") && len(raw) <= MaxQuotedBytes {
+			msg += " (did you mean " + Quote("http://"+raw) + "?)"
+		}
+		return errors.New(msg)
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its Op and URL repeat what the message says already
+		}
+		return fmt.Errorf("%s is not a URL (%w): %s", q, err, wantBaseURL)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("%s has the scheme %s: %s", q, Quote(u.Scheme), wantBaseURL)
+	case u.Host == "" || u.Hostname() == "":
+		return fmt.Errorf("%s has no host: %s", q, wantBaseURL)
+	}
+	return nil
+}
+
 // NewClient returns a client of the fake cloud at baseURL (e.g. "http://127.0.0.1:8080").
 // It makes no network calls.
 func NewClient(baseURL string, opts ...Option) (*Client, error) {
-	u, err := url.Parse(baseURL)
-	if err != nil {
-		return nil, fmt.Errorf("cloud URL %q: %w", baseURL, err)
+	if err := CheckBaseURL(baseURL); err != nil {
+		return nil, fmt.Errorf("cloud URL: %w", err)
 	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("cloud URL %q: want http(s)://host[:port]", baseURL)
+	u, err := url.Parse(baseURL)
+	if err != nil { // CheckBaseURL parsed it already
+		return nil, fmt.Errorf("cloud URL %s: %w", Quote(baseURL), err)
 	}
 	c := &Client{base: u, http: &http.Client{Timeout: DefaultTimeout, Transport: newTransport(), CheckRedirect: noRedirects}, userAgent: "fakecloud-client"}
 	for _, o := range opts {

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -236,6 +237,52 @@ func TestNewClientRejectsBadInput(t *testing.T) {
 		if _, err := cloud.NewClient(tt.url, tt.opts...); err == nil {
 			t.Errorf("NewClient(%q) succeeded", tt.url)
 		}
+	}
+}
+
+func TestCheckBaseURL(t *testing.T) {
+	const want = "want an http:// or https:// URL, e.g. http://127.0.0.1:18080"
+	long := "localhost:" + strings.Repeat("8", 2*cloud.MaxQuotedBytes)
+	tests := []struct {
+		name, raw string
+		wantErr   string // the whole message; "" means valid
+	}{
+		{"http", "http://127.0.0.1:18080", ""},
+		{"https with a path", "https://cloud.example/base/", ""},
+		{"a name and a port", "http://localhost:18080/", ""},
+		{"IPv6", "http://[::1]:18080", ""},
+		{"empty", "", "empty: " + want},
+		// url.Parse reads "localhost" as the scheme.
+		{"host:port without a scheme", "localhost:18080",
+			`"localhost:18080" has no scheme: ` + want + ` (did you mean "http://localhost:18080"?)`},
+		// url.Parse refuses it: "first path segment in URL cannot contain colon".
+		{"an address with a slash, no scheme", "127.0.0.1:18080/",
+			`"127.0.0.1:18080/" has no scheme: ` + want + ` (did you mean "http://127.0.0.1:18080/"?)`},
+		{"a mistyped scheme: no guess", "http:/127.0.0.1:18080", `"http:/127.0.0.1:18080" has no scheme: ` + want},
+		{"another scheme", "ftp://127.0.0.1:21", `"ftp://127.0.0.1:21" has the scheme "ftp": ` + want},
+		{"unix socket", "unix:///run/cloud.sock", `"unix:///run/cloud.sock" has the scheme "unix": ` + want},
+		{"no host", "http://", `"http://" has no host: ` + want},
+		{"a port, no host", "http://:18080", `"http://:18080" has no host: ` + want},
+		{"not a URL", "http://[::1", `"http://[::1" is not a URL (missing ']' in host): ` + want},
+		// The bound: at most MaxQuotedBytes of the value, and no guess made from a longer one.
+		{"a long value is cut", long, cloud.Quote(long) + " has no scheme: " + want},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := cloud.CheckBaseURL(tt.raw)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("CheckBaseURL(%q) = %v, want nil", tt.raw, err)
+			case tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr):
+				t.Fatalf("CheckBaseURL(%q) = %v\nwant %s", tt.raw, err, tt.wantErr)
+			}
+			if err != nil && len(err.Error()) > cloud.MaxQuotedBytes+3*len(want) {
+				t.Errorf("message of %d bytes for a %d-byte value: %s", len(err.Error()), len(tt.raw), err)
+			}
+			if _, cerr := cloud.NewClient(tt.raw); (cerr == nil) != (err == nil) {
+				t.Errorf("NewClient(%q) = %v, CheckBaseURL = %v: want both to agree", tt.raw, cerr, err)
+			}
+		})
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/backoff"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/clustercheck"
@@ -189,8 +189,8 @@ func (o *Options) Validate() error {
 	if node && o.NodeID == "" {
 		errs = append(errs, fmt.Errorf("--node-id is required in mode %s", o.Mode))
 	}
-	if u, err := url.Parse(o.CloudURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("--cloud-url must be an http:// or https:// URL with a host, got %q", o.CloudURL))
+	if err := cloud.CheckBaseURL(o.CloudURL); err != nil {
+		errs = append(errs, fmt.Errorf("--cloud-url: %w", err))
 	}
 	if o.CloudTokenFile != "" {
 		if b, err := os.ReadFile(o.CloudTokenFile); err != nil {

@@ -49,6 +49,13 @@ func TestOptionsFlagsAndValidate(t *testing.T) {
 			"--capacity-min-interval=5s", "--cloud-token-file=" + emptyToken, "--mode=node"},
 			wantErr: []string{"--capacity-stale-after (1s) must be >= --capacity-min-interval (5s)", "--cloud-token-file " + emptyToken + " is empty"}},
 		{name: "bad mode", args: []string{"--mode=both"}, wantErr: []string{"--mode"}},
+		// Go's URL parser reads "localhost" as a scheme, and refuses the other with its own words.
+		{name: "cloud url without a scheme", args: []string{"--node-id=i-1", "--cloud-url=localhost:18080"},
+			wantErr: []string{`--cloud-url: "localhost:18080" has no scheme: want an http:// or https:// URL, e.g. http://127.0.0.1:18080 (did you mean "http://localhost:18080"?)`}},
+		{name: "cloud url address and slash", args: []string{"--node-id=i-1", "--cloud-url=127.0.0.1:18080/"},
+			wantErr: []string{`--cloud-url: "127.0.0.1:18080/" has no scheme: want an http:// or https:// URL`}},
+		{name: "cloud url without a host", args: []string{"--node-id=i-1", "--cloud-url=https://"},
+			wantErr: []string{`--cloud-url: "https://" has no host: want an http:// or https:// URL`}},
 		{name: "short windows for e2e", args: []string{"--node-id=i-1", "--capacity-stability-window=2s", "--capacity-max-stability-window=8s",
 			"--publish-backoff-initial=100ms", "--publish-backoff-max=1s"}},
 		{name: "stability window above its max", args: []string{"--node-id=i-1", "--capacity-stability-window=5m"},

@@ -65,6 +65,9 @@ func newSuiteEnv(c config) (*suiteEnv, error) {
 	if c.CloudURL == "" || c.CloudToken == "" {
 		return nil, errors.New("the fake cloud URL and admin token are required (-cloud-url, -cloud-token[-file])")
 	}
+	if err := cloud.CheckBaseURL(c.CloudURL); err != nil {
+		return nil, fmt.Errorf("-cloud-url (env FAKECLOUD_E2E_CLOUD_URL): %w", err)
+	}
 	cc, err := cloud.NewClient(c.CloudURL, cloud.WithToken(c.CloudToken), cloud.WithUserAgent("fakecloud-csi-e2e"))
 	if err != nil {
 		return nil, err

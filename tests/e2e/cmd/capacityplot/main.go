@@ -175,6 +175,8 @@ func (o *options) validate() error {
 	}
 	if o.CloudURL == "" {
 		errs = append(errs, errors.New("--cloud-url (or --run-dir) is required"))
+	} else if err := cloud.CheckBaseURL(o.CloudURL); err != nil {
+		errs = append(errs, fmt.Errorf("--cloud-url: %w", err))
 	}
 	if o.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("--duration must be > 0, got %s", o.Duration))
