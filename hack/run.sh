@@ -98,6 +98,10 @@ if [[ -z "${nodes[0]:-}" ]]; then
 fi
 for n in "${nodes[@]}"; do # the fake cloud takes any printable ID; make run puts them in URLs and paths unescaped
   [[ $n =~ ^[A-Za-z0-9._-]+$ ]] || { echo "$SEED: instance ID \"$n\": make run needs IDs of letters, digits, '.', '_' and '-' (it puts them in curl URLs and folder names)" >&2; exit 1; }
+  # Each node plugin's state folder is $RUN_DIR/$n and its log logs/$n.log, beside make run's own.
+  case $n in
+    . | .. | cloud | controller | driver-token | fakecloud | follow.fifo | logs) echo "$SEED: instance ID \"$n\": make run names its own folders and logs so; rename the instance" >&2; exit 1 ;;
+  esac
 done
 for ((i = 0; i <= ${#nodes[@]}; i++)); do
   if port_in_use $((HTTP_BASE + i)); then
@@ -111,7 +115,7 @@ for i in "${!nodes[@]}"; do
   console_nodes+=("--console-node=${nodes[$i]}=http://127.0.0.1:$((HTTP_BASE + i + 1))")
 done
 # Logs are appended to: a restart keeps the earlier run's, after a line that says so.
-for f in fakecloud controller "${nodes[@]/#/node-}"; do
+for f in fakecloud controller "${nodes[@]}"; do
   echo "==== hack/run.sh started $(date -u +%Y-%m-%dT%H:%M:%SZ)" >>"$RUN_DIR/logs/$f.log"
 done
 "$BIN/fakecloud" --listen="127.0.0.1:$PORT" --data-dir="$RUN_DIR/cloud" --seed="$SEED" \
@@ -139,7 +143,7 @@ for n in "${nodes[@]}"; do
   port=$((port + 1))
   "$BIN/driver" --mode=node --node-id="$n" --endpoint="unix://$RUN_DIR/$n/csi.sock" \
     --cloud-url="$CLOUD" --cloud-token-file="$RUN_DIR/driver-token" --state-dir="$RUN_DIR/$n" \
-    --http-addr="127.0.0.1:$port" --capacity-min-interval=1s "${driver_args[@]}" >>"$RUN_DIR/logs/node-$n.log" 2>&1 &
+    --http-addr="127.0.0.1:$port" --capacity-min-interval=1s "${driver_args[@]}" >>"$RUN_DIR/logs/$n.log" 2>&1 &
   started "node plugin $n"
 done
 wait_for "controller plugin" "$BIN/driver" probe --timeout=1s --endpoint="unix://$RUN_DIR/controller/csi.sock"
@@ -210,7 +214,10 @@ show_logs() {
   local line f=""
   while IFS= read -r line; do
     case $line in
-      "==> "*" <==") f=${line#==> }; f=${f% <==}; f=${f##*/}; f=${f%.log}; f=${f/#node-/plugin }; continue ;;
+      "==> "*" <==")
+        f=${line#==> }; f=${f% <==}; f=${f##*/}; f=${f%.log}
+        [[ $f == fakecloud || $f == controller ]] || f="plugin $f" # a node plugin's log is <node>.log
+        continue ;;
       "") continue ;;
     esac
     # The build stamp every fake cloud line carries: in the log, not on the screen.
