@@ -120,17 +120,22 @@ func (e *Error) Error() string {
 // Unwrap returns the error explained.
 func (e *Error) Unwrap() error { return e.Err }
 
-// Explain returns err, the error of a strict decode of data with sigs.k8s.io/yaml (YAML
-// converted to JSON, then encoding/json), in the file's terms, as an *Error:
+// Explain returns err, the error of a strict decode of data into into (a pointer, as given to
+// sigs.k8s.io/yaml, which converts YAML to JSON, then decodes with encoding/json), in the
+// file's terms, as an *Error:
 //
 //   - a value of the wrong type names the field's path and line and what it wants instead of
 //     Go's struct and type names: `line 14, instances[2].attachLimit: want a whole number,
 //     got "10Gi"` for `json: cannot unmarshal string into Go struct field
 //     SeedInstance.instances.attachLimit of type int`;
-//   - an unknown field names where it is: `line 4, instances[0]: unknown field "idd"`.
+//   - an unknown field names where it is, and the field of into's type there it may have
+//     meant (Suggest): `line 4, instances[0]: unknown field "idd" (did you mean "id"?)`;
+//   - a syntax error from a tab in the indentation says so, before the parser's message:
+//     `line 3: YAML does not allow tabs for indentation, indent with spaces (yaml: line 3:
+//     found a tab character that violates indentation)`.
 //
-// Anything else is Clean(err). nil for nil.
-func Explain(data []byte, err error) error {
+// Anything else is Clean(err) (a syntax error's message has its line). nil for nil.
+func Explain(data []byte, err error, into any) error {
 	if err == nil {
 		return nil
 	}
@@ -138,25 +143,225 @@ func Explain(data []byte, err error) error {
 	if errors.As(err, &te) {
 		return explainType(data, te, err)
 	}
-	if m := unknownField.FindStringSubmatch(err.Error()); m != nil {
-		e := &Error{Line: Line(data, err), Msg: Message(err), Err: err}
-		if root := parse(data); root != nil && e.Line > 0 {
-			walk(root, "", func(path string, n *yamlv3.Node) bool {
-				if n.Kind != yamlv3.MappingNode {
-					return false
-				}
-				for i := 0; i+1 < len(n.Content); i += 2 {
-					if k := n.Content[i]; k.Value == m[1] && k.Line == e.Line {
-						e.Path = path
-						return true
-					}
-				}
-				return false
-			})
+	if field, line, path, ok := unknownAt(data, err); ok {
+		msg := Message(err)
+		if s := suggest(field, path, line, into); s != "" {
+			msg += " (did you mean " + strconv.Quote(s) + "?)"
 		}
-		return e
+		return &Error{Line: line, Path: path, Msg: msg, Err: err}
+	}
+	if line := tabLine(data, err); line > 0 {
+		return &Error{Line: line, Msg: "YAML does not allow tabs for indentation, indent with spaces (" + Message(err) + ")", Err: err}
 	}
 	return Clean(err)
+}
+
+// unknownAt finds the field an "unknown field" err names in data: its name, line and the path
+// of the mapping it is in ("instances[1]"; "" for the top level, or when not found). ok is
+// false when err names no unknown field.
+func unknownAt(data []byte, err error) (field string, line int, path string, ok bool) {
+	m := unknownField.FindStringSubmatch(err.Error())
+	if m == nil {
+		return "", 0, "", false
+	}
+	field, line = m[1], Line(data, err)
+	if root := parse(data); root != nil && line > 0 {
+		walk(root, "", func(p string, n *yamlv3.Node) bool {
+			if n.Kind != yamlv3.MappingNode {
+				return false
+			}
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if k := n.Content[i]; k.Value == field && k.Line == line {
+					path = p
+					return true
+				}
+			}
+			return false
+		})
+	}
+	return field, line, path, true
+}
+
+// Suggest is the field of into's type that an unknown field err names in data was likely
+// meant to be, "" when none is close: into is what data was decoded into (a pointer to a
+// struct), and the candidates are the JSON names of the struct at the unknown field's path
+// (embedded structs' fields included). For a caller that words the error itself; Explain
+// adds it. Close is the same but for case, or at most maxSuggestEdits edits apart (one for a
+// name of up to 4 bytes), ignoring case; a field of more than MaxQuotedBytes gets none.
+func Suggest(data []byte, err error, into any) string {
+	if err == nil {
+		return ""
+	}
+	field, line, path, ok := unknownAt(data, err)
+	if !ok {
+		return ""
+	}
+	return suggest(field, path, line, into)
+}
+
+// maxSuggestEdits is how many single-byte edits a suggested field may be from the one written.
+const maxSuggestEdits = 2
+
+func suggest(field, path string, line int, into any) string {
+	if line == 0 || into == nil || len(field) > MaxQuotedBytes {
+		return "" // the object the field is in is not known, or the field is no typo
+	}
+	t := typeAt(reflect.TypeOf(into), path)
+	if t == nil {
+		return ""
+	}
+	limit := maxSuggestEdits
+	if len(field) <= 4 {
+		limit = 1
+	}
+	best, bestDist := "", limit+1
+	for _, name := range jsonNames(t) {
+		if name == field {
+			continue
+		}
+		if strings.EqualFold(name, field) {
+			return name
+		}
+		if d := editDistance(strings.ToLower(field), strings.ToLower(name)); d < bestDist {
+			best, bestDist = name, d
+		}
+	}
+	return best
+}
+
+// typeAt is the struct type at path ("steps[2].fault") from t, following JSON field names
+// through structs (and the structs embedded in them), and a "[N]" through a list or map;
+// nil when path leads elsewhere.
+func typeAt(t reflect.Type, path string) reflect.Type {
+	t = deref(t)
+	if path != "" {
+		for _, seg := range strings.Split(path, ".") {
+			name, _, _ := strings.Cut(seg, "[")
+			if t = fieldType(t, name); t == nil {
+				return nil
+			}
+			for range strings.Count(seg, "[") {
+				if k := t.Kind(); k != reflect.Slice && k != reflect.Array && k != reflect.Map {
+					return nil
+				}
+				t = deref(t.Elem())
+			}
+		}
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	return t
+}
+
+func deref(t reflect.Type) reflect.Type {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
+}
+
+// fieldType is the type of t's field with JSON name name, looking into embedded structs as
+// encoding/json does; a map's values for a map; nil when there is none.
+func fieldType(t reflect.Type, name string) reflect.Type {
+	switch t.Kind() {
+	case reflect.Map:
+		return deref(t.Elem())
+	case reflect.Struct:
+	default:
+		return nil
+	}
+	var found reflect.Type
+	eachField(t, func(n string, ft reflect.Type) bool {
+		if n == name {
+			found = deref(ft)
+			return true
+		}
+		return false
+	})
+	return found
+}
+
+// jsonNames are the JSON names of struct t's fields, embedded structs' included, in order.
+func jsonNames(t reflect.Type) []string {
+	var names []string
+	eachField(t, func(n string, _ reflect.Type) bool {
+		names = append(names, n)
+		return false
+	})
+	return names
+}
+
+// eachField calls f with the JSON name and type of each field of struct t that encoding/json
+// decodes, in order, descending into embedded structs without a name of their own, until f
+// returns true.
+func eachField(t reflect.Type, f func(name string, ft reflect.Type) bool) bool {
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		tag := sf.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if sf.Anonymous && name == "" {
+			if et := deref(sf.Type); et.Kind() == reflect.Struct {
+				if eachField(et, f) {
+					return true
+				}
+				continue
+			}
+		}
+		if !sf.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = sf.Name
+		}
+		if f(name, sf.Type) {
+			return true
+		}
+	}
+	return false
+}
+
+// editDistance is the Levenshtein distance of a and b in bytes (callers bound their length).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// tabSyntax finds the syntax errors go-yaml gives for a tab in the indentation: its own
+// words for it, or, where a tab starts what it reads as a value, a token it cannot start.
+var tabSyntax = regexp.MustCompile(`^yaml: line \d+: (found a tab character|found character that cannot start any token)`)
+
+// tabLine is the line of the first line of data indented with a tab, when err is the syntax
+// error such a line gives (tabSyntax); 0 otherwise.
+func tabLine(data []byte, err error) int {
+	if !tabSyntax.MatchString(Message(err)) {
+		return 0
+	}
+	for i, l := range strings.Split(string(data), "\n") {
+		indent := l[:len(l)-len(strings.TrimLeft(l, " \t"))]
+		if strings.Contains(indent, "\t") && len(indent) < len(l) {
+			return i + 1
+		}
+	}
+	return 0
 }
 
 // explainType locates the value te is about: the first node along te.Field's path (a JSON

@@ -101,14 +101,31 @@ func TestExplain(t *testing.T) {
 		{"a string for a bool", "tokens:\n  - token: t\n    admin: maybe\n", `line 3, tokens[0].admin: want true or false, got "maybe"`},
 		{"a string for a number", "probability: half\n", `line 1, probability: want a number, got "half"`},
 		{"a negative count", "ttlSeconds: -5\n", `line 1, ttlSeconds: want a whole number of seconds like 60, 0 or more, got -5`},
-		{"a list for the file", "- a\n- b\n", `want a mapping of fields, got a list`},
+		{"a list for the file", "- a\n- b\n", `line 1: want a mapping of fields, got a list`},
 		{"a field of an embedded struct", "steps:\n  - fault: {ref: a, probability: 0.5}\n  - fault: {ref: b, probability: 5%}\n",
 			`line 3, steps[1].fault.probability: want a number, got "5%"`},
 		{"a long value is cut", "volumes:\n  - sizeBytes: " + strings.Repeat("x", 200) + "\n",
 			`line 2, volumes[0].sizeBytes: want a whole number of bytes like 10737418240 (10 GiB; no units such as 10Gi), got "` + strings.Repeat("x", yamlline.MaxQuotedBytes) + `..."`},
-		{"an unknown field names where it is", "instances:\n  - id: a\n  - idd: b\n", `line 3, instances[1]: unknown field "idd"`},
+		{"an unknown field names where it is", "instances:\n  - id: a\n  - idd: b\n", `line 3, instances[1]: unknown field "idd" (did you mean "id"?)`},
+		// No field of quotas is close: no guess.
 		{"an unknown field in flow style", "quotas: {attachments: 1, volume: 2}\n", `line 1, quotas: unknown field "volume"`},
+		{"a field without its s", "instances:\n  - id: a\n    outOfBandSlot: 1\n",
+			`line 3, instances[0]: unknown field "outOfBandSlot" (did you mean "outOfBandSlots"?)`},
+		{"a top-level field mistyped", "instance:\n  - id: a\n", `line 1: unknown field "instance" (did you mean "instances"?)`},
+		{"a field of an embedded struct mistyped", "steps:\n  - fault: {ref: a, probabilty: 0.5}\n",
+			`line 2, steps[0].fault: unknown field "probabilty" (did you mean "probability"?)`},
+		{"a case and an edit apart", "quotas:\n  attachments: 1\n  capacitybyte: 2\n",
+			`line 3, quotas: unknown field "capacitybyte" (did you mean "capacityBytes"?)`},
+		{"a short field: one edit at most", "tokens:\n  - tokn: t\n  - tkn: u\n", `line 2, tokens[0]: unknown field "tokn" (did you mean "token"?)`},
+		{"a short field two edits away: no guess", "tokens:\n  - tkn: t\n", `line 2, tokens[0]: unknown field "tkn"`},
 		{"a syntax error keeps the parser's line", "instances:\n  - id: a\n   bad: [\n", `yaml: line 2: did not find expected '-' indicator`},
+		// A tab: where it is and that YAML forbids it, then the parser's own words.
+		{"a tab in a list item's indentation", "instances:\n  - id: a\n\toutOfBandSlots: 1\n",
+			"line 3: YAML does not allow tabs for indentation, indent with spaces (yaml: line 3: found a tab character that violates indentation)"},
+		{"a tab for a mapping's indentation", "quotas:\n\tattachments: 3\n",
+			"line 2: YAML does not allow tabs for indentation, indent with spaces (yaml: line 2: found character that cannot start any token)"},
+		{"spaces then a tab", "quotas:\n  attachments: 3\n  \tcapacityBytes: 4\n",
+			"line 3: YAML does not allow tabs for indentation, indent with spaces (yaml: line 3: found a tab character that violates indentation)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,8 +134,8 @@ func TestExplain(t *testing.T) {
 			if err == nil {
 				t.Fatal("decoded without error")
 			}
-			got := yamlline.Explain([]byte(tt.yaml), err)
-			if !strings.Contains(got.Error(), tt.want) {
+			got := yamlline.Explain([]byte(tt.yaml), err, &v)
+			if got.Error() != tt.want {
 				t.Fatalf("Explain:\n got %s\nwant %s\n(from %v)", got, tt.want, err)
 			}
 			for _, bad := range []string{"Go struct", "Go value", "int64", "explainSeed", "ExplainRule", "JSON", "json:"} {
@@ -131,7 +148,7 @@ func TestExplain(t *testing.T) {
 			}
 		})
 	}
-	if yamlline.Explain(nil, nil) != nil {
+	if yamlline.Explain(nil, nil, nil) != nil {
 		t.Error("Explain(nil) is not nil")
 	}
 }
@@ -148,5 +165,40 @@ func TestAtLines(t *testing.T) {
 	}
 	if yamlline.AtLines(data, nil) != nil {
 		t.Error("AtLines(nil) is not nil")
+	}
+}
+
+// longField has a field name past MaxQuotedBytes, for TestSuggest's bound.
+type longField struct {
+	Long int `json:"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"`
+	Max  int `json:"maxAttachments"`
+}
+
+// TestSuggest: the guess for a caller that words the error itself, and its bound: a field
+// written longer than MaxQuotedBytes gets no guess (no edit distance over a huge key).
+func TestSuggest(t *testing.T) {
+	long := strings.Repeat("a", 71) + "b" // one edit from longField.Long
+	tests := []struct {
+		name, yaml string
+		into       any
+		want       string
+	}{
+		{"one s short", "maxAttachment: 1\n", &longField{}, "maxAttachments"},
+		{"past the bound", long + ": 1\n", &longField{}, ""},
+		{"no target given", "maxAttachment: 1\n", nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := yaml.UnmarshalStrict([]byte(tt.yaml), &longField{})
+			if err == nil {
+				t.Fatal("decoded without error")
+			}
+			if got := yamlline.Suggest([]byte(tt.yaml), err, tt.into); got != tt.want {
+				t.Errorf("Suggest = %q, want %q", got, tt.want)
+			}
+		})
+	}
+	if got := yamlline.Suggest(nil, nil, &longField{}); got != "" {
+		t.Errorf("Suggest(nil) = %q", got)
 	}
 }

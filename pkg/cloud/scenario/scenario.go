@@ -224,6 +224,9 @@ func Parse(data []byte) (*Scenario, error) {
 			if step := stepAt(data, line); step != "" {
 				where += ", " + step
 			}
+			if s := yamlline.Suggest(data, err, &sc); s != "" {
+				return nil, fmt.Errorf("scenario: %s: %w (did you mean %q?)", where, yamlline.Clean(err), s)
+			}
 			return nil, fmt.Errorf("scenario: %s: %w", where, yamlline.Clean(err))
 		case errors.As(err, &de):
 			// A duration's own parsing error names no field: find the value.
@@ -232,7 +235,7 @@ func Parse(data []byte) (*Scenario, error) {
 			})
 			return nil, fmt.Errorf("scenario: %w", &yamlline.Error{Line: line, Path: path, Msg: de.msg(), Err: err})
 		default:
-			return nil, fmt.Errorf("scenario: %w", yamlline.Explain(data, err))
+			return nil, fmt.Errorf("scenario: %w", yamlline.Explain(data, err, &sc))
 		}
 	}
 	if err := sc.validate(); err != nil {

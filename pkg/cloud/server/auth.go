@@ -76,7 +76,7 @@ func LoadTokens(path string) ([]Token, error) {
 	}
 	var f TokensFile
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
-		return nil, fmt.Errorf("parse tokens %s: %w", path, yamlline.Explain(data, err))
+		return nil, fmt.Errorf("parse tokens %s: %w", path, yamlline.Explain(data, err, &f))
 	}
 	if err := validateTokens(f.Tokens); err != nil {
 		return nil, fmt.Errorf("tokens %s:\n%w", path, yamlline.AtLines(data, err))

@@ -61,7 +61,7 @@ func LoadSeed(path string) (Seed, error) {
 	}
 	var s Seed
 	if err := yaml.UnmarshalStrict(data, &s); err != nil {
-		return Seed{}, fmt.Errorf("parse seed %s: %w", path, yamlline.Explain(data, err))
+		return Seed{}, fmt.Errorf("parse seed %s: %w", path, yamlline.Explain(data, err, &s))
 	}
 	if err := s.Validate(); err != nil {
 		return Seed{}, fmt.Errorf("seed %s:\n%w", path, yamlline.AtLines(data, err))

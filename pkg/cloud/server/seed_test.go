@@ -21,8 +21,15 @@ func TestBadFilesNameTheLine(t *testing.T) {
 		want   string
 	}{
 		{"unknown seed field", false, "instances:\n  - id: n1\n    zone: zone-a\n    instanceTyp: small\n",
-			`line 4, instances[0]: unknown field "instanceTyp"`},
-		{"unknown tokens field", true, "tokens:\n  - token: t\n    role: admin\n    rol: reader\n", `line 4, tokens[0]: unknown field "rol"`},
+			`line 4, instances[0]: unknown field "instanceTyp" (did you mean "instanceType"?)`},
+		{"unknown tokens field", true, "tokens:\n  - token: t\n    role: admin\n    rol: reader\n", `line 4, tokens[0]: unknown field "rol" (did you mean "role"?)`},
+		{"a type's limit without its s", false, "instanceTypes:\n  - name: small\n    maxAttachment: 4\n",
+			`line 3, instanceTypes[0]: unknown field "maxAttachment" (did you mean "maxAttachments"?)`},
+		{"an unknown field with nothing close", false, "quotas:\n  attachments: 4\n  bananas: 2\n", `line 3, quotas: unknown field "bananas"` + "\n"},
+		{"a tab for indentation", false, "instances:\n  - id: a\n\tzone: zone-a\n",
+			"line 3: YAML does not allow tabs for indentation, indent with spaces (yaml: line 3: found a tab character that violates indentation)"},
+		{"a bad indent keeps the parser's line", false, "instanceTypes:\n  - name: t1\n     maxAttachments: 3\n",
+			"yaml: line 3: mapping values are not allowed in this context"},
 		{"a quota with a unit", false, "quotas:\n  attachments: 40\n  volumes: 100\n  capacityBytes: 1Ti\n",
 			`line 4, quotas.capacityBytes: want a whole number of bytes like 10737418240 (10 GiB; no units such as 10Gi), got "1Ti"`},
 		{"the third instance's slots as a word, flow style", false,
@@ -53,8 +60,11 @@ func TestBadFilesNameTheLine(t *testing.T) {
 			} else {
 				_, err = server.LoadSeed(path)
 			}
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
+			if err == nil || !strings.Contains(err.Error()+"\n", tt.want) {
 				t.Fatalf("load: %v\nwant %s", err, tt.want)
+			}
+			if !strings.Contains(err.Error(), path) {
+				t.Errorf("load: %v: does not name the file %s", err, path)
 			}
 			for _, bad := range []string{"Go struct", "Go value", "int64", "SeedInstance", "Limits", "JSON"} {
 				if strings.Contains(err.Error(), bad) {
