@@ -58,6 +58,10 @@ started() { # started NAME: the last background process is component NAME
 stopped=0
 cleanup() {
   local rc=$?
+  # A second signal must not cut the clean-up short: `make` forwards SIGTERM to this script,
+  # so a TERM sent to the whole process group arrives twice, and the INT/TERM trap's exit
+  # would end this function before it said where the state stays.
+  trap '' INT TERM
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -f "$RUN_DIR/follow.fifo"
@@ -245,5 +249,14 @@ dead=()
 for p in "${procs[@]}"; do
   kill -0 "$p" 2>/dev/null || dead+=("${proc_names[$p]}")
 done
+if [[ $rc -eq 0 ]]; then
+  # The components exit 0 only when a signal asked them to stop: a SIGINT that reached them but
+  # not this script, which ignores it when started as a background job (SIGINT is ignored in
+  # background jobs of a non-interactive shell, and bash cannot trap a signal ignored at its
+  # start). That is a stop, not a failure.
+  echo "$(IFS=,; echo "${dead[*]:-a component}") stopped on a signal; stopping the others"
+  stopped=1
+  exit 0
+fi
 echo "$(IFS=,; echo "${dead[*]:-a component}") exited (status $rc); stopping the others" >&2
 exit 1
