@@ -16,6 +16,20 @@ import (
 // used, logged, stored or echoed.
 const MaxIDBytes = 128
 
+// MaxAttachSlots bounds every count of attach slots the fake cloud accepts: an instance
+// type's maxAttachments, an instance's attachLimit and its outOfBandSlots. No real machine
+// comes near it (the largest clouds allow a few hundred volumes per instance), and at
+// DefaultMaxInstances of such instances the slot sums stay far inside an int.
+const MaxAttachSlots = 4096
+
+// MaxQuotaCount bounds the account's count quotas (attachments, volumes). It is above any
+// account a test bed holds (the instance bound is 10,000) and keeps every sum of uses exact.
+const MaxQuotaCount = 1_000_000
+
+// MaxQuotaBytes bounds the account's capacityBytes quota: 1 EiB (2^60 bytes), 8 times below
+// MaxInt64, so used + requested bytes of volumes the quota admitted never overflows.
+const MaxQuotaBytes int64 = 1 << 60
+
 // MaxQuotedBytes is how much of an input value an error message quotes at most, in bytes;
 // the rest is summarised by its length (see Quote).
 const MaxQuotedBytes = 64

@@ -48,8 +48,8 @@ func validateCreateInstance(req cloud.CreateInstanceRequest, types map[string]in
 		limit, known = *override, true
 	}
 	switch {
-	case req.OutOfBandSlots < 0:
-		errs = append(errs, fmt.Errorf("outOfBandSlots must be >= 0, got %d", req.OutOfBandSlots))
+	case req.OutOfBandSlots < 0 || req.OutOfBandSlots > cloud.MaxAttachSlots:
+		errs = append(errs, checkSlots("outOfBandSlots", req.OutOfBandSlots, 0))
 	case known && req.OutOfBandSlots > limit:
 		errs = append(errs, outOfBandAboveLimit(req.OutOfBandSlots, limit))
 	}
@@ -332,9 +332,11 @@ func (s *Store) PatchInstance(id string, p cloud.InstancePatch, ifMatch *uint64)
 		// 0 would read as "unlimited" to anyone who knows CSI's max_volumes_per_node; a node
 		// without room for volumes is outOfBandSlots equal to the limit.
 		errs = append(errs, fmt.Errorf("attachLimit must be >= 1, got %d (to leave no slot for volumes, set outOfBandSlots to the limit)", *p.AttachLimit))
+	} else if p.AttachLimit != nil {
+		errs = append(errs, checkSlots("attachLimit", *p.AttachLimit, 1))
 	}
-	if p.OutOfBandSlots != nil && *p.OutOfBandSlots < 0 {
-		errs = append(errs, fmt.Errorf("outOfBandSlots must be >= 0, got %d", *p.OutOfBandSlots))
+	if p.OutOfBandSlots != nil {
+		errs = append(errs, checkSlots("outOfBandSlots", *p.OutOfBandSlots, 0))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "patch instance %s: %v", cloud.Quote(id), err)
