@@ -102,6 +102,18 @@ func CheckOptionalID(field, v string) error {
 	return CheckID(field, v)
 }
 
+// CheckFreeText reports what is wrong with a free-text field the cloud stores and answers
+// with (a health message, a scenario's description, expectation or note), or nil: over
+// maxBytes, not UTF-8, or holding any control character (unicode.IsControl: NUL, ESC, tab,
+// newline, DEL, C1), refused as in IDs, so nothing the cloud echoes can move a terminal's
+// cursor or forge a log line. Empty is fine. The error quotes at most a bounded prefix of v.
+func CheckFreeText(field, v string, maxBytes int) error {
+	if len(v) > maxBytes {
+		return fmt.Errorf("%s is %d bytes long, at most %d allowed", field, len(v), maxBytes)
+	}
+	return checkRunes(field, v, unicode.IsControl)
+}
+
 func checkText(field, v string, banned func(rune) bool) error {
 	if strings.TrimSpace(v) == "" {
 		return fmt.Errorf("%s is required", field)
@@ -109,6 +121,11 @@ func checkText(field, v string, banned func(rune) bool) error {
 	if len(v) > MaxIDBytes {
 		return fmt.Errorf("%s is %d bytes long, at most %d allowed", field, len(v), MaxIDBytes)
 	}
+	return checkRunes(field, v, banned)
+}
+
+// checkRunes refuses v when it is not UTF-8 or holds a rune banned reports, naming the first.
+func checkRunes(field, v string, banned func(rune) bool) error {
 	if !utf8.ValidString(v) {
 		return fmt.Errorf("%s %s is not valid UTF-8", field, Quote(v))
 	}
