@@ -114,14 +114,23 @@ func CheckFreeText(field, v string, maxBytes int) error {
 	return checkRunes(field, v, unicode.IsControl)
 }
 
+// checkText says what is wrong, in that order: nothing at all ("is required"), too long, not
+// UTF-8, a banned character (named, with its byte offset: a path ID of "%0A" is a control
+// character, not a missing ID), or white space alone (a value given, but blank).
 func checkText(field, v string, banned func(rune) bool) error {
-	if strings.TrimSpace(v) == "" {
+	if v == "" {
 		return fmt.Errorf("%s is required", field)
 	}
 	if len(v) > MaxIDBytes {
 		return fmt.Errorf("%s is %d bytes long, at most %d allowed", field, len(v), MaxIDBytes)
 	}
-	return checkRunes(field, v, banned)
+	if err := checkRunes(field, v, banned); err != nil {
+		return err
+	}
+	if strings.TrimSpace(v) == "" {
+		return fmt.Errorf("%s %s is only white space", field, Quote(v))
+	}
+	return nil
 }
 
 // checkRunes refuses v when it is not UTF-8 or holds a rune banned reports, naming the first.

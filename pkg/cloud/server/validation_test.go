@@ -57,6 +57,21 @@ func TestInvalidInputIsRefused(t *testing.T) {
 		{name: "snapshot name over 128 bytes", method: "POST", path: "/v1/snapshots",
 			body: `{"name":"` + long + `","sourceVolumeId":"` + vol.ID + `"}`, code: cloud.CodeInvalidArgument, msg: "at most 128"},
 
+		// Blank and control-character IDs and names say which they are, not "required".
+		{name: "path ID of a space", method: "GET", path: "/v1/volumes/%20", code: cloud.CodeInvalidArgument, msg: `path id " " is only white space`},
+		{name: "path ID of spaces", method: "GET", path: "/v1/instances/%20%20", code: cloud.CodeInvalidArgument, msg: `path id "  " is only white space`},
+		{name: "path ID of a tab", method: "GET", path: "/v1/volumes/%09", code: cloud.CodeInvalidArgument, msg: "path id has the control character U+0009 at byte 0"},
+		{name: "path ID of a newline", method: "GET", path: "/v1/volumes/%0a", code: cloud.CodeInvalidArgument, msg: "path id has the control character U+000A at byte 0"},
+		{name: "path ID with a newline inside", method: "GET", path: "/v1/volumes/a%0ab", code: cloud.CodeInvalidArgument, msg: "path id has the control character U+000A at byte 1"},
+		{name: "instance ID of a space", method: "POST", path: "/v1/instances",
+			body: `{"id":" ","zone":"zone-a","instanceType":"small"}`, code: cloud.CodeInvalidArgument, msg: `id " " is only white space`},
+		{name: "instance ID of a newline", method: "POST", path: "/v1/instances",
+			body: `{"id":"\n","zone":"zone-a","instanceType":"small"}`, code: cloud.CodeInvalidArgument, msg: "id has the control character U+000A at byte 0"},
+		{name: "empty instance ID", method: "POST", path: "/v1/instances",
+			body: `{"id":"","zone":"zone-a","instanceType":"small"}`, code: cloud.CodeInvalidArgument, msg: "id is required"},
+		{name: "volume name of white space", method: "POST", path: "/v1/volumes",
+			body: `{"name":" \t\n","sizeBytes":1,"zone":"zone-a"}`, code: cloud.CodeInvalidArgument, msg: `name " \t\n" is only white space`},
+
 		// Attach limits and out-of-band slots (node-a: small, 4 slots, 1 out of band).
 		{name: "out-of-band slots above the limit", method: "PATCH", path: "/v1/instances/node-a",
 			body: `{"outOfBandSlots":5}`, code: cloud.CodeInvalidArgument, msg: "outOfBandSlots 5 is above the attach limit 4"},
