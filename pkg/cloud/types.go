@@ -223,13 +223,17 @@ type AttachRequest struct {
 // Attachment is the answer of an attach or detach: where the volume appears on the instance
 // and the state it is in after the request, with the time it entered it. The HTTP status is
 // 202 while the state is transient (attaching, detaching: poll GET /v1/volumes/{id}) and 200
-// otherwise (attached, detached, or error when the transition failed at once).
+// otherwise (attached, detached, or error when the transition failed at once). State is that
+// of the volume's attachment to InstanceID: a detach from an instance the volume is not bound
+// to answers detached (idempotent, docs/attach.md) even while the volume is bound elsewhere.
 type Attachment struct {
 	VolumeID   string      `json:"volumeId"`
 	InstanceID string      `json:"instanceId"`
 	Device     string      `json:"device"`
 	State      AttachState `json:"state"`
-	Since      time.Time   `json:"since"`
+	// Since is when the attachment entered State; absent (zero) when there is no such time:
+	// a detach from an instance the volume is not bound to while it is bound to another.
+	Since time.Time `json:"since,omitzero"`
 	// Due is when an attaching or detaching volume is expected to reach its next state;
 	// absent outside a transition and while a fault rule holds it (TransitionStick).
 	Due *time.Time `json:"due,omitempty"`
