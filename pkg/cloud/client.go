@@ -35,10 +35,18 @@ type FaultList struct {
 // EventList is one page of GET /v1/events: the retained events after the asked revision
 // (or sequence number), oldest first, and the revision current when they were read.
 // NextPageToken is empty on the last page.
+//
+// The log keeps a bounded number of events and drops the oldest. On a first page (no page
+// token), Truncated says that events the request asked for are gone: with sinceSeq N, events
+// N+1 to OldestSeq-1 were dropped; with sinceRevision N, the oldest retained event is past
+// revision N and older ones were dropped, so some after N may be gone. OldestSeq is then the
+// seq of the oldest retained event. Both are absent otherwise.
 type EventList struct {
 	Events        []Event `json:"events"`
 	Revision      uint64  `json:"revision"`
 	NextPageToken string  `json:"nextPageToken,omitempty"`
+	Truncated     bool    `json:"truncated,omitempty"`
+	OldestSeq     uint64  `json:"oldestSeq,omitempty"`
 }
 
 // RevisionResponse is the body of mutations that return no resource (deletes, detach,

@@ -1,7 +1,5 @@
 package cloud
 
-import "fmt"
-
 // VolumeHealth is the cloud's view of a volume's backing storage (docs/fakecloud-api.md,
 // "Health"). The zero value "" reads as VolumeHealthOK: volumes from a cloud without health
 // are healthy.
@@ -96,17 +94,15 @@ const MaxHealthMessageBytes = 256
 
 // HealthRequest is the body of PUT /v1/volumes/{id}/health and PUT /v1/instances/{id}/health
 // (admin). Health is one of the target's values ("ok" clears what an earlier PUT set);
-// Message, at most MaxHealthMessageBytes, says why and is shown with the health. Fault rules
+// Message, at most MaxHealthMessageBytes with no control character, says why and is shown with the health. Fault rules
 // with a health (FaultRule.Health) set health for a TTL on top: the worse of the two holds.
 type HealthRequest struct {
 	Health  string `json:"health"`
 	Message string `json:"message,omitempty"`
 }
 
-// CheckHealthMessage is the bound on a health message: at most MaxHealthMessageBytes.
+// CheckHealthMessage is the bound on a health message: at most MaxHealthMessageBytes of
+// UTF-8 with no control character (CheckFreeText).
 func CheckHealthMessage(m string) error {
-	if len(m) > MaxHealthMessageBytes {
-		return fmt.Errorf("message is %d bytes, at most %d", len(m), MaxHealthMessageBytes)
-	}
-	return nil
+	return CheckFreeText("message", m, MaxHealthMessageBytes)
 }

@@ -16,6 +16,20 @@ import (
 // used, logged, stored or echoed.
 const MaxIDBytes = 128
 
+// MaxAttachSlots bounds every count of attach slots the fake cloud accepts: an instance
+// type's maxAttachments, an instance's attachLimit and its outOfBandSlots. No real machine
+// comes near it (the largest clouds allow a few hundred volumes per instance), and at
+// DefaultMaxInstances of such instances the slot sums stay far inside an int.
+const MaxAttachSlots = 4096
+
+// MaxQuotaCount bounds the account's count quotas (attachments, volumes). It is above any
+// account a test bed holds (the instance bound is 10,000) and keeps every sum of uses exact.
+const MaxQuotaCount = 1_000_000
+
+// MaxQuotaBytes bounds the account's capacityBytes quota: 1 EiB (2^60 bytes), 8 times below
+// MaxInt64, so used + requested bytes of volumes the quota admitted never overflows.
+const MaxQuotaBytes int64 = 1 << 60
+
 // MaxQuotedBytes is how much of an input value an error message quotes at most, in bytes;
 // the rest is summarised by its length (see Quote).
 const MaxQuotedBytes = 64
@@ -88,13 +102,39 @@ func CheckOptionalID(field, v string) error {
 	return CheckID(field, v)
 }
 
+// CheckFreeText reports what is wrong with a free-text field the cloud stores and answers
+// with (a health message, a scenario's description, expectation or note), or nil: over
+// maxBytes, not UTF-8, or holding any control character (unicode.IsControl: NUL, ESC, tab,
+// newline, DEL, C1), refused as in IDs, so nothing the cloud echoes can move a terminal's
+// cursor or forge a log line. Empty is fine. The error quotes at most a bounded prefix of v.
+func CheckFreeText(field, v string, maxBytes int) error {
+	if len(v) > maxBytes {
+		return fmt.Errorf("%s is %d bytes long, at most %d allowed", field, len(v), maxBytes)
+	}
+	return checkRunes(field, v, unicode.IsControl)
+}
+
+// checkText says what is wrong, in that order: nothing at all ("is required"), too long, not
+// UTF-8, a banned character (named, with its byte offset: a path ID of "%0A" is a control
+// character, not a missing ID), or white space alone (a value given, but blank).
 func checkText(field, v string, banned func(rune) bool) error {
-	if strings.TrimSpace(v) == "" {
+	if v == "" {
 		return fmt.Errorf("%s is required", field)
 	}
 	if len(v) > MaxIDBytes {
 		return fmt.Errorf("%s is %d bytes long, at most %d allowed", field, len(v), MaxIDBytes)
 	}
+	if err := checkRunes(field, v, banned); err != nil {
+		return err
+	}
+	if strings.TrimSpace(v) == "" {
+		return fmt.Errorf("%s %s is only white space", field, Quote(v))
+	}
+	return nil
+}
+
+// checkRunes refuses v when it is not UTF-8 or holds a rune banned reports, naming the first.
+func checkRunes(field, v string, banned func(rune) bool) error {
 	if !utf8.ValidString(v) {
 		return fmt.Errorf("%s %s is not valid UTF-8", field, Quote(v))
 	}

@@ -4,7 +4,7 @@ import "time"
 
 // InstanceType is a machine shape. MaxAttachments is the number of attach slots an instance of
 // this type has in total, including slots used by things other than this driver's volumes;
-// at least 1 (a seed with 0 is refused: 0 reads as "unlimited" in CSI).
+// at least 1 (a seed with 0 is refused: 0 reads as "unlimited" in CSI), at most MaxAttachSlots.
 type InstanceType struct {
 	Name           string `json:"name"`
 	MaxAttachments int    `json:"maxAttachments"`
@@ -83,7 +83,7 @@ type Instance struct {
 // InvalidArgument: an ID that is empty, over 128 bytes (MaxIDBytes, a CSI node_id's limit),
 // "." or "..", or holds a control character; a zone that is not a CSI topology value (1-63 characters, alphanumerics
 // at both ends, '-', '_', '.' between); an unknown type; OutOfBandSlots below 0 or above the
-// type's MaxAttachments (equal leaves no slot for volumes, which is allowed).
+// type's MaxAttachments (itself at most MaxAttachSlots) (equal leaves no slot for volumes, which is allowed).
 type CreateInstanceRequest struct {
 	ID             string `json:"id"`
 	Zone           string `json:"zone"`
@@ -92,7 +92,8 @@ type CreateInstanceRequest struct {
 }
 
 // InstancePatch is the body of PATCH /v1/instances/{id}; nil fields are left as they are.
-// AttachLimit sets the per-instance override (at least 1); ClearAttachLimit removes it. The
+// AttachLimit sets the per-instance override (1 to MaxAttachSlots; OutOfBandSlots 0 to
+// MaxAttachSlots); ClearAttachLimit removes it. The
 // patched instance's OutOfBandSlots may not exceed its effective attach limit (equal is how to
 // leave no slot for volumes), so lowering both takes one patch with both fields.
 type InstancePatch struct {
@@ -222,13 +223,17 @@ type AttachRequest struct {
 // Attachment is the answer of an attach or detach: where the volume appears on the instance
 // and the state it is in after the request, with the time it entered it. The HTTP status is
 // 202 while the state is transient (attaching, detaching: poll GET /v1/volumes/{id}) and 200
-// otherwise (attached, detached, or error when the transition failed at once).
+// otherwise (attached, detached, or error when the transition failed at once). State is that
+// of the volume's attachment to InstanceID: a detach from an instance the volume is not bound
+// to answers detached (idempotent, docs/attach.md) even while the volume is bound elsewhere.
 type Attachment struct {
 	VolumeID   string      `json:"volumeId"`
 	InstanceID string      `json:"instanceId"`
 	Device     string      `json:"device"`
 	State      AttachState `json:"state"`
-	Since      time.Time   `json:"since"`
+	// Since is when the attachment entered State; absent (zero) when there is no such time:
+	// a detach from an instance the volume is not bound to while it is bound to another.
+	Since time.Time `json:"since,omitzero"`
 	// Due is when an attaching or detaching volume is expected to reach its next state;
 	// absent outside a transition and while a fault rule holds it (TransitionStick).
 	Due *time.Time `json:"due,omitempty"`
@@ -331,7 +336,8 @@ type Quotas struct {
 }
 
 // QuotasPatch is the body of PATCH /v1/quotas; nil fields are left as they are. Limits must
-// be ≥ 0; a limit below current use is allowed (it refuses new use, it evicts nothing).
+// be ≥ 0 and at most MaxQuotaCount (attachments, volumes) or MaxQuotaBytes (capacityBytes),
+// else InvalidArgument; a limit below current use is allowed (it refuses new use, it evicts nothing).
 type QuotasPatch struct {
 	Attachments   *int64 `json:"attachments,omitempty"`
 	Volumes       *int64 `json:"volumes,omitempty"`

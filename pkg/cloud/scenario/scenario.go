@@ -44,7 +44,8 @@ const (
 	MaxSteps = 10000
 	// MaxOffset bounds a step's at: a day is longer than any experiment.
 	MaxOffset = 24 * time.Hour
-	// MaxTextBytes bounds description, expect and each note.
+	// MaxTextBytes bounds description, expect and each note, texts of UTF-8 with no
+	// control character (cloud.CheckFreeText).
 	MaxTextBytes = 1024
 	// MinNoiseInterval bounds quotaNoise.every from below.
 	MinNoiseInterval = 100 * time.Millisecond
@@ -258,8 +259,8 @@ func (sc *Scenario) validate() error {
 		errs = append(errs, err)
 	}
 	for _, f := range []struct{ name, v string }{{"description", sc.Description}, {"expect", sc.Expect}} {
-		if len(f.v) > MaxTextBytes {
-			errs = append(errs, fmt.Errorf("%s: %d bytes, at most %d", f.name, len(f.v), MaxTextBytes))
+		if err := cloud.CheckFreeText(f.name, f.v, MaxTextBytes); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if len(sc.Steps) == 0 {
@@ -271,8 +272,8 @@ func (sc *Scenario) validate() error {
 		if s.At < 0 || time.Duration(s.At) > MaxOffset {
 			errs = append(errs, fmt.Errorf("%s: at must be within 0 and %v", where, MaxOffset))
 		}
-		if len(s.Note) > MaxTextBytes {
-			errs = append(errs, fmt.Errorf("%s: note: %d bytes, at most %d", where, len(s.Note), MaxTextBytes))
+		if err := cloud.CheckFreeText("note", s.Note, MaxTextBytes); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 		}
 		name, n := s.action()
 		switch {

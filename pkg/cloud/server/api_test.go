@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
@@ -19,6 +20,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 	must[*cloud.Attachment](t)(tc.driver.AttachVolume(ctx, vol.ID, "node-a"))
 	snap := must[*cloud.Snapshot](t)(tc.driver.CreateSnapshot(ctx, cloud.CreateSnapshotRequest{Name: "s", SourceVolumeID: vol.ID}))
 	other := must[*cloud.Volume](t)(tc.driver.CreateVolume(ctx, cloud.CreateVolumeRequest{Name: "other", SizeBytes: 10, Zone: "zone-b"}))
+	quotasRev := must[*cloud.Quotas](t)(tc.reader.GetQuotas(ctx)).Revision
+	nodeARev := must[*cloud.Instance](t)(tc.reader.GetInstance(ctx, "node-a")).Revision
 
 	tests := []struct {
 		name, method, path, body string
@@ -47,6 +50,13 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"empty quota patch", "PATCH", "/v1/quotas", `{}`, nil, 400, cloud.CodeInvalidArgument},
 		{"stale If-Match quotas", "PATCH", "/v1/quotas", `{"volumes":5}`, []string{"If-Match", `"1"`}, 412, cloud.CodePreconditionFailed},
 		{"garbage If-Match", "PATCH", "/v1/quotas", `{"volumes":5}`, []string{"If-Match", `"abc"`}, 400, cloud.CodeInvalidArgument},
+		// If-Match compares strongly (RFC 9110 §13.1.1): a weak tag, even of the current
+		// revision, never matches; an unquoted revision is no entity tag at all.
+		{"weak If-Match of the current revision", "PATCH", "/v1/quotas", `{"volumes":5}`, []string{"If-Match", `W/"` + fmt.Sprint(quotasRev) + `"`}, 412, cloud.CodePreconditionFailed},
+		{"weak If-Match on an instance", "PATCH", "/v1/instances/node-a", `{"outOfBandSlots":2}`, []string{"If-Match", `W/"` + fmt.Sprint(nodeARev) + `"`}, 412, cloud.CodePreconditionFailed},
+		{"unquoted If-Match of the current revision", "PATCH", "/v1/quotas", `{"volumes":5}`, []string{"If-Match", fmt.Sprint(quotasRev)}, 400, cloud.CodeInvalidArgument},
+		{"half-quoted If-Match", "PATCH", "/v1/quotas", `{"volumes":5}`, []string{"If-Match", `"` + fmt.Sprint(quotasRev)}, 400, cloud.CodeInvalidArgument},
+		{"weak garbage If-Match", "PATCH", "/v1/quotas", `{"volumes":5}`, []string{"If-Match", `W/"x"`}, 400, cloud.CodeInvalidArgument},
 		{"negative slots", "PATCH", "/v1/instances/node-a", `{"outOfBandSlots":-1}`, nil, 400, cloud.CodeInvalidArgument},
 		{"negative limit", "PATCH", "/v1/instances/node-a", `{"attachLimit":-3}`, nil, 400, cloud.CodeInvalidArgument},
 		{"unknown type patch", "PATCH", "/v1/instances/node-a", `{"instanceType":"huge"}`, nil, 400, cloud.CodeInvalidArgument},

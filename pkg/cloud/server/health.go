@@ -108,7 +108,7 @@ func (s *Server) refuseUnhealthyAttach(ctx context.Context, call faults.Call) er
 		return nil
 	}
 	if msg != "" {
-		refusal = cloud.NewError(refusal.Code, "%s (%s)", refusal.Message, msg)
+		refusal = cloud.NewError(refusal.Code, "%s (%s)", refusal.Message, cloud.Quote(msg))
 	}
 	if _, err := s.store.RecordEvents([]cloud.Event{{Type: "AttachRefusedUnhealthy", VolumeID: call.VolumeID, InstanceID: call.InstanceID,
 		Detail: fmt.Sprintf("health=%s", h)}}); err != nil {

@@ -146,6 +146,37 @@ func TestHealthBadInput(t *testing.T) {
 	}
 }
 
+// TestHealthMessageRefusesControlCharacters: a health message is stored and answered, so,
+// like an ID, it holds no control character (NUL, ESC, a newline, DEL, C1): 400 naming the
+// field and the character, and the health stays as it was. Before, all were stored and echoed.
+func TestHealthMessageRefusesControlCharacters(t *testing.T) {
+	tc := startCloud(t, server.Config{})
+	ctx := context.Background()
+	tests := []struct{ name, message, want string }{
+		{"NUL", `a\u0000b`, "message has the control character U+0000 at byte 1"},
+		{"ESC", `\u001b[2J`, "message has the control character U+001B at byte 0"},
+		{"newline", `line one\nline two`, "message has the control character U+000A at byte 8"},
+		{"tab", `a\tb`, "message has the control character U+0009"},
+		{"DEL", `a\u007f`, "message has the control character U+007F"},
+		{"C1", `a\u0085`, "message has the control character U+0085"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := tc.do(t, http.MethodPut, "/v1/instances/node-a/health", adminToken, `{"health":"impaired","message":"`+tt.message+`"}`)
+			e := r.errorBody(t)
+			if r.status != http.StatusBadRequest || e.Code != cloud.CodeInvalidArgument || !strings.Contains(e.Message, tt.want) {
+				t.Fatalf("got %d %s %q, want 400 InvalidArgument containing %q", r.status, e.Code, e.Message, tt.want)
+			}
+			if inst := must[*cloud.Instance](t)(tc.reader.GetInstance(ctx, "node-a")); !inst.Health.Normal() || inst.HealthMessage != "" {
+				t.Fatalf("a refused message changed the instance: %q %q", inst.Health, inst.HealthMessage)
+			}
+		})
+	}
+	if r := tc.do(t, http.MethodPut, "/v1/instances/node-a/health", adminToken, `{"health":"impaired","message":"host maintenance, é"}`); r.status != http.StatusOK {
+		t.Fatalf("a plain message: %d %s", r.status, r.body)
+	}
+}
+
 // TestCloneOverHTTP: a clone is in its source's zone (an empty zone means it) and at least its
 // size; the same request again is the same volume; a missing source, a smaller size, another
 // zone, both sources at once and the same name from another source are refused.

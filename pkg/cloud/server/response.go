@@ -209,19 +209,34 @@ func bodyError(err error) error {
 	}
 }
 
-// ifMatch parses If-Match: absent or "*" is nil (no precondition), `"5"`, `W/"5"` or `5` is
-// revision 5; anything else is InvalidArgument.
+// ifMatch parses If-Match: absent or "*" is nil (no precondition), `"5"` (the ETag as sent)
+// is revision 5. A weak tag, `W/"5"`, is well formed but never matches: If-Match uses the
+// strong comparison (RFC 9110 §13.1.1), so it is PreconditionFailed, as a stale tag is.
+// Anything else, an unquoted `5` included, is InvalidArgument.
 func ifMatch(r *http.Request) (*uint64, error) {
 	h := strings.TrimSpace(r.Header.Get("If-Match"))
 	if h == "" || h == "*" {
 		return nil, nil
 	}
-	v := strings.Trim(strings.TrimPrefix(h, "W/"), `"`)
-	rev, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		return nil, cloud.NewError(cloud.CodeInvalidArgument, "If-Match %s is not a revision ETag like \"12\"", cloud.Quote(h))
+	tag, weak := strings.CutPrefix(h, "W/")
+	rev, ok := quotedRevision(tag)
+	switch {
+	case !ok:
+		return nil, cloud.NewError(cloud.CodeInvalidArgument, "If-Match %s is not a revision ETag like \"12\" (quotes included)", cloud.Quote(h))
+	case weak:
+		return nil, cloud.NewError(cloud.CodePreconditionFailed,
+			"If-Match %s is a weak tag, which never matches (If-Match compares strongly, RFC 9110 section 13.1.1); send the ETag as given, like \"12\"", cloud.Quote(h))
 	}
 	return &rev, nil
+}
+
+// quotedRevision reads an entity tag that is a revision in double quotes, `"12"`.
+func quotedRevision(tag string) (uint64, bool) {
+	if len(tag) < 3 || tag[0] != '"' || tag[len(tag)-1] != '"' {
+		return 0, false
+	}
+	rev, err := strconv.ParseUint(tag[1:len(tag)-1], 10, 64)
+	return rev, err == nil
 }
 
 // etag is the quoted revision, "12". Built by hand: it is on every answer.

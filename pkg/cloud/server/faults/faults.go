@@ -415,7 +415,7 @@ func (e *Engine) Delete(id string) error {
 	defer e.mu.Unlock()
 	i := e.indexLocked(id)
 	if i < 0 {
-		return cloud.NewError(cloud.CodeFaultNotFound, "fault rule %q not found", id)
+		return cloud.NewError(cloud.CodeFaultNotFound, "fault rule %s not found", cloud.Quote(id))
 	}
 	e.removeLocked(func(r *rule) bool { return r.spec.ID == id })
 	return nil
@@ -562,7 +562,7 @@ func (e *Engine) evaluate(c Call, transitions bool) Outcome {
 			continue // every kind may fire once; EvaluateTransition sorts them out
 		}
 		if r.spec.Error != "" {
-			out.Err = cloud.NewError(r.spec.Error, "injected by fault rule %s", r.spec.ID)
+			out.Err = cloud.NewError(r.spec.Error, "injected by fault rule %s", cloud.Quote(r.spec.ID))
 			break
 		}
 	}
@@ -582,7 +582,7 @@ func firedIDs(fired []Fired) string {
 	const shown = 5
 	ids := make([]string, 0, min(len(fired), shown))
 	for _, f := range fired[:min(len(fired), shown)] {
-		ids = append(ids, f.RuleID)
+		ids = append(ids, cloud.Quote(f.RuleID))
 	}
 	if len(fired) > shown {
 		ids = append(ids, fmt.Sprintf("and %d more", len(fired)-shown))

@@ -73,6 +73,11 @@ func (s *Store) ListEvents(q EventQuery) (*cloud.EventList, error) {
 	out := &cloud.EventList{Events: []cloud.Event{}}
 	err := s.view(func(t *txn) error {
 		out.Revision = t.rev
+		if q.PageToken == "" {
+			if err := t.truncation(q, out); err != nil {
+				return err
+			}
+		}
 		keep := func(v []byte) (bool, error) {
 			var ev cloud.Event
 			if err := jsonUnmarshal(v, &ev); err != nil {
@@ -95,6 +100,26 @@ func (s *Store) ListEvents(q EventQuery) (*cloud.EventList, error) {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
 	return out, nil
+}
+
+// truncation sets out.Truncated and out.OldestSeq when the log has dropped events q asks for
+// (cloud.EventList): the oldest retained event is past SinceSeq+1, or, for SinceRevision, is
+// past that revision while older events were dropped. Seqs start at 1, so an oldest seq above
+// 1 means some were dropped.
+func (t *txn) truncation(q EventQuery, out *cloud.EventList) error {
+	k, v := t.tx.Bucket(bucketEvents).Cursor().First()
+	if k == nil {
+		return nil
+	}
+	var oldest cloud.Event
+	if err := jsonUnmarshal(v, &oldest); err != nil {
+		return fmt.Errorf("oldest event: %w", err)
+	}
+	dropped := oldest.Seq > 1
+	if oldest.Seq > q.SinceSeq+1 && (q.SinceSeq > 0 || (dropped && oldest.Revision > q.SinceRevision)) {
+		out.Truncated, out.OldestSeq = true, oldest.Seq
+	}
+	return nil
 }
 
 // RecordEvent appends an event that is not a mutation (a fault that fired) at the current

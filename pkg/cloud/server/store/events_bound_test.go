@@ -137,3 +137,65 @@ func TestListEventsPages(t *testing.T) {
 		}
 	}
 }
+
+// TestListEventsSaysWhenTruncated: with a log of 10 events that has dropped the older ones, a
+// first page that asks for dropped events says so (truncated, and the oldest retained seq);
+// one that asks only for retained events, or a later page, does not. Before, the answer
+// silently started later than asked.
+func TestListEventsSaysWhenTruncated(t *testing.T) {
+	s, err := store.Open("", store.Options{MaxEvents: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.SeedIfEmpty(testState()); err != nil {
+		t.Fatal(err)
+	}
+	for range 30 {
+		if _, err := s.RecordMutation(cloud.Event{Type: "FaultCreated"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, _, err := s.Events(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldest := all[0]
+	if oldest.Seq <= 1 || len(all) > 10 {
+		t.Fatalf("%d events from seq %d: want the oldest dropped", len(all), oldest.Seq)
+	}
+	first, err := s.ListEvents(store.EventQuery{MaxResults: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		q    store.EventQuery
+		want bool
+	}{
+		{"whole log", store.EventQuery{}, true},
+		{"sinceSeq 1", store.EventQuery{SinceSeq: 1}, true},
+		{"sinceSeq just before the oldest dropped one", store.EventQuery{SinceSeq: oldest.Seq - 2}, true},
+		{"sinceSeq of the newest dropped one", store.EventQuery{SinceSeq: oldest.Seq - 1}, false},
+		{"sinceSeq of the oldest retained one", store.EventQuery{SinceSeq: oldest.Seq}, false},
+		{"sinceSeq past the newest", store.EventQuery{SinceSeq: all[len(all)-1].Seq + 5}, false},
+		{"sinceRevision 0", store.EventQuery{SinceRevision: 0}, true},
+		{"sinceRevision before the oldest retained one", store.EventQuery{SinceRevision: oldest.Revision - 2}, true},
+		{"sinceRevision of the oldest retained one", store.EventQuery{SinceRevision: oldest.Revision}, false},
+		{"a later page", store.EventQuery{MaxResults: 2, PageToken: first.NextPageToken}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			page, err := s.ListEvents(tt.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if page.Truncated != tt.want {
+				t.Fatalf("truncated %v, want %v (%+v)", page.Truncated, tt.want, page)
+			}
+			if want := map[bool]uint64{true: oldest.Seq}[tt.want]; page.OldestSeq != want {
+				t.Fatalf("oldestSeq %d, want %d", page.OldestSeq, want)
+			}
+		})
+	}
+}

@@ -28,7 +28,7 @@ func (t *txn) groupSnapshot(id string) (*cloud.GroupSnapshot, error) {
 		return nil, err
 	}
 	if !ok {
-		return nil, cloud.NewError(cloud.CodeGroupSnapshotNotFound, "group snapshot %q not found", id)
+		return nil, cloud.NewError(cloud.CodeGroupSnapshotNotFound, "group snapshot %s not found", cloud.Quote(id))
 	}
 	g := &cloud.GroupSnapshot{ID: rec.ID, Name: rec.Name, SourceVolumeIDs: rec.SourceVolumeIDs, Snapshots: []cloud.Snapshot{},
 		ReadyToUse: true, CreatedAt: rec.CreatedAt, Revision: rec.Revision}
@@ -37,7 +37,7 @@ func (t *txn) groupSnapshot(id string) (*cloud.GroupSnapshot, error) {
 		if err != nil {
 			// A member goes only with its group (DeleteSnapshot refuses it), so this is
 			// a damaged store, not a caller's mistake.
-			return nil, cloud.NewError(cloud.CodeInternalError, "group snapshot %s: member %s: %v", id, snapID, err)
+			return nil, cloud.NewError(cloud.CodeInternalError, "group snapshot %s: member %s: %v", cloud.Quote(id), cloud.Quote(snapID), err)
 		}
 		g.Snapshots = append(g.Snapshots, *sn)
 		g.ReadyToUse = g.ReadyToUse && sn.ReadyToUse
@@ -68,7 +68,7 @@ func (s *Store) CreateGroupSnapshot(req cloud.CreateGroupSnapshotRequest) (*clou
 				return err
 			}
 			if !slices.Equal(g.SourceVolumeIDs, ids) {
-				return cloud.NewError(cloud.CodeAlreadyExists, "group snapshot %q exists as %s of %d other volumes", req.Name, g.ID, len(g.SourceVolumeIDs))
+				return cloud.NewError(cloud.CodeAlreadyExists, "group snapshot %s exists as %s of %d other volumes", cloud.Quote(req.Name), cloud.Quote(g.ID), len(g.SourceVolumeIDs))
 			}
 			out = g
 			return nil
@@ -81,8 +81,8 @@ func (s *Store) CreateGroupSnapshot(req cloud.CreateGroupSnapshotRequest) (*clou
 				return err
 			}
 			if len(vols) > 0 && v.rec.Zone != vols[0].rec.Zone {
-				return cloud.NewError(cloud.CodeZoneMismatch, "group snapshot %q: volume %s is in zone %s, volume %s in zone %s; a group is taken in one zone",
-					req.Name, vols[0].rec.ID, vols[0].rec.Zone, v.rec.ID, v.rec.Zone)
+				return cloud.NewError(cloud.CodeZoneMismatch, "group snapshot %s: volume %s is in zone %s, volume %s in zone %s; a group is taken in one zone",
+					cloud.Quote(req.Name), cloud.Quote(vols[0].rec.ID), cloud.Quote(vols[0].rec.Zone), cloud.Quote(v.rec.ID), cloud.Quote(v.rec.Zone))
 			}
 			vols = append(vols, v)
 		}

@@ -48,8 +48,8 @@ func validateCreateInstance(req cloud.CreateInstanceRequest, types map[string]in
 		limit, known = *override, true
 	}
 	switch {
-	case req.OutOfBandSlots < 0:
-		errs = append(errs, fmt.Errorf("outOfBandSlots must be >= 0, got %d", req.OutOfBandSlots))
+	case req.OutOfBandSlots < 0 || req.OutOfBandSlots > cloud.MaxAttachSlots:
+		errs = append(errs, checkSlots("outOfBandSlots", req.OutOfBandSlots, 0))
 	case known && req.OutOfBandSlots > limit:
 		errs = append(errs, outOfBandAboveLimit(req.OutOfBandSlots, limit))
 	}
@@ -109,7 +109,7 @@ func (t *txn) loadInstance(id string) (*instView, error) {
 		return nil, err
 	}
 	if !ok {
-		return nil, cloud.NewError(cloud.CodeInstanceNotFound, "instance %q not found", id)
+		return nil, cloud.NewError(cloud.CodeInstanceNotFound, "instance %s not found", cloud.Quote(id))
 	}
 	if iv.state, err = decodeInstanceState(t.tx.Bucket(bucketInstStates).Get([]byte(id))); err != nil {
 		return nil, fmt.Errorf("instance %s: %w", id, err)
@@ -196,8 +196,8 @@ func (t *txn) createInstance(req cloud.CreateInstanceRequest) (*instView, error)
 	switch {
 	case err == nil:
 		if existing.rec.Zone != req.Zone || existing.rec.InstanceType != req.InstanceType || existing.rec.OutOfBandSlots != req.OutOfBandSlots {
-			return nil, cloud.NewError(cloud.CodeAlreadyExists, "instance %q exists with zone %q, type %q, outOfBandSlots %d",
-				req.ID, existing.rec.Zone, existing.rec.InstanceType, existing.rec.OutOfBandSlots)
+			return nil, cloud.NewError(cloud.CodeAlreadyExists, "instance %s exists with zone %s, type %s, outOfBandSlots %d",
+				cloud.Quote(req.ID), cloud.Quote(existing.rec.Zone), cloud.Quote(existing.rec.InstanceType), existing.rec.OutOfBandSlots)
 		}
 		return existing, nil
 	case !errors.Is(err, cloud.ErrInstanceNotFound):
@@ -332,12 +332,14 @@ func (s *Store) PatchInstance(id string, p cloud.InstancePatch, ifMatch *uint64)
 		// 0 would read as "unlimited" to anyone who knows CSI's max_volumes_per_node; a node
 		// without room for volumes is outOfBandSlots equal to the limit.
 		errs = append(errs, fmt.Errorf("attachLimit must be >= 1, got %d (to leave no slot for volumes, set outOfBandSlots to the limit)", *p.AttachLimit))
+	} else if p.AttachLimit != nil {
+		errs = append(errs, checkSlots("attachLimit", *p.AttachLimit, 1))
 	}
-	if p.OutOfBandSlots != nil && *p.OutOfBandSlots < 0 {
-		errs = append(errs, fmt.Errorf("outOfBandSlots must be >= 0, got %d", *p.OutOfBandSlots))
+	if p.OutOfBandSlots != nil {
+		errs = append(errs, checkSlots("outOfBandSlots", *p.OutOfBandSlots, 0))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, cloud.NewError(cloud.CodeInvalidArgument, "patch instance %s: %v", id, err)
+		return nil, cloud.NewError(cloud.CodeInvalidArgument, "patch instance %s: %v", cloud.Quote(id), err)
 	}
 	var out *cloud.Instance
 	err := s.update(func(t *txn) error {
@@ -346,7 +348,7 @@ func (s *Store) PatchInstance(id string, p cloud.InstancePatch, ifMatch *uint64)
 			return err
 		}
 		if ifMatch != nil && *ifMatch != iv.state.revision {
-			return cloud.NewError(cloud.CodePreconditionFailed, "instance %s is at revision %d, If-Match wants %d", id, iv.state.revision, *ifMatch)
+			return cloud.NewError(cloud.CodePreconditionFailed, "instance %s is at revision %d, If-Match wants %d", cloud.Quote(id), iv.state.revision, *ifMatch)
 		}
 		if p.InstanceType != nil {
 			types, err := t.typeLimits()
@@ -374,7 +376,7 @@ func (s *Store) PatchInstance(id string, p cloud.InstancePatch, ifMatch *uint64)
 			return err
 		}
 		if iv.rec.OutOfBandSlots > iv.limit {
-			return cloud.NewError(cloud.CodeInvalidArgument, "patch instance %s: %v", id, outOfBandAboveLimit(iv.rec.OutOfBandSlots, iv.limit))
+			return cloud.NewError(cloud.CodeInvalidArgument, "patch instance %s: %v", cloud.Quote(id), outOfBandAboveLimit(iv.rec.OutOfBandSlots, iv.limit))
 		}
 		if iv.state.revision, err = t.bump(); err != nil {
 			return err

@@ -36,7 +36,8 @@ func (s *Store) Quotas() (*cloud.Quotas, error) {
 	return out, nil
 }
 
-// PatchQuotas sets quota limits. Limits must be ≥ 0 (InvalidArgument); a limit below current
+// PatchQuotas sets quota limits. Limits must be in [0, cloud.MaxQuotaCount] (counts) or
+// [0, cloud.MaxQuotaBytes] (capacityBytes), else InvalidArgument; a limit below current
 // use is allowed (it refuses new use, evicts nothing). An empty patch is InvalidArgument. With
 // ifMatch != nil the quotas' Revision must equal it (PreconditionFailed).
 func (s *Store) PatchQuotas(p cloud.QuotasPatch, ifMatch *uint64) (*cloud.Quotas, error) {
@@ -44,11 +45,8 @@ func (s *Store) PatchQuotas(p cloud.QuotasPatch, ifMatch *uint64) (*cloud.Quotas
 	if p.Attachments == nil && p.Volumes == nil && p.CapacityBytes == nil {
 		errs = append(errs, errors.New("patch changes nothing"))
 	}
-	for name, v := range map[string]*int64{"attachments": p.Attachments, "volumes": p.Volumes, "capacityBytes": p.CapacityBytes} {
-		if v != nil && *v < 0 {
-			errs = append(errs, fmt.Errorf("%s must be >= 0, got %d", name, *v))
-		}
-	}
+	errs = append(errs, checkQuota("attachments", p.Attachments), checkQuota("volumes", p.Volumes),
+		checkQuota("capacityBytes", p.CapacityBytes))
 	if err := errors.Join(errs...); err != nil {
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "patch quotas: %v", err)
 	}

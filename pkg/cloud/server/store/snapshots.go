@@ -15,7 +15,7 @@ func (t *txn) getSnapshot(id string) (*cloud.Snapshot, error) {
 		return nil, err
 	}
 	if !ok {
-		return nil, cloud.NewError(cloud.CodeSnapshotNotFound, "snapshot %q not found", id)
+		return nil, cloud.NewError(cloud.CodeSnapshotNotFound, "snapshot %s not found", cloud.Quote(id))
 	}
 	return &sn, nil
 }
@@ -43,7 +43,7 @@ func (s *Store) CreateSnapshot(req cloud.CreateSnapshotRequest) (*cloud.Snapshot
 				return err
 			}
 			if sn.SourceVolumeID != req.SourceVolumeID {
-				return cloud.NewError(cloud.CodeAlreadyExists, "snapshot %q exists as %s of volume %s", req.Name, sn.ID, sn.SourceVolumeID)
+				return cloud.NewError(cloud.CodeAlreadyExists, "snapshot %s exists as %s of volume %s", cloud.Quote(req.Name), cloud.Quote(sn.ID), cloud.Quote(sn.SourceVolumeID))
 			}
 			out = sn
 			return nil
@@ -131,7 +131,7 @@ func (s *Store) DeleteSnapshot(id string) (uint64, error) {
 			return err
 		}
 		if sn.GroupSnapshotID != "" {
-			return cloud.NewError(cloud.CodeSnapshotInGroup, "snapshot %s is a member of group snapshot %s: delete the group", id, sn.GroupSnapshotID)
+			return cloud.NewError(cloud.CodeSnapshotInGroup, "snapshot %s is a member of group snapshot %s: delete the group", cloud.Quote(id), cloud.Quote(sn.GroupSnapshotID))
 		}
 		if rev, err = t.bump(); err != nil {
 			return err

@@ -8,7 +8,8 @@ import (
 )
 
 // Limits are the account quota limits: attachments and volumes are counts, CapacityBytes is
-// bytes. All must be ≥ 0.
+// bytes. All must be ≥ 0, the counts at most cloud.MaxQuotaCount, the bytes at most
+// cloud.MaxQuotaBytes.
 type Limits struct {
 	Attachments   int64 `json:"attachments"`
 	Volumes       int64 `json:"volumes"`
@@ -30,8 +31,9 @@ type State struct {
 }
 
 // Validate reports every problem of the state at once: empty or duplicate names and IDs,
-// instance types or per-instance limits below 1 slot, attach or detach durations outside
-// [0, cloud.MaxTransitionMS], negative slots or quotas, out-of-band
+// instance types or per-instance limits outside [1, cloud.MaxAttachSlots], attach or detach durations outside
+// [0, cloud.MaxTransitionMS], out-of-band slots or quotas outside their bounds
+// (cloud.MaxAttachSlots, cloud.MaxQuotaCount, cloud.MaxQuotaBytes), out-of-band
 // slots above an instance's limit, instance IDs or zones that fail the checks of
 // POST /v1/instances, and instances of unknown types.
 func (st State) Validate() error {
@@ -44,8 +46,8 @@ func (st State) Validate() error {
 		case dup:
 			errs = append(errs, fmt.Errorf("instanceTypes[%d]: duplicate name %q", i, it.Name))
 		}
-		if it.MaxAttachments < 1 {
-			errs = append(errs, fmt.Errorf("instanceTypes[%d]: maxAttachments must be >= 1, got %d", i, it.MaxAttachments))
+		if err := checkSlots("maxAttachments", it.MaxAttachments, 1); err != nil {
+			errs = append(errs, fmt.Errorf("instanceTypes[%d]: %w", i, err))
 		}
 		for _, d := range []struct {
 			name string
@@ -60,9 +62,11 @@ func (st State) Validate() error {
 	ids := map[string]bool{}
 	for i, in := range st.Instances {
 		override := in.AttachLimit
-		if override != nil && *override < 1 {
-			errs = append(errs, fmt.Errorf("instances[%d]: attachLimit must be >= 1, got %d", i, *override))
-			override = nil
+		if override != nil {
+			if err := checkSlots("attachLimit", *override, 1); err != nil {
+				errs = append(errs, fmt.Errorf("instances[%d]: %w", i, err))
+				override = nil
+			}
 		}
 		if err := validateCreateInstance(in.CreateInstanceRequest, types, override); err != nil {
 			errs = append(errs, fmt.Errorf("instances[%d]: %w", i, err))
@@ -79,17 +83,34 @@ func (st State) Validate() error {
 }
 
 func validateLimits(l Limits) error {
-	var errs []error
-	if l.Attachments < 0 {
-		errs = append(errs, fmt.Errorf("attachments must be >= 0, got %d", l.Attachments))
+	return errors.Join(checkQuota("attachments", &l.Attachments), checkQuota("volumes", &l.Volumes),
+		checkQuota("capacityBytes", &l.CapacityBytes))
+}
+
+// checkSlots reports a count of attach slots outside [lowest, cloud.MaxAttachSlots], naming
+// the field, the value and the bounds.
+func checkSlots(field string, v, lowest int) error {
+	if v < lowest || v > cloud.MaxAttachSlots {
+		return fmt.Errorf("%s must be in [%d, %d], got %d", field, lowest, cloud.MaxAttachSlots, v)
 	}
-	if l.Volumes < 0 {
-		errs = append(errs, fmt.Errorf("volumes must be >= 0, got %d", l.Volumes))
+	return nil
+}
+
+// checkQuota reports a quota limit outside [0, its bound] (cloud.MaxQuotaBytes for
+// capacityBytes, cloud.MaxQuotaCount for the counts), naming the field, the value and the
+// bounds; nil v (not patched) is fine.
+func checkQuota(field string, v *int64) error {
+	if v == nil {
+		return nil
 	}
-	if l.CapacityBytes < 0 {
-		errs = append(errs, fmt.Errorf("capacityBytes must be >= 0, got %d", l.CapacityBytes))
+	bound := int64(cloud.MaxQuotaCount)
+	if field == "capacityBytes" {
+		bound = cloud.MaxQuotaBytes
 	}
-	return errors.Join(errs...)
+	if *v < 0 || *v > bound {
+		return fmt.Errorf("%s must be in [0, %d], got %d", field, bound, *v)
+	}
+	return nil
 }
 
 // SeedIfEmpty writes st when the store has never been seeded (a new data directory) and

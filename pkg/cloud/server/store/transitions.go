@@ -372,13 +372,13 @@ func (s *Store) AttachMode(volumeID, instanceID string, readOnly bool, register 
 			case cloud.StateAttaching, cloud.StateAttached:
 				if v.phase.ReadOnly != readOnly {
 					return cloud.NewError(cloud.CodeAlreadyExists, "volume %s is %s to %s with readOnly=%v; detach it before attaching with readOnly=%v",
-						v.rec.ID, v.phase.State, iv.rec.ID, v.phase.ReadOnly, readOnly)
+						cloud.Quote(v.rec.ID), v.phase.State, cloud.Quote(iv.rec.ID), v.phase.ReadOnly, readOnly)
 				}
 				out = attachment(v, iv.rec.ID)
 				return nil
 			case cloud.StateDetaching:
 				return cloud.NewError(cloud.CodeIncorrectState, "volume %s is detaching from %s since %s; attach it again once detached",
-					v.rec.ID, iv.rec.ID, v.phase.Since.Format(time.RFC3339))
+					cloud.Quote(v.rec.ID), cloud.Quote(iv.rec.ID), v.phase.Since.Format(time.RFC3339))
 			}
 			// Error after a failed detach: the slot is held already; attach again.
 			if _, err := t.bump(); err != nil {
@@ -392,14 +392,14 @@ func (s *Store) AttachMode(volumeID, instanceID string, readOnly bool, register 
 			return nil
 		case "":
 		default:
-			return cloud.NewError(cloud.CodeVolumeInUse, "volume %s is %s on %s", v.rec.ID, v.phase.State, v.state.attachedTo)
+			return cloud.NewError(cloud.CodeVolumeInUse, "volume %s is %s on %s", cloud.Quote(v.rec.ID), v.phase.State, cloud.Quote(v.state.attachedTo))
 		}
 		if v.rec.Zone != iv.rec.Zone {
-			return cloud.NewError(cloud.CodeZoneMismatch, "volume %s is in zone %q, instance %s in %q", v.rec.ID, v.rec.Zone, iv.rec.ID, iv.rec.Zone)
+			return cloud.NewError(cloud.CodeZoneMismatch, "volume %s is in zone %s, instance %s in %s", cloud.Quote(v.rec.ID), cloud.Quote(v.rec.Zone), cloud.Quote(iv.rec.ID), cloud.Quote(iv.rec.Zone))
 		}
 		if iv.slots().FreeSlots() <= 0 {
 			return cloud.NewError(cloud.CodeAttachmentLimitExceeded, "instance %s: %d slots held by volumes + %d out-of-band slots of limit %d",
-				iv.rec.ID, iv.state.attached, iv.rec.OutOfBandSlots, iv.limit)
+				cloud.Quote(iv.rec.ID), iv.state.attached, iv.rec.OutOfBandSlots, iv.limit)
 		}
 		q, err := t.quotas()
 		if err != nil {

@@ -26,7 +26,7 @@ func openSeeded(t *testing.T, st store.State, opts store.Options) *store.Store {
 // TestCapacityQuotaHasNoOverflow: the bytes quota compares without overflow, so a size near
 // MaxInt64 is refused however much is used, and a refusal leaves the use as it was.
 func TestCapacityQuotaHasNoOverflow(t *testing.T) {
-	const maxI = math.MaxInt64
+	const maxI, maxQ = math.MaxInt64, cloud.MaxQuotaBytes
 	tests := []struct {
 		name     string
 		limit    int64
@@ -39,19 +39,20 @@ func TestCapacityQuotaHasNoOverflow(t *testing.T) {
 		{name: "fills the quota exactly", limit: 100, existing: []int64{60}, create: 40, wantUsed: 100},
 		{name: "one byte over", limit: 100, existing: []int64{60}, create: 41, wantCode: cloud.CodeCapacityQuotaExceeded, wantUsed: 60},
 		{name: "MaxInt64 with bytes used", limit: 100, existing: []int64{10}, create: maxI, wantCode: cloud.CodeCapacityQuotaExceeded, wantUsed: 10},
-		{name: "MaxInt64 limit, MaxInt64 volume with bytes used", limit: maxI, existing: []int64{1}, create: maxI, wantCode: cloud.CodeCapacityQuotaExceeded, wantUsed: 1},
-		{name: "MaxInt64 limit, one more byte when full", limit: maxI, existing: []int64{maxI}, create: 1, wantCode: cloud.CodeCapacityQuotaExceeded, wantUsed: maxI},
-		{name: "MaxInt64 limit, MaxInt64 volume alone", limit: maxI, create: maxI, wantUsed: maxI},
+		{name: "largest limit, MaxInt64 volume with bytes used", limit: maxQ, existing: []int64{1}, create: maxI, wantCode: cloud.CodeCapacityQuotaExceeded, wantUsed: 1},
+		{name: "largest limit, one more byte when full", limit: maxQ, existing: []int64{maxQ}, create: 1, wantCode: cloud.CodeCapacityQuotaExceeded, wantUsed: maxQ},
+		{name: "largest limit, a volume of all of it alone", limit: maxQ, create: maxQ, wantUsed: maxQ},
+		{name: "largest limit, MaxInt64 volume alone", limit: maxQ, create: maxI, wantCode: cloud.CodeCapacityQuotaExceeded},
 		{name: "limit below use", limit: 50, existing: []int64{100}, create: 1, wantCode: cloud.CodeCapacityQuotaExceeded, wantUsed: 100},
 		{name: "grow to fill exactly", limit: 100, existing: []int64{10, 20}, resizeTo: 80, wantUsed: 100},
 		{name: "grow one byte over", limit: 100, existing: []int64{10, 20}, resizeTo: 81, wantCode: cloud.CodeCapacityQuotaExceeded, wantUsed: 30},
 		{name: "grow to MaxInt64 with other bytes used", limit: 100, existing: []int64{10, 20}, resizeTo: maxI, wantCode: cloud.CodeCapacityQuotaExceeded, wantUsed: 30},
-		{name: "grow to MaxInt64 under a MaxInt64 limit with other bytes used", limit: maxI, existing: []int64{10, 20}, resizeTo: maxI, wantCode: cloud.CodeCapacityQuotaExceeded, wantUsed: 30},
+		{name: "grow to MaxInt64 under the largest limit with other bytes used", limit: maxQ, existing: []int64{10, 20}, resizeTo: maxI, wantCode: cloud.CodeCapacityQuotaExceeded, wantUsed: 30},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st := testState()
-			st.Quotas.CapacityBytes = maxI
+			st.Quotas.CapacityBytes = maxQ
 			s := openSeeded(t, st, store.Options{})
 			var first string
 			for i, size := range tt.existing {
@@ -153,21 +154,32 @@ func TestVolumeZoneMustBeKnown(t *testing.T) {
 // problem; the limits that stay allowed (out-of-band slots equal to the limit, a limit of 1)
 // are accepted.
 func TestStateValidationNamesEachProblem(t *testing.T) {
-	zero, one, two := 0, 1, 2
+	zero, one, two, most, over := 0, 1, 2, cloud.MaxAttachSlots, cloud.MaxAttachSlots+1
+	maxI := int64(math.MaxInt64)
 	inst := func(id, zone string, oob int, limit *int) store.SeedInstance {
 		return store.SeedInstance{CreateInstanceRequest: cloud.CreateInstanceRequest{ID: id, Zone: zone, InstanceType: "small", OutOfBandSlots: oob}, AttachLimit: limit}
 	}
 	tests := []struct {
-		name  string
-		types []cloud.InstanceType
-		inst  store.SeedInstance
-		want  string // "" means valid
+		name   string
+		types  []cloud.InstanceType
+		inst   store.SeedInstance
+		quotas *store.Limits
+		want   string // "" means valid
 	}{
 		{name: "out-of-band slots equal to the type's limit", inst: inst("n", "z", 4, nil)},
 		{name: "out-of-band slots equal to the override", inst: inst("n", "z", 2, &two)},
 		{name: "override of 1", inst: inst("n", "z", 0, &one)},
-		{name: "instance type of 0 slots", types: []cloud.InstanceType{{Name: "small"}}, inst: inst("n", "z", 0, nil), want: "maxAttachments must be >= 1, got 0"},
-		{name: "override of 0", inst: inst("n", "z", 0, &zero), want: "attachLimit must be >= 1, got 0"},
+		{name: "instance type of 0 slots", types: []cloud.InstanceType{{Name: "small"}}, inst: inst("n", "z", 0, nil), want: "maxAttachments must be in [1, 4096], got 0"},
+		{name: "instance type of the most slots", types: []cloud.InstanceType{{Name: "small", MaxAttachments: most}}, inst: inst("n", "z", most, nil)},
+		{name: "instance type of MaxInt slots", types: []cloud.InstanceType{{Name: "small", MaxAttachments: math.MaxInt}}, inst: inst("n", "z", 0, nil), want: "maxAttachments must be in [1, 4096], got 9223372036854775807"},
+		{name: "override of the most slots", inst: inst("n", "z", most, &most)},
+		{name: "override over the bound", inst: inst("n", "z", 0, &over), want: "attachLimit must be in [1, 4096], got 4097"},
+		{name: "out-of-band slots of MaxInt", inst: inst("n", "z", math.MaxInt, &most), want: "outOfBandSlots must be in [0, 4096], got 9223372036854775807"},
+		{name: "quotas at their bounds", inst: inst("n", "z", 0, nil), quotas: &store.Limits{Attachments: cloud.MaxQuotaCount, Volumes: cloud.MaxQuotaCount, CapacityBytes: cloud.MaxQuotaBytes}},
+		{name: "attachment quota of MaxInt64", inst: inst("n", "z", 0, nil), quotas: &store.Limits{Attachments: maxI}, want: "attachments must be in [0, 1000000], got 9223372036854775807"},
+		{name: "volume quota over the bound", inst: inst("n", "z", 0, nil), quotas: &store.Limits{Volumes: cloud.MaxQuotaCount + 1}, want: "volumes must be in [0, 1000000], got 1000001"},
+		{name: "capacity quota of MaxInt64", inst: inst("n", "z", 0, nil), quotas: &store.Limits{CapacityBytes: maxI}, want: "capacityBytes must be in [0, 1152921504606846976], got 9223372036854775807"},
+		{name: "override of 0", inst: inst("n", "z", 0, &zero), want: "attachLimit must be in [1, 4096], got 0"},
 		{name: "out-of-band slots above the type's limit", inst: inst("n", "z", 5, nil), want: "outOfBandSlots 5 is above the attach limit 4"},
 		{name: "out-of-band slots above the override", inst: inst("n", "z", 3, &two), want: "outOfBandSlots 3 is above the attach limit 2"},
 		{name: "instance ID with a control character", inst: inst("n\x00", "z", 0, nil), want: "control character U+0000"},
@@ -184,6 +196,9 @@ func TestStateValidationNamesEachProblem(t *testing.T) {
 				st.InstanceTypes = tt.types
 			}
 			st.Instances = []store.SeedInstance{tt.inst}
+			if tt.quotas != nil {
+				st.Quotas = *tt.quotas
+			}
 			err := st.Validate()
 			switch {
 			case tt.want == "" && err != nil:

@@ -81,7 +81,7 @@ func (t *txn) zoneKnown(zone string) (bool, error) {
 func (t *txn) getVolume(id string) (*volView, error) {
 	data := t.tx.Bucket(bucketVolumes).Get([]byte(id))
 	if data == nil {
-		return nil, cloud.NewError(cloud.CodeVolumeNotFound, "volume %q not found", id)
+		return nil, cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", cloud.Quote(id))
 	}
 	return t.decodeVolume(data)
 }
@@ -91,7 +91,7 @@ func (t *txn) getVolume(id string) (*volView, error) {
 func (t *txn) getVolumeState(id string) (volumeState, error) {
 	data := t.tx.Bucket(bucketVolStates).Get([]byte(id))
 	if data == nil {
-		return volumeState{}, cloud.NewError(cloud.CodeVolumeNotFound, "volume %q not found", id)
+		return volumeState{}, cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", cloud.Quote(id))
 	}
 	vs, err := decodeVolumeState(data)
 	if err != nil {
@@ -165,8 +165,8 @@ func (s *Store) CreateVolume(req cloud.CreateVolumeRequest) (*cloud.Volume, erro
 			}
 			if v.rec.RequestedSizeBytes != req.SizeBytes || v.rec.Zone != req.Zone || v.rec.SourceSnapshotID != req.SourceSnapshotID ||
 				v.rec.SourceVolumeID != req.SourceVolumeID {
-				return cloud.NewError(cloud.CodeAlreadyExists, "volume %q exists as %s with sizeBytes %d, zone %q, sourceSnapshotId %q, sourceVolumeId %q",
-					req.Name, v.rec.ID, v.rec.RequestedSizeBytes, v.rec.Zone, v.rec.SourceSnapshotID, v.rec.SourceVolumeID)
+				return cloud.NewError(cloud.CodeAlreadyExists, "volume %s exists as %s with sizeBytes %d, zone %s, sourceSnapshotId %s, sourceVolumeId %s",
+					cloud.Quote(req.Name), cloud.Quote(v.rec.ID), v.rec.RequestedSizeBytes, cloud.Quote(v.rec.Zone), cloud.Quote(v.rec.SourceSnapshotID), cloud.Quote(v.rec.SourceVolumeID))
 			}
 			out = v.volume()
 			return nil
@@ -186,7 +186,7 @@ func (s *Store) CreateVolume(req cloud.CreateVolumeRequest) (*cloud.Volume, erro
 				return err
 			}
 			if req.SizeBytes < snap.SizeBytes {
-				return cloud.NewError(cloud.CodeInvalidArgument, "sizeBytes %d is smaller than snapshot %s (%d bytes)", req.SizeBytes, snap.ID, snap.SizeBytes)
+				return cloud.NewError(cloud.CodeInvalidArgument, "sizeBytes %d is smaller than snapshot %s (%d bytes)", req.SizeBytes, cloud.Quote(snap.ID), snap.SizeBytes)
 			}
 		}
 		if req.SourceVolumeID != "" {
@@ -295,7 +295,7 @@ func (s *Store) DeleteVolume(id string) (uint64, error) {
 			return err
 		}
 		if v.state.attachedTo != "" {
-			return cloud.NewError(cloud.CodeVolumeInUse, "volume %s is attached to %s", id, v.state.attachedTo)
+			return cloud.NewError(cloud.CodeVolumeInUse, "volume %s is attached to %s", cloud.Quote(id), cloud.Quote(v.state.attachedTo))
 		}
 		q, err := t.quotas()
 		if err != nil {
@@ -334,7 +334,7 @@ func (s *Store) DeleteVolume(id string) (uint64, error) {
 // CapacityQuotaExceeded; a missing volume is VolumeNotFound.
 func (s *Store) Resize(volumeID string, sizeBytes int64) (*cloud.Volume, error) {
 	if sizeBytes <= 0 {
-		return nil, cloud.NewError(cloud.CodeInvalidArgument, "resize %s: sizeBytes must be > 0, got %d", volumeID, sizeBytes)
+		return nil, cloud.NewError(cloud.CodeInvalidArgument, "resize %s: sizeBytes must be > 0, got %d", cloud.Quote(volumeID), sizeBytes)
 	}
 	var out *cloud.Volume
 	err := s.update(func(t *txn) error {
@@ -347,7 +347,7 @@ func (s *Store) Resize(volumeID string, sizeBytes int64) (*cloud.Volume, error) 
 			out = v.volume()
 			return nil
 		case sizeBytes < v.rec.SizeBytes:
-			return cloud.NewError(cloud.CodeInvalidArgument, "volume %s is %d bytes; volumes only grow, %d asked", v.rec.ID, v.rec.SizeBytes, sizeBytes)
+			return cloud.NewError(cloud.CodeInvalidArgument, "volume %s is %d bytes; volumes only grow, %d asked", cloud.Quote(v.rec.ID), v.rec.SizeBytes, sizeBytes)
 		}
 		q, err := t.quotas()
 		if err != nil {
@@ -394,7 +394,7 @@ func (t *txn) checkCloneSource(req cloud.CreateVolumeRequest) error {
 		return cloud.NewError(cloud.CodeInvalidArgument, "clone of %s must be in its zone %s, not %s", src.rec.ID, cloud.Quote(src.rec.Zone), cloud.Quote(req.Zone))
 	}
 	if req.SizeBytes < src.rec.SizeBytes {
-		return cloud.NewError(cloud.CodeInvalidArgument, "sizeBytes %d is smaller than source volume %s (%d bytes)", req.SizeBytes, src.rec.ID, src.rec.SizeBytes)
+		return cloud.NewError(cloud.CodeInvalidArgument, "sizeBytes %d is smaller than source volume %s (%d bytes)", req.SizeBytes, cloud.Quote(src.rec.ID), src.rec.SizeBytes)
 	}
 	return nil
 }
