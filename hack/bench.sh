@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCHTIME=${BENCHTIME:-2s}
-# The fleet simulation's size: the README's table is FLEET_NODES=10000 (about 50 CPU-s per
+# The fleet simulation's size: the README's tables are FLEET_NODES=10000 (18-25 CPU-s per
 # run on the development machine); 1000 keeps `make bench` to a minute or two.
 FLEET_NODES=${FLEET_NODES:-1000}
 
