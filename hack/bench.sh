@@ -5,22 +5,53 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCHTIME=${BENCHTIME:-2s}
-# The fleet simulation's size: the README's table is FLEET_NODES=10000 (about 50 CPU-s per
+# The fleet simulation's size: the README's tables are FLEET_NODES=10000 (18-25 CPU-s per
 # run on the development machine); 1000 keeps `make bench` to a minute or two.
 FLEET_NODES=${FLEET_NODES:-1000}
 
+mkdir -p _output/bench
+
+# rows keeps go test -bench's result rows, each whole on one line, and its ok/FAIL lines.
+# go test prints a row's name when the run starts and its figures when it ends; a line the
+# code under test writes in between (the test binary's stderr comes with its stdout) ends up
+# after the name and moves the figures to a line of their own, which starts with blanks and
+# the iteration count. rows joins such figures back to their name and drops the stray lines.
+rows() {
+	awk '
+		/^Benchmark[^ \t]*[ \t]+[0-9]+\t/ { print; name = ""; next } # a whole row
+		/^Benchmark/ { name = $1; next }                            # a name, figures to come
+		/^[ \t]+[0-9]+\t/ && name != "" { sub(/^[ \t]+/, ""); print name "\t" $0; name = ""; next }
+		/^(ok|FAIL|--- FAIL)/ { print }
+	'
+}
+
+# require fails the run, saying so, when the benchmark rows in file print no figure named
+# metric: the README quotes it, and a run that lost it would otherwise pass unnoticed.
+require() {
+	local file=$1 metric=$2
+	if ! grep -qE "[0-9] ${metric}([[:space:]]|\$)" "$file"; then
+		echo "bench.sh: no ${metric} figure in the rows above ($file): the README's figure is missing; rerun that go test without this filter to see why" >&2
+		exit 1
+	fi
+}
+
+# Each section's rows are also kept in _output/bench/<section>.txt.
 echo "== fake cloud store alone: attach+detach on disk, 1 and 64 callers, mutations per commit"
-go test -run '^$' -bench . -benchtime "$BENCHTIME" ./pkg/cloud/server/store/ 2>/dev/null | grep -E '^(Benchmark|ok|FAIL)'
+go test -run '^$' -bench . -benchtime "$BENCHTIME" ./pkg/cloud/server/store/ 2>/dev/null | rows | tee _output/bench/store.txt
+require _output/bench/store.txt mutations/commit
 echo
-echo "== fake cloud: attach+detach through HTTP, durable store vs a bare mux JSON handler"
-go test -run '^$' -bench . -benchtime "$BENCHTIME" ./bench/cloud/ 2>/dev/null | grep -E '^(Benchmark|ok|FAIL)'
+echo "== fake cloud: attach+detach through HTTP, durable store vs a bare mux JSON handler (ratio rows: durable/bare, throughput; cpu-bare/durable, CPU per op)"
+go test -run '^$' -bench . -benchtime "$BENCHTIME" ./bench/cloud/ 2>/dev/null | rows | tee _output/bench/cloud.txt
+require _output/bench/cloud.txt durable/bare
+require _output/bench/cloud.txt cpu-bare/durable
 echo
-echo "== driver: NodeGetInfo (warm cache, production lookup interval) vs a bare gRPC unary call; ControllerPublishVolume through driver + cloud"
-go test -run '^$' -bench . -benchtime "$BENCHTIME" ./bench/driver/ 2>/dev/null | grep -E '^(Benchmark|ok|FAIL)'
+echo "== driver: NodeGetInfo (warm cache, production lookup interval) vs a bare gRPC health check (grpc.health.v1 Check, the echo-* figures), both on a unix socket: p99-ratio is nodeinfo-p99-ns / echo-p99-ns; ControllerPublishVolume through driver + cloud (publishes/s)"
+go test -run '^$' -bench . -benchtime "$BENCHTIME" ./bench/driver/ 2>/dev/null | rows | tee _output/bench/driver.txt
+require _output/bench/driver.txt p99-ratio
+require _output/bench/driver.txt publishes/s
 echo
 echo "== capacity policy: static vs naive vs ours on the same traces (seeded, deterministic)"
 go run ./bench/policy
 echo
 echo "== capacity at fleet scale: the policy on $FLEET_NODES simulated nodes, periods 10, 30, 60 s (seeded, deterministic; rows also in _output/bench/fleet.jsonl)"
-mkdir -p _output/bench
 go run ./bench/policy -fleet -fleet-nodes="$FLEET_NODES" -fleet-duration=30m -fleet-scenarios=steady,quota-cut -fleet-json=_output/bench/fleet.jsonl  # progress on stderr

@@ -1,6 +1,7 @@
 // Package driver_test benchmarks the driver against the real fake cloud on loopback: how
-// NodeGetInfo (the kubelet's periodic call) compares with a bare gRPC unary call on a unix
-// socket, and how many ControllerPublishVolume calls per second driver + cloud sustain.
+// NodeGetInfo (the kubelet's periodic call) compares with a bare gRPC health check (a unary
+// call) on a unix socket, and how many ControllerPublishVolume calls per second driver +
+// cloud sustain.
 // Run with `make bench` (hack/bench.sh), which prints the figures the README quotes.
 package driver_test
 

@@ -243,3 +243,32 @@ func TestFleetPlanReportsEveryProblem(t *testing.T) {
 		t.Errorf("%d runs, want %d", len(runs), want)
 	}
 }
+
+// TestFleetLegendNamesTheScenariosRun: the legend under the tables describes the scenarios
+// that have rows, and no other.
+func TestFleetLegendNamesTheScenariosRun(t *testing.T) {
+	for _, tc := range []struct {
+		ran, absent []string
+	}{
+		{ran: []string{"steady", "quota-cut"}, absent: []string{"exhausted"}},
+		{ran: []string{"exhausted"}, absent: []string{"steady", "quota-cut"}},
+		{ran: []string{"steady", "quota-cut", "exhausted"}},
+	} {
+		var rs []fleetResult
+		for _, name := range tc.ran {
+			rs = append(rs, fleetResult{Scenario: name, Nodes: 1})
+		}
+		var out strings.Builder
+		printFleet(&out, defaultFleetParams(), fleetOptions{duration: time.Minute, at: 1}, rs)
+		for _, name := range tc.ran {
+			if !strings.Contains(out.String(), "\n- "+name+": ") {
+				t.Errorf("ran %v: no legend line for %s in\n%s", tc.ran, name, out.String())
+			}
+		}
+		for _, name := range tc.absent {
+			if strings.Contains(out.String(), "\n- "+name+": ") {
+				t.Errorf("ran %v: a legend line for %s, which did not run, in\n%s", tc.ran, name, out.String())
+			}
+		}
+	}
+}
