@@ -45,8 +45,8 @@ func (s *Store) PatchQuotas(p cloud.QuotasPatch, ifMatch *uint64) (*cloud.Quotas
 	if p.Attachments == nil && p.Volumes == nil && p.CapacityBytes == nil {
 		errs = append(errs, errors.New("patch changes nothing"))
 	}
-	errs = append(errs, checkQuota("attachments", p.Attachments), checkQuota("volumes", p.Volumes),
-		checkQuota("capacityBytes", p.CapacityBytes))
+	errs = append(errs, checkQuota("attachments", p.Attachments, cloud.MaxQuotaCount),
+		checkQuota("volumes", p.Volumes, cloud.MaxQuotaCount), checkQuota("capacityBytes", p.CapacityBytes, cloud.MaxQuotaBytes))
 	if err := errors.Join(errs...); err != nil {
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "patch quotas: %v", err)
 	}

@@ -83,8 +83,8 @@ func (st State) Validate() error {
 }
 
 func validateLimits(l Limits) error {
-	return errors.Join(checkQuota("attachments", &l.Attachments), checkQuota("volumes", &l.Volumes),
-		checkQuota("capacityBytes", &l.CapacityBytes))
+	return errors.Join(checkQuota("attachments", &l.Attachments, cloud.MaxQuotaCount),
+		checkQuota("volumes", &l.Volumes, cloud.MaxQuotaCount), checkQuota("capacityBytes", &l.CapacityBytes, cloud.MaxQuotaBytes))
 }
 
 // checkSlots reports a count of attach slots outside [lowest, cloud.MaxAttachSlots], naming
@@ -96,16 +96,12 @@ func checkSlots(field string, v, lowest int) error {
 	return nil
 }
 
-// checkQuota reports a quota limit outside [0, its bound] (cloud.MaxQuotaBytes for
-// capacityBytes, cloud.MaxQuotaCount for the counts), naming the field, the value and the
-// bounds; nil v (not patched) is fine.
-func checkQuota(field string, v *int64) error {
+// checkQuota reports a quota limit outside [0, bound] (cloud.MaxQuotaCount for the counts,
+// cloud.MaxQuotaBytes for capacityBytes), naming the field, the value and the bounds; nil v
+// (not patched) is fine.
+func checkQuota(field string, v *int64, bound int64) error {
 	if v == nil {
 		return nil
-	}
-	bound := int64(cloud.MaxQuotaCount)
-	if field == "capacityBytes" {
-		bound = cloud.MaxQuotaBytes
 	}
 	if *v < 0 || *v > bound {
 		return fmt.Errorf("%s must be in [0, %d], got %d", field, bound, *v)
