@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# `make bench`: every benchmark the README quotes, in one run on this machine, then the
+# `make bench`: every benchmark docs/figures.md quotes, in one run on this machine, then the
 # capacity-policy comparison. Figures are ratios measured side by side in the same run, so
 # they travel between machines better than absolute numbers do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCHTIME=${BENCHTIME:-2s}
-# The fleet simulation's size: the README's tables are FLEET_NODES=10000 (18-25 CPU-s per
+# The fleet simulation's size: docs/fleet-scale.md's tables are FLEET_NODES=10000 (18-25 CPU-s per
 # run on the development machine); 1000 keeps `make bench` to a minute or two.
 FLEET_NODES=${FLEET_NODES:-1000}
 
@@ -26,11 +26,11 @@ rows() {
 }
 
 # require fails the run, saying so, when the benchmark rows in file print no figure named
-# metric: the README quotes it, and a run that lost it would otherwise pass unnoticed.
+# metric: docs/figures.md quotes it, and a run that lost it would otherwise pass unnoticed.
 require() {
 	local file=$1 metric=$2
 	if ! grep -qE "[0-9] ${metric}([[:space:]]|\$)" "$file"; then
-		echo "bench.sh: no ${metric} figure in the rows above ($file): the README's figure is missing; rerun that go test without this filter to see why" >&2
+		echo "bench.sh: no ${metric} figure in the rows above ($file): docs/figures.md's figure is missing; rerun that go test without this filter to see why" >&2
 		exit 1
 	fi
 }

@@ -2,7 +2,7 @@
 // NodeGetInfo (the kubelet's periodic call) compares with a bare gRPC health check (a unary
 // call) on a unix socket, and how many ControllerPublishVolume calls per second driver +
 // cloud sustain.
-// Run with `make bench` (hack/bench.sh), which prints the figures the README quotes.
+// Run with `make bench` (hack/bench.sh), which prints the figures docs/figures.md quotes.
 package driver_test
 
 import (
@@ -29,7 +29,7 @@ import (
 
 // BenchmarkNodeGetInfoVsEcho interleaves NodeGetInfo on the driver (its capacity cache warm)
 // with a grpc.health Check on a bare server over a unix socket, so both see the same machine
-// load, and reports each one's p99 and the ratios. Target (README): NodeGetInfo p99 <= 1.5x
+// load, and reports each one's p99 and the ratios. Target (docs/figures.md): NodeGetInfo p99 <= 1.5x
 // echo.
 //
 // The node plugin runs with the production lookup interval (capacity.DefaultMinInterval,
@@ -80,7 +80,7 @@ func BenchmarkNodeGetInfoVsEcho(b *testing.B) {
 
 // BenchmarkControllerPublish runs publish + unpublish cycles from 32 concurrent callers (the
 // external-attacher's workers) through the driver and a durable fake cloud (bbolt on disk,
-// fsync per commit) and reports publishes per second. Target (README): >= 2,000/s on 2 cores.
+// fsync per commit) and reports publishes per second. Target (docs/figures.md): >= 2,000/s on 2 cores.
 //
 // The stack runs the driver in mode all, so its node plugin's capacity reporter runs too; it
 // runs with the production lookup interval (capacity.DefaultMinInterval, 5 s), as a node

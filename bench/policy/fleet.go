@@ -3,8 +3,8 @@ package main
 // The fleet mode (-fleet): the same capacity.Reporter on a fake clock, one per node, for
 // thousands of nodes and a realistic rate of capacity change, to say what the design costs a
 // large cluster in CSINode writes and cloud lookups, per node and for the fleet, and whether
-// a change the whole fleet sees at once becomes a burst of writes (README, "Capacity
-// reporting at fleet scale").
+// a change the whole fleet sees at once becomes a burst of writes
+// (docs/fleet-scale.md).
 //
 // The model is simulate's (kubelet copies every period and after a rejection, writing only on
 // a change; the attacher retries every 10 s; the kubelet rejects a pod after 2 min), made to

@@ -211,7 +211,7 @@ func TestFleetBurstAndSpread(t *testing.T) {
 		}
 	}
 	// The peak of a 40-node burst is a few writes, too few to compare; when the nodes first
-	// wrote is what the spread moves (the README's 10,000-node runs show the peak).
+	// wrote is what the spread moves (docs/fleet-scale.md's 10,000-node runs show the peak).
 	if a, b := off.Bursts[1].FirstHalf, on.Bursts[1].FirstHalf; b <= a {
 		t.Errorf("after the restore half the nodes had written within %ds with the spread, %ds without; want later with it", b+1, a+1)
 	}

@@ -17,11 +17,11 @@ import (
 	"github.com/fakecloud/fakecloud-csi/pkg/version"
 )
 
-// fixedBounds describes the bounds no flag changes, for --help (README, "Limits", has them
+// fixedBounds describes the bounds no flag changes, for --help (docs/limits.md has them
 // all).
 func fixedBounds() string {
 	return fmt.Sprintf(`
-Fixed bounds (README "Limits"; 400 InvalidArgument unless said otherwise):
+Fixed bounds (docs/limits.md; 400 InvalidArgument unless said otherwise):
   identifiers and names (path, query, body)  1-%d bytes, no control characters
   error messages                            %d bytes, quoting at most %d bytes of any input
   request headers                           64 KiB (431)
@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	root.Flags().AddGoFlagSet(klogFlags)
-	// --help ends with the bounds no flag changes (README, "Limits").
+	// --help ends with the bounds no flag changes (docs/limits.md).
 	root.SetUsageTemplate(root.UsageTemplate() + fixedBounds())
 	root.AddCommand(scenarioCommand(stdout), seedCommand(stdout))
 	root.AddCommand(&cobra.Command{Use: "version", Short: "Print the version and commit (as --version)", Args: cobra.NoArgs,

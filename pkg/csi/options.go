@@ -76,7 +76,7 @@ type Options struct {
 	// fixed share of it (from its node ID) to the stability window, so that a change every
 	// node sees at once is written to CSINode over the spread instead of within one kubelet
 	// period (--capacity-increase-spread, a duration such as 1m; 0, the default: off).
-	// Decreases are never delayed. README, "Capacity reporting at fleet scale".
+	// Decreases are never delayed. docs/fleet-scale.md.
 	CapacityIncreaseSpread time.Duration
 	// PublishBackoffInitial and PublishBackoffMax bound the window in which the controller
 	// answers publishes to a node the cloud just called full with RESOURCE_EXHAUSTED without

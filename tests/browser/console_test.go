@@ -32,7 +32,7 @@ import (
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 )
 
-// updateScreenshot writes the final screenshot to docs/console.png too (the README's).
+// updateScreenshot writes the final screenshot to docs/console.png too (docs/console.md's).
 var updateScreenshot = flag.Bool("update-screenshot", false, "also write the screenshot to docs/console.png")
 
 const (

@@ -18,7 +18,7 @@ import (
 // renderPlot rewrites docs/capacity-plot.png from docs/capacity-plot.html.
 var renderPlot = flag.Bool("render-plot", false, "rewrite docs/capacity-plot.png from docs/capacity-plot.html (the whole page)")
 
-// TestRenderCapacityPlot renders the README's capacity plot page in full (legend, charts and
+// TestRenderCapacityPlot renders the capacity plot page of docs/local-cluster.md in full (legend, charts and
 // tables, nothing cut) into docs/capacity-plot.png; only with -render-plot.
 func TestRenderCapacityPlot(t *testing.T) {
 	renderDocsPage(t, "capacity-plot", "TestRenderCapacityPlot")

@@ -694,7 +694,7 @@ func TestS04StaleCountRejection(t *testing.T) {
 	})
 	rejectedAt := time.Now()
 	defer func() {
-		// Real component timings, for the README: how long the kubelet waits for the attach
+		// Real component timings, for docs/figures.md: how long the kubelet waits for the attach
 		// before it fails the pod, and how long the StatefulSet takes to run it elsewhere.
 		t.Logf("S4 timings: errorCode 8 seen %s after the StatefulSet was created; pod failed (VolumeAttachmentLimitExceeded) and CSINode lowered %s later; recreated pod Running %s after that",
 			attachFailed.Sub(created).Round(100*time.Millisecond), rejectedAt.Sub(attachFailed).Round(100*time.Millisecond), time.Since(rejectedAt).Round(100*time.Millisecond))

@@ -20,7 +20,7 @@ import (
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
 )
 
-// floodHeapBound is the documented bound (README, "Limits") on the heap of the process that
+// floodHeapBound is the documented bound (docs/limits.md) on the heap of the process that
 // runs the flood: the fake cloud and every flooding client together. It is measured with
 // runtime.MemStats in process, not as RSS: the server runs inside the test binary, so RSS
 // would also count the test's own clients, the race detector's shadow memory under -race

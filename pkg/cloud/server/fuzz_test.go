@@ -14,7 +14,7 @@ import (
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 )
 
-// documentedStatus is every status the API documents (openapi.json, README "Limits").
+// documentedStatus is every status the API documents (openapi.json, docs/limits.md).
 var documentedStatus = map[int]bool{200: true, 201: true, 202: true, 400: true, 401: true, 403: true, 404: true, 405: true,
 	409: true, 412: true, 413: true, 429: true, 500: true, 503: true}
 

@@ -11,7 +11,7 @@ import (
 )
 
 // TestNotFoundQuotesABoundedPrefix: a "not found" answer about a 128-byte ID (the longest
-// one accepted) quotes at most cloud.MaxQuotedBytes of it, as the README's Limits table says
+// one accepted) quotes at most cloud.MaxQuotedBytes of it, as docs/limits.md's table says
 // of every error message. Before, VolumeNotFound and InstanceNotFound quoted all 128 bytes.
 func TestNotFoundQuotesABoundedPrefix(t *testing.T) {
 	tc := startCloud(t, server.Config{})

@@ -30,7 +30,7 @@ const (
 	DefaultLookupTimeout      = 10 * time.Second
 	// DefaultIncreaseSpread is 0: increases wait only for the stability window, as
 	// before the option existed. bench/policy -fleet measures what a spread buys a large
-	// fleet (README, "Capacity reporting at fleet scale").
+	// fleet (docs/fleet-scale.md).
 	DefaultIncreaseSpread = 0
 )
 

@@ -79,7 +79,7 @@ func (zeros) Read(p []byte) (int, error) {
 var updateDocs = flag.Bool("update-docs", false, "rewrite docs/capacity-plot.html from docs/capacity-plot.json")
 
 // TestDocsPlotCurrent checks that docs/capacity-plot.html is what this package draws from the
-// recording beside it, docs/capacity-plot.json (the README's plot): a change to the page
+// recording beside it, docs/capacity-plot.json (the plot of docs/local-cluster.md): a change to the page
 // needs `go test ./capacityplot -run TestDocsPlotCurrent -update-docs` and then the PNG
 // (make test-browser BROWSER_ARGS='-run TestRenderCapacityPlot -render-plot').
 func TestDocsPlotCurrent(t *testing.T) {

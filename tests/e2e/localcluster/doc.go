@@ -1,6 +1,6 @@
 // Package localcluster runs the e2e cluster of upstream Kubernetes binaries
 // as local processes on 127.0.0.1, so the e2e suite runs where there is no
-// Docker engine (README, "End to end on real Kubernetes components, without Docker").
+// Docker engine (docs/local-cluster.md).
 //
 // Build compiles etcd, kube-apiserver, kube-controller-manager,
 // kube-scheduler, a hollow kubelet (kubemark with controller attach/detach

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// progressPeriod is how often a long build says where it is: README promises no step is
+// progressPeriod is how often a long build says where it is: docs/local-cluster.md promises no step is
 // silent for more than 30 s.
 const progressPeriod = 30 * time.Second
 

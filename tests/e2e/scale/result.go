@@ -221,7 +221,7 @@ func (r *Results) phases() []Phase {
 	return out
 }
 
-// WriteTable writes the README's table: one row per node count and period.
+// WriteTable writes docs/scale.md's table: one row per node count and period.
 func WriteTable(w io.Writer, r *Results) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "| N | period | CSINode writes/s | writes per node-min | writes per truth change | API req/s per node | capacity share of API req | plugin lookups/s (bound) | lag p50 / p99 / max | stale attach failures | plugin CPU %% / RSS MiB per node | kubelet CPU %% per node | stuck ContainerCreating | load 1m |\n")

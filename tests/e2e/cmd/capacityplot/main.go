@@ -44,7 +44,7 @@ import (
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/localcluster"
 )
 
-// progressEvery is how often the tool says it is still observing: the README promises no
+// progressEvery is how often the tool says it is still observing: docs/local-cluster.md promises no
 // step silent for more than 30 s.
 const progressEvery = 20 * time.Second
 

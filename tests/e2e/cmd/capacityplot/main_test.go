@@ -100,7 +100,7 @@ func TestCompleteFromRunDir(t *testing.T) {
 	}
 }
 
-// TestFromRecording draws the README's recording again, without a cluster, into a new folder.
+// TestFromRecording draws docs/local-cluster.md's recording again, without a cluster, into a new folder.
 func TestFromRecording(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "replot")
 	var out, errOut bytes.Buffer

@@ -279,7 +279,7 @@ stop it with: make down-local (or, in tests/e2e: go run ./localcluster/cmd/local
 	}
 	if len(info.DriverArgs) > 0 {
 		fmt.Fprintf(w, "the drivers run with the e2e suite's capacity flags (increases apply at the next refresh,\n"+
-			"no stability window or step limit; README \"End to end on real Kubernetes components\"):\n  %s\n", strings.Join(info.DriverArgs, " "))
+			"no stability window or step limit; docs/local-cluster.md):\n  %s\n", strings.Join(info.DriverArgs, " "))
 	}
 }
 
