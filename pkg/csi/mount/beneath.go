@@ -152,7 +152,7 @@ func (r Root) MkdirAll(p string, perm uint32) (*os.File, error) {
 			unix.Close(fd)
 			return nil, &os.PathError{Op: "mkdirat", Path: done, Err: err}
 		}
-		next, err := openat2(fd, e, done, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+		next, err := openat2(fd, e, done, unix.O_PATH|unix.O_DIRECTORY, 0)
 		unix.Close(fd)
 		if err != nil {
 			return nil, err

@@ -106,6 +106,10 @@ func (l *Linux) BindMount(source, target string, readOnly bool) error {
 		}
 		return nil
 	}
+	if _, ok := procFd(target); ok && readOnly {
+		// The remount would resolve the descriptor to the mount under the new one.
+		return fmt.Errorf("bind mount %s on %s read-only: needs open_tree/mount_setattr (Linux 5.12): %w", source, target, err)
+	}
 	if err := unix.Mount(source, target, "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("bind mount %s on %s: %w", source, target, err)
 	}
