@@ -44,7 +44,8 @@ type NodeConfig struct {
 	// <StateDir>/volumes, this node's own.
 	DataDir string
 	// KubeletRoot is the kubelet's root directory: the node stages and publishes only at
-	// clean paths strictly inside it (checkNodePath). Empty: DefaultKubeletRoot.
+	// clean paths strictly inside it (checkNodePath), reached without following any link
+	// below it (mount.Root; a link there is FAILED_PRECONDITION). Empty: DefaultKubeletRoot.
 	KubeletRoot string
 	// Cloud is used once (until it succeeds) to learn the instance's zone, or to check the
 	// zone persisted in the state dir (see Topology; not for that when Topology is set), and
@@ -115,6 +116,13 @@ func NewNodeServer(cfg NodeConfig) *NodeServer {
 // bind mount left pods that could never be deleted. Staging what is already staged is
 // success, also after a plugin restart (the loop is found again, not attached twice). A
 // failed stage may leave the loop attached: the retry reuses it, NodeUnstageVolume detaches.
+//
+// No link below the kubelet root or the data folder is followed (a link there, or a staging
+// path that is a file, is FAILED_PRECONDITION); a mount volume is not staged over a folder
+// that is not empty (FAILED_PRECONDITION, as NodePublishVolume); the block backing file is
+// opened O_NOFOLLOW and must be a regular file. A clone or restore source in volume_context
+// must be what the cloud's record of the volume names (checkSources: INVALID_ARGUMENT,
+// NOT_FOUND, UNAVAILABLE), checked before any data is copied.
 func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
 	if err := validateNodeStageVolumeRequest(req, n.cfg.KubeletRoot); err != nil {
 		return nil, err
@@ -254,7 +262,10 @@ func (n *NodeServer) ensureStagedBlockFile(target string) error {
 // NodeUnstageVolume undoes NodeStageVolume: unmounts, and detaches the loop device of a block
 // volume (found by its backing file, so also when the plugin restarted since the stage; the
 // kernel finishes the detach when the last user closes the device). Nothing staged is
-// success. The backing data stays.
+// success. The backing data stays. It acts only on this volume's stage at this path: when
+// the volume is recorded as staged elsewhere (nodestate.Staged), or another volume is staged
+// at this path, it touches nothing and succeeds, so a wrong path never detaches a loop device
+// in use. A link below the kubelet root is FAILED_PRECONDITION, nothing unmounted.
 func (n *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
 	if err := validateNodeUnstageVolumeRequest(req, n.cfg.KubeletRoot); err != nil {
 		return nil, err
@@ -379,7 +390,8 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 // empty file, as the publish left it. A target without a record (published by a driver
 // before publish records) is removed, under the same emptiness rule, only when this call
 // unmounted something there. What is not removed stays untouched and the call succeeds, so it
-// is idempotent: nothing mounted and nothing recorded is success.
+// is idempotent: nothing mounted and nothing recorded is success. A link below the kubelet
+// root is FAILED_PRECONDITION: nothing is unmounted or removed.
 func (n *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
 	if err := validateNodeUnpublishVolumeRequest(req, n.cfg.KubeletRoot); err != nil {
 		return nil, err

@@ -527,7 +527,8 @@ func checkPathBounds(field, p string, max int) error {
 
 // pathInside reports why p is not a clean absolute path strictly inside root (itself clean,
 // absolute and not "/"), or "" when it is. Clean means filepath.Clean(p) == p, so "..", "."
-// and "//" never pass; the test is on the text: a symbolic link under root is the CO's.
+// and "//" never pass. The test is on the text, the first gate only: the calls then reach
+// the path through mount.Root, which follows no link below the root.
 func pathInside(p, root string) string {
 	switch {
 	case !filepath.IsAbs(p):
