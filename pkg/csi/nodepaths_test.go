@@ -180,6 +180,17 @@ func TestNodeUnstageAtAnotherPathKeepsTheVolume(t *testing.T) {
 		if at, ok, _ := e.srv.staged.At("vol-a"); !ok || at != filepath.Join(staging, stagedBlockFile) {
 			t.Errorf("vol-a is recorded as staged at %q (%v), want its staging path", at, ok)
 		}
+		// Unstaging a volume not staged here at another volume's staging path leaves that
+		// volume mounted.
+		mstaging := filepath.Join(e.dir, "mstaging")
+		cleanupMounts(t, m, mstaging)
+		_, err = e.srv.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: "vol-m", StagingTargetPath: mstaging, VolumeCapability: rwo})
+		wantCode(t, err, codes.OK)
+		_, err = e.srv.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: "vol-z", StagingTargetPath: mstaging})
+		wantCode(t, err, codes.OK)
+		if mp, err := m.MountPoint(mstaging); err != nil || mp == nil {
+			t.Errorf("vol-m's staging mount is gone after an unstage of vol-z there (%v)", err)
+		}
 		_, err = e.srv.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-a", TargetPath: target})
 		wantCode(t, err, codes.OK)
 		_, err = e.srv.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: "vol-a", StagingTargetPath: staging})
