@@ -44,7 +44,8 @@ type NodeConfig struct {
 	// <StateDir>/volumes, this node's own.
 	DataDir string
 	// KubeletRoot is the kubelet's root directory: the node stages and publishes only at
-	// clean paths strictly inside it (checkNodePath). Empty: DefaultKubeletRoot.
+	// clean paths strictly inside it (checkNodePath), reached without following any link
+	// below it (mount.Root; a link there is FAILED_PRECONDITION). Empty: DefaultKubeletRoot.
 	KubeletRoot string
 	// Cloud is used once (until it succeeds) to learn the instance's zone, or to check the
 	// zone persisted in the state dir (see Topology; not for that when Topology is set), and
@@ -115,6 +116,13 @@ func NewNodeServer(cfg NodeConfig) *NodeServer {
 // bind mount left pods that could never be deleted. Staging what is already staged is
 // success, also after a plugin restart (the loop is found again, not attached twice). A
 // failed stage may leave the loop attached: the retry reuses it, NodeUnstageVolume detaches.
+//
+// No link below the kubelet root or the data folder is followed (a link there, or a staging
+// path that is a file, is FAILED_PRECONDITION); a mount volume is not staged over a folder
+// that is not empty (FAILED_PRECONDITION, as NodePublishVolume); the block backing file is
+// opened O_NOFOLLOW and must be a regular file. A clone or restore source in volume_context
+// must be what the cloud's record of the volume names (checkSources: INVALID_ARGUMENT,
+// NOT_FOUND, UNAVAILABLE), checked before any data is copied.
 func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
 	if err := validateNodeStageVolumeRequest(req, n.cfg.KubeletRoot); err != nil {
 		return nil, err
@@ -141,6 +149,14 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 		return nil, err
 	}
 	defer unlock()
+	// Where the volume goes is checked before any data is touched: a link below the kubelet
+	// root is refused, and so is a staging path that is not a folder.
+	if err := n.kubeletRoot().Check(staging); err != nil {
+		return nil, pathStatus("staging_target_path", staging, err)
+	}
+	if err := n.checkSources(ctx, id, src, snap); err != nil {
+		return nil, err
+	}
 	if src != "" {
 		if err := n.seedClone(ctx, id, src); err != nil {
 			return nil, err
@@ -151,32 +167,61 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 			return nil, err
 		}
 	}
-	if err := os.MkdirAll(staging, 0o750); err != nil {
-		return nil, internalf("create staging path %s: %v", staging, err)
+	sd, err := n.kubeletRoot().MkdirAll(staging, 0o750)
+	if err != nil {
+		return nil, pathStatus("staging_target_path", staging, err)
 	}
+	sd.Close()
 	if isBlock {
-		if _, err := ensureBackingFile(n.blockFile(id), size); err != nil {
+		if _, err := n.ensureBackingFile(id, size, true); err != nil {
 			return nil, err
 		}
 		lp, err := n.cfg.Mounter.AttachLoop(n.blockFile(id))
+		if errors.Is(err, mount.ErrSymlink) {
+			return nil, dataStatus(id, err)
+		}
 		if err != nil {
 			return nil, internalf("loop device for volume %s: %v", id, err)
 		}
 		target := filepath.Join(staging, stagedBlockFile)
-		if err := ensureFile(target); err != nil {
-			return nil, internalf("create %s: %v", target, err)
+		if err := n.ensureStagedBlockFile(target); err != nil {
+			return nil, err
 		}
-		if err := n.bindOnce(ctx, lp.Path, target, false, lp.Device); err != nil {
+		if err := n.bindOnce(ctx, "staging_target_path", lp.Path, target, false, lp.Device); err != nil {
 			return nil, err
 		}
 		n.staged.Set(ctx, id, target)
 		klog.FromContext(ctx).V(2).Info("Volume staged", "volumeID", id, "stagingTargetPath", staging, "device", lp.Path)
 		return &csi.NodeStageVolumeResponse{}, nil
 	}
-	if err := os.MkdirAll(n.dataDir(id), 0o750); err != nil {
-		return nil, internalf("backing folder of %s: %v", id, err)
+	mp, err := n.mountAt("staging_target_path", staging)
+	if err != nil {
+		return nil, err
 	}
-	if err := n.bindOnce(ctx, n.dataDir(id), staging, false, ""); err != nil {
+	if mp == nil {
+		// Like a publish target: a mount would hide what is there.
+		st, err := n.kubeletRoot().Lstat(staging)
+		if err != nil {
+			return nil, pathStatus("staging_target_path", staging, err)
+		}
+		why, err := n.targetProblem(staging, st, false)
+		if err != nil {
+			return nil, pathStatus("staging_target_path", staging, err)
+		}
+		if why != "" {
+			return nil, status.Errorf(codes.FailedPrecondition, "staging_target_path %s %s", staging, why)
+		}
+	}
+	droot, err := n.readyDataRoot()
+	if err != nil {
+		return nil, err
+	}
+	data, err := droot.MkdirAll(n.dataDir(id), 0o750)
+	if err != nil {
+		return nil, dataStatus(id, err)
+	}
+	defer data.Close()
+	if err := n.bindOnce(ctx, "staging_target_path", mount.FdPath(data), staging, false, ""); err != nil {
 		return nil, err
 	}
 	n.staged.Set(ctx, id, staging)
@@ -184,10 +229,43 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	return &csi.NodeStageVolumeResponse{}, nil
 }
 
+// ensureStagedBlockFile creates <staging_target_path>/block, the empty file a block volume's
+// loop device node is bound on, below the kubelet root without following a link. An existing
+// one must be a mount point (a retry; bindOnce checks the device) or an empty regular file.
+func (n *NodeServer) ensureStagedBlockFile(target string) error {
+	f, err := n.kubeletRoot().CreateFile(target, 0o640)
+	if err != nil {
+		return pathStatus("staging_target_path", target, err)
+	}
+	defer f.Close()
+	mp, err := n.cfg.Mounter.MountPoint(mount.FdPath(f))
+	if err != nil {
+		return internalf("inspect %s: %v", target, err)
+	}
+	if mp != nil {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return internalf("inspect %s: %v", target, err)
+	}
+	why, err := n.targetProblem(target, st, true)
+	if err != nil {
+		return pathStatus("staging_target_path", target, err)
+	}
+	if why != "" {
+		return status.Errorf(codes.FailedPrecondition, "%s %s", target, why)
+	}
+	return nil
+}
+
 // NodeUnstageVolume undoes NodeStageVolume: unmounts, and detaches the loop device of a block
 // volume (found by its backing file, so also when the plugin restarted since the stage; the
 // kernel finishes the detach when the last user closes the device). Nothing staged is
-// success. The backing data stays.
+// success. The backing data stays. It acts only on this volume's stage at this path: when
+// the volume is recorded as staged elsewhere (nodestate.Staged), or another volume is staged
+// at this path, it touches nothing and succeeds, so a wrong path never detaches a loop device
+// in use. A link below the kubelet root is FAILED_PRECONDITION, nothing unmounted.
 func (n *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
 	if err := validateNodeUnstageVolumeRequest(req, n.cfg.KubeletRoot); err != nil {
 		return nil, err
@@ -198,14 +276,38 @@ func (n *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstage
 		return nil, err
 	}
 	defer unlock()
+	if err := n.kubeletRoot().Check(staging); err != nil {
+		return nil, pathStatus("staging_target_path", staging, err)
+	}
 	blockTarget := filepath.Join(staging, stagedBlockFile)
-	if _, err := n.unmountAll(blockTarget); err != nil {
+	at, isStaged, err := n.staged.At(id)
+	if err != nil {
+		return nil, internalf("volume %s: %v", id, err)
+	}
+	if isStaged && at != staging && at != blockTarget {
+		// The volume is staged elsewhere: nothing of it is at this path, and its loop device
+		// and mounts serve that stage.
+		klog.FromContext(ctx).Info("Volume is not staged at this path; nothing to unstage here", "volumeID", id, "stagingTargetPath", staging, "stagedAt", at)
+		return &csi.NodeUnstageVolumeResponse{}, nil
+	}
+	if !isStaged {
+		// Not staged by this plugin: what is mounted here may be another volume's.
+		for _, p := range []string{staging, blockTarget} {
+			if other, ok, err := n.staged.Owner(p); err != nil {
+				return nil, internalf("volume %s: %v", id, err)
+			} else if ok && other != id {
+				klog.FromContext(ctx).Info("Another volume is staged at this path; nothing of this volume to unstage here", "volumeID", id, "stagingTargetPath", staging, "stagedVolumeID", other)
+				return &csi.NodeUnstageVolumeResponse{}, nil
+			}
+		}
+	}
+	if _, err := n.unmountAll("staging_target_path", blockTarget); err != nil {
 		return nil, err
 	}
-	if err := os.Remove(blockTarget); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, internalf("remove %s: %v", blockTarget, err)
+	if err := n.kubeletRoot().Remove(blockTarget); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, pathStatus("staging_target_path", blockTarget, err)
 	}
-	if _, err := n.unmountAll(staging); err != nil {
+	if _, err := n.unmountAll("staging_target_path", staging); err != nil {
 		return nil, err
 	}
 	if err := n.cfg.Mounter.DetachLoop(n.blockFile(id)); err != nil {
@@ -248,7 +350,20 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	if isBlock {
 		source = filepath.Join(staging, stagedBlockFile)
 	}
-	mp, err := n.cfg.Mounter.MountPoint(source)
+	if err := n.kubeletRoot().Check(target); err != nil {
+		return nil, pathStatus("target_path", target, err)
+	}
+	// The staged mount is held open from here to the bind, which is made from this
+	// descriptor: what is bound is what was checked.
+	sf, err := n.kubeletRoot().Open(source, unix.O_PATH, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s", id, staging)
+	}
+	if err != nil {
+		return nil, pathStatus("staging_target_path", source, err)
+	}
+	defer sf.Close()
+	mp, err := n.cfg.Mounter.MountPoint(mount.FdPath(sf))
 	if err != nil {
 		return nil, internalf("inspect %s: %v", source, err)
 	}
@@ -262,7 +377,7 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 		return nil, err
 	}
 	// For block the target becomes a bind mount of the staged loop device node.
-	if err := n.bindOnce(ctx, source, target, ro, mp.Device); err != nil {
+	if err := n.bindOnce(ctx, "target_path", mount.FdPath(sf), target, ro, mp.Device); err != nil {
 		return nil, err
 	}
 	n.published.set(id, target, true)
@@ -275,7 +390,8 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 // empty file, as the publish left it. A target without a record (published by a driver
 // before publish records) is removed, under the same emptiness rule, only when this call
 // unmounted something there. What is not removed stays untouched and the call succeeds, so it
-// is idempotent: nothing mounted and nothing recorded is success.
+// is idempotent: nothing mounted and nothing recorded is success. A link below the kubelet
+// root is FAILED_PRECONDITION: nothing is unmounted or removed.
 func (n *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
 	if err := validateNodeUnpublishVolumeRequest(req, n.cfg.KubeletRoot); err != nil {
 		return nil, err
@@ -290,14 +406,17 @@ func (n *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpub
 	if err != nil {
 		return nil, err
 	}
-	unmounted, err := n.unmountAll(target)
+	if err := n.kubeletRoot().Check(target); err != nil {
+		return nil, pathStatus("target_path", target, err)
+	}
+	unmounted, err := n.unmountAll("target_path", target)
 	if err != nil {
 		return nil, err
 	}
 	if (hasRec && rec.Created) || (!hasRec && unmounted) {
-		kept, err := removeTarget(target)
+		kept, err := n.removeTarget(target)
 		if err != nil {
-			return nil, internalf("remove %s: %v", target, err)
+			return nil, pathStatus("target_path", target, err)
 		}
 		if kept != "" {
 			klog.FromContext(ctx).Info("Leaving the target in place: it is not what the publish created", "volumeID", id, "targetPath", target, "found", kept)
@@ -322,33 +441,17 @@ func (n *NodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVol
 		return nil, err
 	}
 	id, p := req.GetVolumeId(), req.GetVolumePath()
-	if why := pathInside(p, n.cfg.KubeletRoot); why != "" {
-		return nil, status.Errorf(codes.NotFound, "volume_path %s %s: no volume of this node is there", cloud.Quote(p), why)
-	}
-	staged, ok, err := n.staged.At(id)
+	f, _, err := n.volumeMountAt(id, p)
 	if err != nil {
-		return nil, internalf("volume %s: %v", id, err)
+		return nil, err
 	}
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "volume %s is not staged on this node", cloud.Quote(id))
-	}
-	smp, err := n.cfg.Mounter.MountPoint(staged)
-	if err != nil {
-		return nil, internalf("inspect %s: %v", staged, err)
-	}
-	mp, err := n.cfg.Mounter.MountPoint(p)
-	if err != nil {
-		return nil, internalf("inspect %s: %v", p, err)
-	}
-	if smp == nil || mp == nil || !sameVolumeMount(smp, mp) {
-		return nil, status.Errorf(codes.NotFound, "volume %s is not mounted at %s", id, p)
-	}
-	fi, err := os.Stat(p)
-	if err != nil {
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return nil, status.Errorf(codes.NotFound, "stat %s: %v", p, err)
 	}
-	if !fi.IsDir() {
-		size, err := n.cfg.Mounter.BlockSize(p)
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		size, err := n.cfg.Mounter.BlockSize(mount.FdPath(f))
 		if err != nil {
 			return nil, internalf("volume %s: %v", req.GetVolumeId(), err)
 		}
@@ -356,22 +459,60 @@ func (n *NodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVol
 			{Unit: csi.VolumeUsage_BYTES, Total: size},
 		}}, nil
 	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(p, &st); err != nil {
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &sfs); err != nil {
 		return nil, internalf("statfs %s: %v", p, err)
 	}
-	bsize := st.Bsize
+	bsize := sfs.Bsize
 	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
-		{Unit: csi.VolumeUsage_BYTES, Total: int64(st.Blocks) * bsize, Available: int64(st.Bavail) * bsize,
-			Used: int64(st.Blocks-st.Bfree) * bsize},
-		{Unit: csi.VolumeUsage_INODES, Total: int64(st.Files), Available: int64(st.Ffree), Used: int64(st.Files - st.Ffree)},
+		{Unit: csi.VolumeUsage_BYTES, Total: int64(sfs.Blocks) * bsize, Available: int64(sfs.Bavail) * bsize,
+			Used: int64(sfs.Blocks-sfs.Bfree) * bsize},
+		{Unit: csi.VolumeUsage_INODES, Total: int64(sfs.Files), Available: int64(sfs.Ffree), Used: int64(sfs.Files - sfs.Ffree)},
 	}}, nil
+}
+
+// volumeMountAt opens volume_path p (O_PATH) when it is where volume id, staged on this
+// node, is mounted: inside the kubelet root, reached without following a link, and the
+// volume's staging mount, a publish of it, or the kubelet's own bind of a published block
+// device (sameVolumeMount). Anything else is NOT_FOUND (CSI spec, NodeGetVolumeStats and
+// NodeExpandVolume errors): the node acts on no other path. The caller closes the file.
+func (n *NodeServer) volumeMountAt(id, p string) (*os.File, *mount.MountPoint, error) {
+	if why := pathInside(p, n.cfg.KubeletRoot); why != "" {
+		return nil, nil, status.Errorf(codes.NotFound, "volume_path %s %s: no volume of this node is there", cloud.Quote(p), why)
+	}
+	staged, ok, err := n.staged.At(id)
+	if err != nil {
+		return nil, nil, internalf("volume %s: %v", id, err)
+	}
+	if !ok {
+		return nil, nil, status.Errorf(codes.NotFound, "volume %s is not staged on this node", cloud.Quote(id))
+	}
+	smp, err := n.mountAt("staging_target_path", staged)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := n.kubeletRoot().Open(p, unix.O_PATH, 0)
+	if err != nil {
+		return nil, nil, status.Errorf(codes.NotFound, "volume_path %s: %v", cloud.Quote(p), err)
+	}
+	mp, err := n.cfg.Mounter.MountPoint(mount.FdPath(f))
+	if err != nil {
+		f.Close()
+		return nil, nil, internalf("inspect %s: %v", p, err)
+	}
+	if smp == nil || mp == nil || !sameVolumeMount(smp, mp) {
+		f.Close()
+		return nil, nil, status.Errorf(codes.NotFound, "volume %s is not mounted at %s", id, p)
+	}
+	return f, mp, nil
 }
 
 // NodeExpandVolume grows a block volume's backing file to capacity_range.required_bytes
 // rounded up to whole GiB and makes its loop device follow (LOOP_SET_CAPACITY), answering the
 // device's new size; a mount volume's folder has no size to grow, so only the answer changes.
-// volume_path must be mounted (NOT_FOUND otherwise); more than MaxVolumeSize is OUT_OF_RANGE.
+// volume_path must be where this volume, staged on this node, is mounted (its staging mount
+// or a publish: volumeMountAt), else NOT_FOUND, and nothing is created or grown; more than
+// MaxVolumeSize is OUT_OF_RANGE.
 func (n *NodeServer) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
 	if err := validateNodeExpandVolumeRequest(req); err != nil {
 		return nil, err
@@ -382,29 +523,23 @@ func (n *NodeServer) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVo
 		return nil, err
 	}
 	defer unlock()
-	if !filepath.IsAbs(p) {
-		return nil, status.Errorf(codes.NotFound, "%s is not a mounted volume", p)
-	}
-	mp, err := n.cfg.Mounter.MountPoint(p)
-	if err != nil {
-		return nil, internalf("inspect %s: %v", p, err)
-	}
-	if mp == nil {
-		return nil, status.Errorf(codes.NotFound, "%s is not a mounted volume", p)
-	}
 	if r := req.GetCapacityRange().GetRequiredBytes(); r > MaxVolumeSize {
 		return nil, status.Errorf(codes.OutOfRange, "%d bytes exceeds the maximum volume size %d", r, MaxVolumeSize)
 	}
+	f, mp, err := n.volumeMountAt(id, p)
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
 	want := roundUpGiB(req.GetCapacityRange().GetRequiredBytes())
 	isBlock := req.GetVolumeCapability().GetBlock() != nil
 	if req.GetVolumeCapability() == nil {
-		fi, err := os.Stat(p)
-		isBlock = err == nil && !fi.IsDir()
+		isBlock = mp.Device != ""
 	}
 	if !isBlock {
 		return &csi.NodeExpandVolumeResponse{CapacityBytes: want}, nil
 	}
-	size, err := ensureBackingFile(n.blockFile(id), want)
+	size, err := n.ensureBackingFile(id, want, false)
 	if err != nil {
 		return nil, err
 	}

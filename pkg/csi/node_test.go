@@ -427,7 +427,7 @@ func TestNodeBlockStaleStagedMount(t *testing.T) {
 		staged, file := filepath.Join(staging, stagedBlockFile), e.srv.blockFile("vol-5")
 		cleanupLoops(t, m, file)
 		cleanupMounts(t, m, target, staged)
-		if _, err := ensureBackingFile(file, 1<<20); err != nil {
+		if _, err := e.srv.ensureBackingFile("vol-5", 1<<20, true); err != nil {
 			t.Fatal(err)
 		}
 		if err := ensureFile(staged); err != nil {

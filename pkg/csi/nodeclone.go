@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
-	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
 )
 
@@ -18,37 +17,6 @@ import (
 // volumes' backing data is on the node (shared by every node with --volume-data-dir), so a
 // clone gets its source's data, and a restored volume its snapshot's (snapshotdata.go), the
 // first time it is staged.
-
-// cloneSource is the source volume named by volume_context (VolumeContextSourceVolume), ""
-// for a volume that is no clone. A source that cannot name a volume is INVALID_ARGUMENT,
-// checked before any file is touched.
-func cloneSource(id string, vc map[string]string) (string, error) {
-	src, ok := vc[VolumeContextSourceVolume]
-	if !ok {
-		return "", nil
-	}
-	if err := validateNodeVolumeID(src); err != nil {
-		return "", invalid("volume_context %s: %s", VolumeContextSourceVolume, status.Convert(err).Message())
-	}
-	if src == id {
-		return "", invalid("volume_context %s names the volume itself", VolumeContextSourceVolume)
-	}
-	return src, nil
-}
-
-// restoreSource is the snapshot named by volume_context (VolumeContextSourceSnapshot), "" for
-// a volume not restored from one. A source that cannot name a folder is INVALID_ARGUMENT,
-// checked before any file is touched.
-func restoreSource(vc map[string]string) (string, error) {
-	src, ok := vc[VolumeContextSourceSnapshot]
-	if !ok {
-		return "", nil
-	}
-	if err := validateNodeVolumeID(src); err != nil {
-		return "", invalid("volume_context %s: %s", VolumeContextSourceSnapshot, status.Convert(err).Message())
-	}
-	return src, nil
-}
 
 // seedClone copies src's backing data (the mount data folder and the block file, whichever
 // exist) to the clone id's (seedFrom). It is a copy of the source as it is now; a source in

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
 )
 
@@ -41,6 +42,9 @@ func TestStageCloneCopiesTheSourceOnce(t *testing.T) {
 	}
 	block.Close()
 
+	// The cloud's records say what each clone was made from (the node checks them).
+	e.fake.AddVolume(cloud.Volume{ID: "vol-clone", Name: "clone", SizeBytes: GiB, Zone: "zone-a", SourceVolumeID: "vol-src"})
+	e.fake.AddVolume(cloud.Volume{ID: "vol-empty-clone", Name: "empty-clone", SizeBytes: GiB, Zone: "zone-a", SourceVolumeID: "vol-never-staged"})
 	stage := func(id, src string) error {
 		vc := map[string]string{}
 		if src != "" {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
 
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
 )
 
@@ -27,10 +28,55 @@ const stagedBlockFile = "block"
 
 // backingDir is the folder of a volume's data: under DataDir when set, else its state folder.
 func (n *NodeServer) backingDir(id string) string {
+	return filepath.Join(n.dataRoot().Dir(), id)
+}
+
+// dataRoot is the folder of every volume's backing folder (DataDir, else the state dir's
+// volumes folder), below which the node follows no link (mount.Root).
+func (n *NodeServer) dataRoot() mount.Root {
 	if n.cfg.DataDir != "" {
-		return filepath.Join(n.cfg.DataDir, id)
+		return mount.NewRoot(n.cfg.DataDir)
 	}
-	return n.dir.VolumeDir(id)
+	return mount.NewRoot(n.dir.VolumesDir())
+}
+
+// readyDataRoot is dataRoot, created (with its parents, as configured: a link in the
+// configured path is the administrator's) when missing.
+func (n *NodeServer) readyDataRoot() (mount.Root, error) {
+	r := n.dataRoot()
+	if err := os.MkdirAll(r.Dir(), 0o750); err != nil {
+		return r, internalf("volume data folder %s: %v", r.Dir(), err)
+	}
+	return r, nil
+}
+
+// kubeletRoot is --kubelet-root, below which the node follows no link (mount.Root).
+func (n *NodeServer) kubeletRoot() mount.Root { return mount.NewRoot(n.cfg.KubeletRoot) }
+
+// pathStatus is the status of a failure to reach the request path p (field names it) below
+// the kubelet root: a link on the way, or an element that is not a folder, is
+// FAILED_PRECONDITION (the node's state at that path is what stops the call; nothing was
+// mounted, unmounted or removed); anything else INTERNAL.
+func pathStatus(field, p string, err error) error {
+	switch {
+	case errors.Is(err, mount.ErrSymlink):
+		return status.Errorf(codes.FailedPrecondition, "%s %s: a symbolic link is on the path below the kubelet root; the node follows none there, so it touched nothing", field, cloud.Quote(p))
+	case errors.Is(err, mount.ErrOutside):
+		return status.Errorf(codes.FailedPrecondition, "%s %s is not below the kubelet root", field, cloud.Quote(p))
+	case errors.Is(err, unix.ENOTDIR):
+		return status.Errorf(codes.FailedPrecondition, "%s %s: an element of the path is not a directory", field, cloud.Quote(p))
+	}
+	return internalf("%s %s: %v", field, p, err)
+}
+
+// dataStatus is the status of a failure to reach a volume's backing data below the data
+// folder: a link there is FAILED_PRECONDITION (someone replaced the backing data; it is not
+// followed), anything else INTERNAL.
+func dataStatus(id string, err error) error {
+	if errors.Is(err, mount.ErrSymlink) || errors.Is(err, mount.ErrOutside) {
+		return status.Errorf(codes.FailedPrecondition, "backing data of volume %s: %v; the node follows no link below its data folder", id, err)
+	}
+	return internalf("backing data of volume %s: %v", id, err)
 }
 func (n *NodeServer) dataDir(id string) string   { return filepath.Join(n.backingDir(id), "data") }
 func (n *NodeServer) blockFile(id string) string { return filepath.Join(n.backingDir(id), "block.img") }
@@ -43,37 +89,59 @@ func isReadOnly(c *csi.VolumeCapability, readonlyFlag bool) bool {
 	return readonlyFlag || c.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY
 }
 
-// ensureBackingFile makes the sparse backing file of a block volume at least size bytes and
-// returns its size. A file it created is removed again when it cannot be sized, so a failed
-// call leaves no 0-byte volume behind. Errors are status errors: OUT_OF_RANGE when the file
-// system cannot hold a file that big (EFBIG: ext4 stops just short of 16 TiB),
-// RESOURCE_EXHAUSTED when it is full, INTERNAL otherwise.
-func ensureBackingFile(path string, size int64) (int64, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return 0, internalf("backing file %s: %v", path, err)
+// ensureBackingFile makes the sparse backing file of block volume id at least size bytes
+// and returns its size; with create false a missing file is NOT_FOUND and none is made. The
+// file is opened below the data folder without following any link (O_NOFOLLOW, mount.Root)
+// and must be a regular file (fstat), so a backing file replaced by a link to something
+// else is never extended (FAILED_PRECONDITION). A file it created is removed again when it
+// cannot be sized, so a failed call leaves no 0-byte volume behind. Errors are status
+// errors: OUT_OF_RANGE when the file system cannot hold a file that big (EFBIG: ext4 stops
+// just short of 16 TiB), RESOURCE_EXHAUSTED when it is full, INTERNAL otherwise.
+func (n *NodeServer) ensureBackingFile(id string, size int64, create bool) (int64, error) {
+	path, root := n.blockFile(id), n.dataRoot()
+	if create {
+		var err error
+		if root, err = n.readyDataRoot(); err != nil {
+			return 0, err
+		}
 	}
 	created := false
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o640)
-	switch {
-	case err == nil:
-		created = true
-	case errors.Is(err, os.ErrExist):
-		f, err = os.OpenFile(path, os.O_RDWR, 0)
+	var f *os.File
+	var err error
+	if create {
+		var dir *os.File
+		if dir, err = root.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+			return 0, dataStatus(id, err)
+		}
+		dir.Close()
+		f, err = root.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, 0o640)
+		if err == nil {
+			created = true
+		}
 	}
-	if err != nil {
-		return 0, internalf("backing file %s: %v", path, err)
+	if !created && (!create || errors.Is(err, os.ErrExist)) {
+		f, err = root.Open(path, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	}
+	switch {
+	case !create && errors.Is(err, os.ErrNotExist):
+		return 0, status.Errorf(codes.NotFound, "volume %s has no backing file on this node", id)
+	case err != nil:
+		return 0, dataStatus(id, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
 		return 0, internalf("backing file %s: %v", path, err)
 	}
+	if !fi.Mode().IsRegular() {
+		return 0, status.Errorf(codes.FailedPrecondition, "backing file %s of volume %s is not a regular file (%s)", path, id, fi.Mode().Type())
+	}
 	if fi.Size() >= size {
 		return fi.Size(), nil
 	}
 	if err := f.Truncate(size); err != nil {
 		if created {
-			_ = os.Remove(path)
+			_ = root.Remove(path)
 		}
 		switch {
 		case errors.Is(err, unix.EFBIG):
@@ -102,31 +170,21 @@ func stageSize(vc map[string]string) (int64, error) {
 	return s, nil
 }
 
-// ensureFile creates an empty regular file (a bind-mount target for a file) if missing.
-func ensureFile(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o640)
+// bindOnce bind-mounts source (a FdPath or a path) on target, a path below the kubelet
+// root, unless target is already a mount point; a mount with the other read-only setting is
+// ALREADY_EXISTS (CSI spec, NodePublishVolume). With device set ("major:minor") the mount
+// must be of that block device: any other mount at target (a plain file bind mount left by
+// an older driver, or a loop device since detached) is stale and replaced. target is opened
+// below the kubelet root without following a link and the mount made on that descriptor
+// (mount.FdPath), so a link swapped in at any moment cannot move the mount elsewhere.
+func (n *NodeServer) bindOnce(ctx context.Context, field, source, target string, readOnly bool, device string) error {
+	mp, err := n.mountAt(field, target)
 	if err != nil {
 		return err
-	}
-	return f.Close()
-}
-
-// bindOnce bind-mounts source on target unless target is already a mount point; a mount with
-// the other read-only setting is ALREADY_EXISTS (CSI spec, NodePublishVolume). With device
-// set ("major:minor") the mount must be of that block device: any other mount at target (a
-// plain file bind mount left by an older driver, or a loop device since detached) is stale
-// and replaced.
-func (n *NodeServer) bindOnce(ctx context.Context, source, target string, readOnly bool, device string) error {
-	mp, err := n.cfg.Mounter.MountPoint(target)
-	if err != nil {
-		return internalf("inspect %s: %v", target, err)
 	}
 	if mp != nil && device != "" && mp.Device != device {
 		klog.FromContext(ctx).Info("Replacing a stale mount", "path", target, "mountedDevice", mp.Device, "root", mp.Root, "device", device)
-		if _, err := n.unmountAll(target); err != nil {
+		if _, err := n.unmountAll(field, target); err != nil {
 			return err
 		}
 		mp = nil
@@ -137,27 +195,61 @@ func (n *NodeServer) bindOnce(ctx context.Context, source, target string, readOn
 		}
 		return nil
 	}
-	if err := n.cfg.Mounter.BindMount(source, target, readOnly); err != nil {
-		return internalf("%v", err)
+	tf, err := n.kubeletRoot().Open(target, unix.O_PATH, 0)
+	if err != nil {
+		return pathStatus(field, target, err)
+	}
+	defer tf.Close()
+	if err := n.cfg.Mounter.BindMount(source, mount.FdPath(tf), readOnly); err != nil {
+		return internalf("bind mount on %s: %v", target, err)
 	}
 	return nil
 }
 
-// unmountAll removes every mount stacked at target; it reports whether anything was mounted.
-func (n *NodeServer) unmountAll(target string) (bool, error) {
+// mountAt returns the topmost mount at p (a path below the kubelet root, reached without
+// following a link; field names it in errors), nil when p is no mount point or missing.
+func (n *NodeServer) mountAt(field, p string) (*mount.MountPoint, error) {
+	f, err := n.kubeletRoot().Open(p, unix.O_PATH, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, pathStatus(field, p, err)
+	}
+	defer f.Close()
+	mp, err := n.cfg.Mounter.MountPoint(mount.FdPath(f))
+	if err != nil {
+		return nil, internalf("inspect %s: %v", p, err)
+	}
+	return mp, nil
+}
+
+// unmountAll removes every mount stacked at target, a path below the kubelet root; it
+// reports whether anything was mounted. Each mount is unmounted through a descriptor of
+// target opened without following a link (mount.Root, mount.FdPath), so what is unmounted
+// is the mount at target, never one a link leads to.
+func (n *NodeServer) unmountAll(field, target string) (bool, error) {
 	found := false
 	for i := 0; i < 16; i++ {
-		mp, err := n.cfg.Mounter.MountPoint(target)
+		f, err := n.kubeletRoot().Open(target, unix.O_PATH, 0)
+		if errors.Is(err, os.ErrNotExist) {
+			return found, nil
+		}
 		if err != nil {
-			return found, internalf("inspect %s: %v", target, err)
+			return found, pathStatus(field, target, err)
+		}
+		mp, err := n.cfg.Mounter.MountPoint(mount.FdPath(f))
+		if err == nil && mp != nil {
+			err = n.cfg.Mounter.Unmount(mount.FdPath(f))
+		}
+		f.Close()
+		if err != nil {
+			return found, internalf("unmount %s: %v", target, err)
 		}
 		if mp == nil {
 			return found, nil
 		}
 		found = true
-		if err := n.cfg.Mounter.Unmount(target); err != nil {
-			return found, internalf("%v", err)
-		}
 	}
 	return found, internalf("%s is still mounted after 16 unmounts", target)
 }
@@ -172,23 +264,34 @@ func sameVolumeMount(staged, at *mount.MountPoint) bool {
 	return at.Device == "" && at.Root == staged.Root && at.Source == staged.Source && at.FSType == staged.FSType
 }
 
-// targetProblem says why an existing target_path that is not a mount point cannot be
-// published at, or "": for mount a directory, for block a regular file, and empty, since a
-// mount over anything else hides it (and its removal later could not be told apart).
-func targetProblem(target string, fi os.FileInfo, isBlock bool) (string, error) {
+// targetProblem says why an existing target_path (or staging_target_path) that is not a
+// mount point cannot be mounted at, or "": for mount a directory, for block a regular file,
+// and empty, since a mount over anything else hides it (and its removal later could not be
+// told apart). target is read below the kubelet root without following a link.
+func (n *NodeServer) targetProblem(target string, st unix.Stat_t, isBlock bool) (string, error) {
+	typ := os.FileMode(0)
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		typ = os.ModeDir
+	case unix.S_IFREG:
+	case unix.S_IFLNK:
+		typ = os.ModeSymlink
+	default:
+		typ = os.ModeIrregular
+	}
 	if isBlock {
 		switch {
-		case !fi.Mode().IsRegular():
-			return "is not a regular file (" + fi.Mode().Type().String() + ")", nil
-		case fi.Size() != 0:
-			return fmt.Sprintf("is a file of %d bytes, which the block device would hide", fi.Size()), nil
+		case st.Mode&unix.S_IFMT != unix.S_IFREG:
+			return "is not a regular file (" + typ.String() + ")", nil
+		case st.Size != 0:
+			return fmt.Sprintf("is a file of %d bytes, which the block device would hide", st.Size), nil
 		}
 		return "", nil
 	}
-	if !fi.IsDir() {
-		return "is not a directory (" + fi.Mode().Type().String() + ")", nil
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return "is not a directory (" + typ.String() + ")", nil
 	}
-	d, err := os.Open(target)
+	d, err := n.kubeletRoot().Open(target, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return "", err
 	}
@@ -203,26 +306,28 @@ func targetProblem(target string, fi os.FileInfo, isBlock bool) (string, error) 
 	return "", nil
 }
 
-// removeTarget removes target when it is an empty directory or an empty regular file (what
-// a publish creates) and reports what it kept otherwise, "" when nothing is left.
-func removeTarget(target string) (kept string, err error) {
-	fi, err := os.Lstat(target)
+// removeTarget removes target (below the kubelet root, reached without following a link)
+// when it is an empty directory or an empty regular file (what a publish creates) and
+// reports what it kept otherwise, "" when nothing is left.
+func (n *NodeServer) removeTarget(target string) (kept string, err error) {
+	root := n.kubeletRoot()
+	st, err := root.Lstat(target)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return "", nil
 	case err != nil:
 		return "", err
-	case fi.IsDir():
-		if err := os.Remove(target); err != nil {
+	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		if err := root.Remove(target); err != nil {
 			if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
 				return "a directory that is not empty", nil
 			}
 			return "", err
 		}
 		return "", nil
-	case fi.Mode().IsRegular() && fi.Size() == 0:
-		return "", os.Remove(target)
+	case st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == 0:
+		return "", root.Remove(target)
 	default:
-		return fmt.Sprintf("a %s of %d bytes", fi.Mode().Type(), fi.Size()), nil
+		return fmt.Sprintf("a file of mode %o and %d bytes", st.Mode, st.Size), nil
 	}
 }

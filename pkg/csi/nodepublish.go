@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
@@ -81,29 +82,34 @@ func (n *NodeServer) prepareTarget(ctx context.Context, id, target string, isBlo
 	if err != nil {
 		return err
 	}
-	fi, err := os.Lstat(target)
+	root := n.kubeletRoot()
+	st, err := root.Lstat(target)
 	if errors.Is(err, os.ErrNotExist) {
 		if !hasRec || !rec.Created {
 			if err := n.savePublishRecord(id, publishRecord{Target: target, Created: true}); err != nil {
 				return err
 			}
 		}
+		var f *os.File
 		if isBlock {
-			err = ensureFile(target)
+			f, err = root.CreateFile(target, 0o640)
 		} else {
-			err = os.MkdirAll(target, 0o750)
+			f, err = root.MkdirAll(target, 0o750)
 		}
 		if err != nil {
-			return internalf("create target %s: %v", target, err)
+			return pathStatus("target_path", target, err)
 		}
-		return nil
+		return f.Close()
 	}
 	if err != nil {
-		return internalf("inspect target %s: %v", target, err)
+		return pathStatus("target_path", target, err)
 	}
-	mp, err := n.cfg.Mounter.MountPoint(target)
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return pathStatus("target_path", target, mount.ErrSymlink)
+	}
+	mp, err := n.mountAt("target_path", target)
 	if err != nil {
-		return internalf("inspect %s: %v", target, err)
+		return err
 	}
 	if mp != nil {
 		if !isBlock && !sameVolumeMount(staged, mp) {
@@ -111,9 +117,9 @@ func (n *NodeServer) prepareTarget(ctx context.Context, id, target string, isBlo
 		}
 		return nil
 	}
-	why, err := targetProblem(target, fi, isBlock)
+	why, err := n.targetProblem(target, st, isBlock)
 	if err != nil {
-		return internalf("inspect target %s: %v", target, err)
+		return pathStatus("target_path", target, err)
 	}
 	if why != "" {
 		return status.Errorf(codes.FailedPrecondition, "target_path %s %s", target, why)

@@ -469,7 +469,9 @@ func validateControllerExpandVolumeRequest(req *csi.ControllerExpandVolumeReques
 
 // validateNodeVolumeID checks a volume ID the node turns into a directory name under the
 // state directory: cloud.CheckID (1-128 bytes, UTF-8, no control character, not "." or
-// "..", the controller's rule), and no "/" or "\\", so that it cannot escape that directory.
+// "..", the controller's rule), and cloud-shaped: ASCII letters, digits, '-', '_', '.' and
+// ':' only, starting with a letter or a digit. So it cannot escape that directory (no "/")
+// nor name one of the node's own folders there (".snapshots", ".clone" leftovers).
 func validateNodeVolumeID(id string) error {
 	if err := checkID("volume_id", id); err != nil {
 		return err
@@ -477,7 +479,19 @@ func validateNodeVolumeID(id string) error {
 	if strings.ContainsAny(id, "/\\") {
 		return invalid("volume_id %s cannot name a volume: it holds a path separator", cloud.Quote(id))
 	}
+	if c := id[0]; !isASCIIAlnum(c) {
+		return invalid("volume_id %s cannot name a volume: it must start with a letter or a digit", cloud.Quote(id))
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !isASCIIAlnum(c) && c != '-' && c != '_' && c != '.' && c != ':' {
+			return invalid("volume_id %s cannot name a volume: byte %d is not a letter, a digit, '-', '_', '.' or ':'", cloud.Quote(id), i)
+		}
+	}
 	return nil
+}
+
+func isASCIIAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // Bounds of the node's paths. The spec lets staging_target_path, target_path and volume_path
@@ -513,7 +527,8 @@ func checkPathBounds(field, p string, max int) error {
 
 // pathInside reports why p is not a clean absolute path strictly inside root (itself clean,
 // absolute and not "/"), or "" when it is. Clean means filepath.Clean(p) == p, so "..", "."
-// and "//" never pass; the test is on the text: a symbolic link under root is the CO's.
+// and "//" never pass. The test is on the text, the first gate only: the calls then reach
+// the path through mount.Root, which follows no link below the root.
 func pathInside(p, root string) string {
 	switch {
 	case !filepath.IsAbs(p):

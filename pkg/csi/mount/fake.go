@@ -40,8 +40,21 @@ func NewFake() *Fake {
 	return &Fake{mounts: map[string][]MountPoint{}, devices: map[string]string{}, loops: map[string]int{}, bound: map[int]string{}}
 }
 
+// fdTarget turns a FdPath into the path its descriptor was opened on, as the kernel would
+// resolve it; any other path is returned as it is.
+func fdTarget(p string) string {
+	if _, ok := procFd(p); !ok {
+		return p
+	}
+	if t, err := os.Readlink(p); err == nil {
+		return t
+	}
+	return p
+}
+
 // BindMount implements Mounter.
 func (f *Fake) BindMount(source, target string, readOnly bool) error {
+	source, target = fdTarget(source), fdTarget(target)
 	si, err := os.Stat(source)
 	if err != nil {
 		return fmt.Errorf("bind mount %s on %s: %w", source, target, err)
@@ -67,6 +80,7 @@ func (f *Fake) BindMount(source, target string, readOnly bool) error {
 
 // Unmount implements Mounter.
 func (f *Fake) Unmount(target string) error {
+	target = fdTarget(target)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t := filepath.Clean(target)
@@ -84,6 +98,7 @@ func (f *Fake) Unmount(target string) error {
 
 // MountPoint implements Mounter.
 func (f *Fake) MountPoint(path string) (*MountPoint, error) {
+	path = fdTarget(path)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	stack := f.mounts[filepath.Clean(path)]
@@ -180,7 +195,7 @@ func (f *Fake) ResizeLoop(file string) (int64, error) {
 // BlockSize implements Mounter: the size of the file mounted at path (a device file's is its
 // device's), or of the file at path when nothing is mounted there.
 func (f *Fake) BlockSize(path string) (int64, error) {
-	p := filepath.Clean(path)
+	p := filepath.Clean(fdTarget(path))
 	f.mu.Lock()
 	if stack := f.mounts[p]; len(stack) > 0 {
 		p = stack[len(stack)-1].Root
@@ -222,19 +237,24 @@ func (f *Fake) Loops() int {
 	return len(f.loops)
 }
 
-// fakeBacking resolves file as backingFile does and returns its size.
+// fakeBacking resolves file as backingFile does (a link as its last element is refused,
+// ErrSymlink) and returns its size.
 func fakeBacking(file string) (string, int64, error) {
 	abs, err := filepath.Abs(file)
 	if err != nil {
 		return "", 0, err
 	}
-	p, err := filepath.EvalSymlinks(abs)
+	dir, err := filepath.EvalSymlinks(filepath.Dir(abs))
 	if err != nil {
 		return "", 0, err
 	}
-	fi, err := os.Stat(p)
+	p := filepath.Join(dir, filepath.Base(abs))
+	fi, err := os.Lstat(p)
 	if err != nil {
 		return "", 0, err
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		return "", 0, fmt.Errorf("%s: %w", p, ErrSymlink)
 	}
 	if !fi.Mode().IsRegular() {
 		return "", 0, fmt.Errorf("%s is not a regular file", p)

@@ -59,11 +59,15 @@ func (l *Linux) AttachLoop(file string) (Loop, error) {
 	if len(loops) > 0 {
 		return loops[0], nil
 	}
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return Loop{}, fmt.Errorf("attach loop to %s: %w", file, err)
 	}
 	defer unix.Close(fd)
+	var fst unix.Stat_t
+	if err := unix.Fstat(fd, &fst); err != nil || fst.Ino != st.Ino || fst.Dev != st.Dev {
+		return Loop{}, fmt.Errorf("attach loop to %s: the file was replaced while it was opened (%v)", file, err)
+	}
 	ctl, err := unix.Open(loopControl, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return Loop{}, fmt.Errorf("attach loop to %s: %w", file, err)
@@ -380,25 +384,31 @@ func devString(rdev uint64) string {
 	return fmt.Sprintf("%d:%d", unix.Major(rdev), unix.Minor(rdev))
 }
 
-// backingFile resolves file to the absolute, symlink-free path the kernel shows in sysfs
-// and checks it is a regular file (a loop over a folder or a device is refused).
+// backingFile resolves file to the absolute path the kernel shows in sysfs and checks it is
+// a regular file (a loop over a folder or a device is refused). Only the folder's path is
+// resolved (links in it are the administrator's); file's last element is never followed: a
+// link there (a backing file replaced by one) is refused, ErrSymlink.
 func backingFile(file string) (string, unix.Stat_t, error) {
 	var st unix.Stat_t
 	abs, err := filepath.Abs(file)
 	if err != nil {
 		return "", st, err
 	}
-	p, err := filepath.EvalSymlinks(abs)
+	dir, err := filepath.EvalSymlinks(filepath.Dir(abs))
 	if err != nil {
 		return "", st, err
 	}
-	if err := unix.Stat(p, &st); err != nil {
-		return "", st, &os.PathError{Op: "stat", Path: p, Err: err}
+	p := filepath.Join(dir, filepath.Base(abs))
+	if err := unix.Lstat(p, &st); err != nil {
+		return "", st, &os.PathError{Op: "lstat", Path: p, Err: err}
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return "", st, fmt.Errorf("%s is not a regular file", p)
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return p, st, nil
+	case unix.S_IFLNK:
+		return "", st, fmt.Errorf("%s: %w", p, ErrSymlink)
 	}
-	return p, st, nil
+	return "", st, fmt.Errorf("%s is not a regular file", p)
 }
 
 // BlockSize implements Mounter: BLKGETSIZE64 for a device node (or a mount of one), the

@@ -20,6 +20,9 @@ import (
 
 // MountPoint is one mount as /proc/self/mountinfo describes it (proc(5)).
 type MountPoint struct {
+	// ID is the mount's unique ID (mountinfo's first field, statx's stx_mnt_id); 0 when
+	// unknown (the fake).
+	ID int
 	// Path is where the mount is, absolute.
 	Path string
 	// Root is the directory (or file) of the source filesystem mounted at Path; for a bind
@@ -41,13 +44,16 @@ type MountPoint struct {
 type Mounter interface {
 	// BindMount mounts source (a directory or a regular file) onto target, which must exist
 	// and be of the same kind. readOnly makes the new mount read-only; on failure nothing
-	// stays mounted.
+	// stays mounted. Either may be a FdPath: the descriptor's file is used, exactly.
 	BindMount(source, target string, readOnly bool) error
 	// Unmount removes the topmost mount at target; target not being a mount point is an
-	// error (callers check MountPoint first).
+	// error (callers check MountPoint first). target's last element is never followed; a
+	// FdPath target is the mount the descriptor is on (detached lazily: the descriptor
+	// holds it).
 	Unmount(target string) error
-	// MountPoint returns the topmost mount whose mount point is exactly path, or nil when
-	// path is not a mount point or does not exist.
+	// MountPoint returns the topmost mount whose mount point is exactly path (its last
+	// element not followed; a FdPath: the descriptor's), or nil when path is not a mount
+	// point or does not exist.
 	MountPoint(path string) (*MountPoint, error)
 	// AttachLoop returns the loop device whose backing file is file (a regular file),
 	// attaching a free one only when there is none yet, also when an earlier process
@@ -85,8 +91,25 @@ var _ Mounter = (*Linux)(nil)
 // NewLinux returns a Mounter for this process's mount namespace.
 func NewLinux() *Linux { return &Linux{} }
 
-// BindMount implements Mounter.
+// BindMount implements Mounter. source and target may be FdPath paths (what the node
+// service hands in, opened below their roots without following links): the mount is then
+// made with open_tree(2) on the source descriptor and move_mount(2) onto the target
+// descriptor, read-only already before it is attached (mount_setattr(2)), so no path is
+// looked up again between the check and the mount. On kernels without these calls
+// (ENOSYS: before 5.12) it falls back to mount(2) with MS_BIND, and MS_BIND|MS_REMOUNT|
+// MS_RDONLY for a read-only bind (the kernel ignores MS_RDONLY on the first bind call).
 func (l *Linux) BindMount(source, target string, readOnly bool) error {
+	err := bindTree(source, target, readOnly)
+	if !errors.Is(err, unix.ENOSYS) {
+		if err != nil {
+			return fmt.Errorf("bind mount %s on %s: %w", source, target, err)
+		}
+		return nil
+	}
+	if _, ok := procFd(target); ok && readOnly {
+		// The remount would resolve the descriptor to the mount under the new one.
+		return fmt.Errorf("bind mount %s on %s read-only: needs open_tree/mount_setattr (Linux 5.12): %w", source, target, err)
+	}
 	if err := unix.Mount(source, target, "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("bind mount %s on %s: %w", source, target, err)
 	}
@@ -103,24 +126,125 @@ func (l *Linux) BindMount(source, target string, readOnly bool) error {
 	return nil
 }
 
-// Unmount implements Mounter.
+// bindTree clones the mount at source (open_tree OPEN_TREE_CLONE: a non-recursive bind),
+// makes the clone read-only when asked, and attaches it at target (move_mount). A path that
+// is not a FdPath is opened O_PATH (following links, as mount(2) did).
+func bindTree(source, target string, readOnly bool) error {
+	src, closeSrc, err := pathFd(source)
+	if err != nil {
+		return err
+	}
+	defer closeSrc()
+	tgt, closeTgt, err := pathFd(target)
+	if err != nil {
+		return err
+	}
+	defer closeTgt()
+	tree, err := unix.OpenTree(src, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return fmt.Errorf("open_tree: %w", err)
+	}
+	defer unix.Close(tree)
+	if readOnly {
+		if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+			if errors.Is(err, unix.ENOSYS) {
+				return err
+			}
+			return fmt.Errorf("mount_setattr read-only: %w", err)
+		}
+	}
+	if err := unix.MoveMount(tree, "", tgt, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move_mount: %w", err)
+	}
+	return nil
+}
+
+// pathFd returns the descriptor of a FdPath (closing it is the caller's owner's job), or of
+// path opened O_PATH, with the function that closes what it opened.
+func pathFd(path string) (int, func(), error) {
+	if fd, ok := procFd(path); ok {
+		return fd, func() {}, nil
+	}
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return fd, func() { unix.Close(fd) }, nil
+}
+
+// Unmount implements Mounter: umount2(2) with UMOUNT_NOFOLLOW, so a link as target's last
+// element is never followed (callers make sure no element before it is one). A FdPath
+// target unmounts exactly the mount its descriptor was opened on; since that open
+// descriptor keeps the mount busy, it is detached (MNT_DETACH), which completes as soon as
+// the caller closes it unless someone else still uses the mount.
 func (l *Linux) Unmount(target string) error {
-	if err := unix.Unmount(target, 0); err != nil {
+	flags := unix.UMOUNT_NOFOLLOW
+	if _, ok := procFd(target); ok {
+		flags = unix.MNT_DETACH
+	}
+	if err := unix.Unmount(target, flags); err != nil {
 		return fmt.Errorf("unmount %s: %w", target, err)
 	}
 	return nil
 }
 
-// MountPoint implements Mounter.
+// MountPoint implements Mounter. The mount is found by its ID: statx(2) of path (its last
+// element not followed; a FdPath stats the descriptor) says whether path is the root of a
+// mount (STATX_ATTR_MOUNT_ROOT) and which (STATX_MNT_ID), and the mountinfo line with that
+// ID describes it; no path is resolved twice and none compared as text. Where statx cannot
+// tell (a broken mount: ENOTCONN, ESTALE; a kernel before 5.8) the topmost mountinfo line
+// whose mount point is the clean path is taken.
 func (l *Linux) MountPoint(path string) (*MountPoint, error) {
-	p, err := filepath.EvalSymlinks(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return nil, nil
-	case err != nil:
-		// A broken mount (ENOTCONN, ESTALE) cannot be resolved but can still be listed.
-		p = filepath.Clean(path)
+	dirfd, name, flags := unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW
+	if fd, ok := procFd(path); ok {
+		dirfd, name, flags = fd, "", unix.AT_EMPTY_PATH
 	}
+	var sx unix.Statx_t
+	err := unix.Statx(dirfd, name, flags|unix.AT_STATX_DONT_SYNC, unix.STATX_TYPE|unix.STATX_MODE|unix.STATX_MNT_ID, &sx)
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
+		return nil, nil
+	case err == nil && sx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && sx.Mask&unix.STATX_MNT_ID != 0:
+		if sx.Attributes&unix.STATX_ATTR_MOUNT_ROOT == 0 {
+			return nil, nil
+		}
+		mounts, err := l.mounts()
+		if err != nil {
+			return nil, err
+		}
+		for i := range mounts {
+			if uint64(mounts[i].ID) == sx.Mnt_id {
+				top := mounts[i]
+				if sx.Mode&unix.S_IFMT == unix.S_IFBLK {
+					top.Device = devString(unix.Mkdev(sx.Rdev_major, sx.Rdev_minor))
+				}
+				return &top, nil
+			}
+		}
+		return nil, nil // unmounted meanwhile
+	}
+	// A broken mount cannot be stat'ed but can still be listed.
+	p := filepath.Clean(path)
+	mounts, err := l.mounts()
+	if err != nil {
+		return nil, err
+	}
+	var top *MountPoint
+	for i := range mounts {
+		// Later lines are mounted later, so the last match is the one visible at p.
+		if mounts[i].Path == p {
+			top = &mounts[i]
+		}
+	}
+	var st unix.Stat_t
+	if top != nil && unix.Lstat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK {
+		top.Device = devString(st.Rdev)
+	}
+	return top, nil
+}
+
+// mounts reads this process's mount table.
+func (l *Linux) mounts() ([]MountPoint, error) {
 	name := l.MountInfo
 	if name == "" {
 		name = "/proc/self/mountinfo"
@@ -134,18 +258,7 @@ func (l *Linux) MountPoint(path string) (*MountPoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse %s: %w", name, err)
 	}
-	var top *MountPoint
-	for i := range mounts {
-		// Later lines are mounted later, so the last match is the one visible at p.
-		if mounts[i].Path == p {
-			top = &mounts[i]
-		}
-	}
-	var st unix.Stat_t
-	if top != nil && unix.Stat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK {
-		top.Device = devString(st.Rdev)
-	}
-	return top, nil
+	return mounts, nil
 }
 
 // ParseMountInfo parses the mountinfo format of proc(5):
@@ -177,8 +290,12 @@ func ParseMountInfo(r io.Reader) ([]MountPoint, error) {
 				ro = true
 			}
 		}
+		id, err := strconv.Atoi(fields[0])
+		if err != nil {
+			return nil, fmt.Errorf("malformed mountinfo line %q: mount ID: %w", line, err)
+		}
 		out = append(out, MountPoint{
-			Root: unescape(fields[3]), Path: unescape(fields[4]),
+			ID: id, Root: unescape(fields[3]), Path: unescape(fields[4]),
 			FSType: fields[sep+1], Source: unescape(fields[sep+2]), ReadOnly: ro,
 		})
 	}

@@ -17,9 +17,9 @@ func TestParseMountInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []MountPoint{
-		{Path: "/", Root: "/", Source: "/dev/sda1", FSType: "ext4"},
-		{Path: "/mnt/a b", Root: "/var/lib/x/with space", Source: "/dev/sda1", FSType: "ext4", ReadOnly: true},
-		{Path: "/proc", Root: "/", Source: "proc", FSType: "proc"},
+		{ID: 22, Path: "/", Root: "/", Source: "/dev/sda1", FSType: "ext4"},
+		{ID: 36, Path: "/mnt/a b", Root: "/var/lib/x/with space", Source: "/dev/sda1", FSType: "ext4", ReadOnly: true},
+		{ID: 37, Path: "/proc", Root: "/", Source: "proc", FSType: "proc"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d mounts, want %d: %+v", len(got), len(want), got)

@@ -62,6 +62,21 @@ func (s *Staged) At(id string) (mp string, ok bool, err error) {
 	return mp, ok, nil
 }
 
+// Owner returns the volume staged at mount point mp on this node; ok is false when none is.
+func (s *Staged) Owner(mp string) (id string, ok bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.loadLocked(); err != nil {
+		return "", false, err
+	}
+	for v, at := range s.staged {
+		if at == mp {
+			return v, true, nil
+		}
+	}
+	return "", false, nil
+}
+
 func (s *Staged) loadLocked() error {
 	if s.staged != nil {
 		return nil
