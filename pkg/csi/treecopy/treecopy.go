@@ -262,11 +262,11 @@ func join(rel, name string) string {
 func openBeneath(dirfd int, name string, flags int) (int, error) {
 	how := unix.OpenHow{Flags: uint64(flags | unix.O_NOFOLLOW | unix.O_CLOEXEC),
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
-	for {
+	for try := 0; ; try++ {
 		fd, err := unix.Openat2(dirfd, name, &how)
 		switch {
-		case errors.Is(err, unix.EINTR), errors.Is(err, unix.EAGAIN):
-			continue
+		case (errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN)) && try < 8:
+			continue // EAGAIN: a rename raced the lookup (RESOLVE_BENEATH)
 		case errors.Is(err, unix.ENOSYS):
 			// Before Linux 5.6: name is one component, so O_NOFOLLOW alone keeps it beneath.
 			return unix.Openat(dirfd, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -399,6 +399,8 @@ type copier struct {
 	// path is the current folder's names from the root.
 	path []string
 	root int
+	// buf is the data copy's buffer, made at the first extent.
+	buf []byte
 }
 
 func (c *copier) copyRoot(ctx context.Context, p Pair, root *entry) error {
@@ -422,7 +424,15 @@ func (c *copier) copyRoot(ctx context.Context, p Pair, root *entry) error {
 	if err := c.copyDir(ctx, sfd, dfd, root, "."); err != nil {
 		return err
 	}
-	return setMeta(unix.AT_FDCWD, p.Dst, root.meta, ".")
+	if err := setMeta(unix.AT_FDCWD, p.Dst, root.meta, "."); err != nil {
+		return err
+	}
+	// One flush of the destination's filesystem instead of one fsync per file, so that the
+	// caller's rename into place publishes data that is on disk.
+	if err := unix.Syncfs(dfd); err != nil {
+		return fmt.Errorf("sync %s: %w", p.Dst, err)
+	}
+	return nil
 }
 
 func (c *copier) copyDir(ctx context.Context, sfd, dfd int, dir *entry, rel string) error {
@@ -577,13 +587,13 @@ func (c *copier) copyFile(sfd, dfd int, e *entry, rel string) (err error) {
 		if c.stats.Bytes += end - start; c.stats.Bytes > c.opt.MaxBytes {
 			return fmt.Errorf("%s: %w: more than %d bytes", rel, ErrTooLarge, c.opt.MaxBytes)
 		}
-		if _, err := io.Copy(io.NewOffsetWriter(out, start), io.NewSectionReader(in, start, end-start)); err != nil {
+		if c.buf == nil {
+			c.buf = make([]byte, 1<<20)
+		}
+		if _, err := io.CopyBuffer(io.NewOffsetWriter(out, start), io.NewSectionReader(in, start, end-start), c.buf); err != nil {
 			return fmt.Errorf("copy %s: %w", rel, err)
 		}
 		off = end
-	}
-	if err := out.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", rel, err)
 	}
 	return nil
 }

@@ -366,3 +366,46 @@ func TestCopyAllIsOnePointInTime(t *testing.T) {
 	}
 	t.Logf("%d of 20 copies found the trees changing", changed)
 }
+
+// benchTree is 20 folders of 100 files of 4 KiB.
+func benchTree(b *testing.B) string {
+	b.Helper()
+	src := filepath.Join(b.TempDir(), "src")
+	for d := range 20 {
+		dir := filepath.Join(src, "d"+strings.Repeat("x", d))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		for f := range 100 {
+			if err := os.WriteFile(filepath.Join(dir, "f"+strings.Repeat("y", f)), make([]byte, 4096), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	return src
+}
+
+// BenchmarkCopy is a whole copy (scan, copy with an fsync per file, scan) of 2,020 entries.
+func BenchmarkCopy(b *testing.B) {
+	src := benchTree(b)
+	dst := filepath.Join(b.TempDir(), "dst")
+	for b.Loop() {
+		if _, err := Copy(context.Background(), src, dst, Options{}); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.RemoveAll(dst); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkScan is one of the two scans a copy makes (the cost of the point-in-time check).
+func BenchmarkScan(b *testing.B) {
+	src := benchTree(b)
+	for b.Loop() {
+		s := &scanner{opt: Options{}.withDefaults()}
+		if _, err := s.scanRoot(context.Background(), src); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
