@@ -132,9 +132,10 @@ func Copy(ctx context.Context, src, dst string, opt Options) (Stats, error) {
 //
 // Cost: besides the data copy (and one syncfs of each Dst's filesystem, so that the caller's
 // rename into place publishes data on disk), two metadata walks (getdents and one fstatat per
-// entry: 11-28 ms for 2,020 entries on a loaded 2-core machine, against 4-5 s for the copy) and one O_PATH open per
-// folder and regular file, and about 150 bytes of memory per entry for the two records. Limits of the consistency check: it relies on the kernel changing ctime on every
-// change. With coarse timestamps (kernels before 6.13 or filesystems without multigrain
+// entry: 11-28 ms for 2,020 entries on a loaded 2-core machine, against 4-5 s for the copy),
+// one O_PATH open per folder and regular file, and about 150 bytes of memory per entry for
+// the two records. Limits of the consistency check: it relies on the kernel changing ctime on
+// every change. With coarse timestamps (kernels before 6.13 or filesystems without multigrain
 // timestamps) a write in the same clock tick (a few ms) as an entry's first stat may go
 // unseen; a write through a shared mmap to a page already dirty (not yet written back) changes
 // no ctime. A tree that never holds still for the length of a copy is never copied
