@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -86,6 +87,10 @@ func (s *ControllerServer) ok(err error) error {
 	}
 	return err
 }
+
+// cleanupTimeout bounds the cloud call that undoes a half-done create (a snapshot whose data
+// could not be copied), made even when the RPC's own context has ended.
+const cleanupTimeout = 30 * time.Second
 
 func aborted(key string) error {
 	return status.Errorf(codes.Aborted, "an operation on %s is already in progress", key)
@@ -581,8 +586,11 @@ func csiSnapshot(s *cloud.Snapshot) *csi.Snapshot {
 
 // CreateSnapshot snapshots a volume, idempotent by name; the same name for another volume is
 // ALREADY_EXISTS, a missing source volume NOT_FOUND. With a volume data folder it keeps a copy
-// of the source's data for the volumes restored from the snapshot (snapshotdata.go; INTERNAL
-// when the copy fails, and a retry copies again).
+// of the source's data for the volumes restored from the snapshot (snapshotdata.go). When that
+// copy fails (copyStatus: FAILED_PRECONDITION for a device node or a tree beyond the bounds,
+// UNAVAILABLE for a volume that kept changing, INTERNAL) the cloud snapshot just made is
+// deleted again, so a failed call leaves nothing (its ID was never returned, so nothing else
+// would delete it); a retry snapshots and copies anew.
 func (s *ControllerServer) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
 	if err := validateCreateSnapshotRequest(req); err != nil {
 		return nil, err
@@ -597,6 +605,15 @@ func (s *ControllerServer) CreateSnapshot(ctx context.Context, req *csi.CreateSn
 		return nil, cloudStatus(opDefault, err, "snapshot %s as %s", req.GetSourceVolumeId(), req.GetName())
 	}
 	if err := s.snapData.capture(ctx, snap.SourceVolumeID, snap.ID); err != nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if derr := s.ok(s.cloud.DeleteSnapshot(dctx, snap.ID)); cloudCode(opGone, derr) != codes.OK {
+			// The snapshot stays until a retry of this call (the cloud returns it by name) copies
+			// or deletes it.
+			klog.FromContext(ctx).Error(derr, "Snapshot whose data could not be copied is not deleted", "snapshotID", snap.ID)
+			return nil, status.Errorf(status.Code(err), "%s (and snapshot %s could not be deleted: %v)", status.Convert(err).Message(), snap.ID, derr)
+		}
+		klog.FromContext(ctx).V(2).Info("Snapshot whose data could not be copied deleted", "snapshotID", snap.ID, "err", err)
 		return nil, err
 	}
 	klog.FromContext(ctx).V(2).Info("Snapshot created", "snapshotID", snap.ID, "volumeID", snap.SourceVolumeID)

@@ -108,6 +108,7 @@ func New(opts Options, deps Deps) (*Driver, error) {
 			return nil, fmt.Errorf("new driver: %w", err)
 		}
 		d.group = NewGroupControllerServer(deps.ControllerCloud, d.controller.inflight, d.ready.ControllerReady)
+		d.group.snapData = d.controller.snapData
 	}
 	if runNode {
 		dir := nodestate.NewDir(opts.StateDir)

@@ -1,12 +1,15 @@
 package csi
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/treecopy"
 )
 
 // cloudOp says which kind of RPC a cloud error comes from; it selects the few rows of the
@@ -90,6 +93,28 @@ func cloudStatus(op cloudOp, err error, format string, args ...any) error {
 	c := cloudCode(op, err)
 	if c == codes.OK {
 		return nil
+	}
+	return status.Errorf(c, "%s: %v", fmt.Sprintf(format, args...), err)
+}
+
+// copyStatus wraps an error of a data copy (snapshot capture, clone or restore seeding;
+// pkg/csi/treecopy) as a status error with a message of the form "<what>: <err>":
+// FAILED_PRECONDITION for what no retry can copy until the volume changes (a device node, a
+// tree deeper or larger than the bounds), UNAVAILABLE for a volume that kept changing while it
+// was copied (a retry may find it still), DEADLINE_EXCEEDED or CANCELLED for the RPC's
+// context, INTERNAL otherwise.
+func copyStatus(err error, format string, args ...any) error {
+	c := codes.Internal
+	switch {
+	case errors.Is(err, treecopy.ErrUnsupported), errors.Is(err, treecopy.ErrTooDeep),
+		errors.Is(err, treecopy.ErrTooManyEntries), errors.Is(err, treecopy.ErrTooLarge):
+		c = codes.FailedPrecondition
+	case errors.Is(err, treecopy.ErrChanged):
+		c = codes.Unavailable
+	case errors.Is(err, context.DeadlineExceeded):
+		c = codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		c = codes.Canceled
 	}
 	return status.Errorf(c, "%s: %v", fmt.Sprintf(format, args...), err)
 }

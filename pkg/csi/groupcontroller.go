@@ -24,6 +24,10 @@ type GroupControllerServer struct {
 	// the volumes and snapshots, counted by the same gauge.
 	inflight *inflight
 	cloudOK  func()
+	// snapData keeps the members' data for the volumes restored from them, as the controller
+	// service does for plain snapshots; the zero value keeps none (set by New from
+	// --volume-data-dir).
+	snapData snapshotData
 }
 
 var _ csi.GroupControllerServer = (*GroupControllerServer)(nil)
@@ -74,7 +78,10 @@ func csiGroupSnapshot(g *cloud.GroupSnapshot) *csi.VolumeGroupSnapshot {
 // ALREADY_EXISTS; a missing volume NOT_FOUND; volumes in more than one zone
 // FAILED_PRECONDITION (the spec's "cannot snapshot multiple volumes together"); a second
 // call for the same name while one runs ABORTED. Either every member is cut or none is (the
-// cloud cuts them in one transaction), so a failure leaks no snapshot.
+// cloud cuts them in one transaction), so a failure leaks no snapshot. With a volume data
+// folder every member's source data is copied, all as of one point in time and all or none
+// (snapshotData.captureGroup); when that fails (copyStatus: FAILED_PRECONDITION,
+// UNAVAILABLE, INTERNAL) the cloud group is deleted again, so a failed call leaves nothing.
 func (s *GroupControllerServer) CreateVolumeGroupSnapshot(ctx context.Context, req *csi.CreateVolumeGroupSnapshotRequest) (*csi.CreateVolumeGroupSnapshotResponse, error) {
 	if err := validateCreateVolumeGroupSnapshotRequest(req); err != nil {
 		return nil, err
@@ -88,8 +95,29 @@ func (s *GroupControllerServer) CreateVolumeGroupSnapshot(ctx context.Context, r
 	if err := s.ok(err); err != nil {
 		return nil, cloudStatus(opDefault, err, "group snapshot %s of %d volumes", req.GetName(), len(req.GetSourceVolumeIds()))
 	}
+	if err := s.snapData.captureGroup(ctx, groupMembers(g)); err != nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if derr := s.ok(s.cloud.DeleteGroupSnapshot(dctx, g.ID)); cloudCode(opGone, derr) != codes.OK {
+			// The group stays until a retry of this call (the cloud returns it by name) copies
+			// or deletes it.
+			klog.FromContext(ctx).Error(derr, "Group snapshot whose data could not be copied is not deleted", "groupSnapshotID", g.ID)
+			return nil, status.Errorf(status.Code(err), "%s (and group snapshot %s could not be deleted: %v)", status.Convert(err).Message(), g.ID, derr)
+		}
+		klog.FromContext(ctx).V(2).Info("Group snapshot whose data could not be copied deleted", "groupSnapshotID", g.ID, "err", err)
+		return nil, err
+	}
 	klog.FromContext(ctx).V(2).Info("Group snapshot created", "groupSnapshotID", g.ID, "volumes", len(g.Snapshots))
 	return &csi.CreateVolumeGroupSnapshotResponse{GroupSnapshot: csiGroupSnapshot(g)}, nil
+}
+
+// groupMembers are g's members for snapshotData.
+func groupMembers(g *cloud.GroupSnapshot) []snapshotMember {
+	out := make([]snapshotMember, 0, len(g.Snapshots))
+	for _, m := range g.Snapshots {
+		out = append(out, snapshotMember{volID: m.SourceVolumeID, snapID: m.ID})
+	}
+	return out
 }
 
 // checkMembers is the spec's "snapshot list mismatch": when the CO lists the group's
@@ -124,9 +152,11 @@ func (s *GroupControllerServer) GetVolumeGroupSnapshot(ctx context.Context, req 
 	return &csi.GetVolumeGroupSnapshotResponse{GroupSnapshot: csiGroupSnapshot(g)}, nil
 }
 
-// DeleteVolumeGroupSnapshot deletes a group snapshot with all its members; one that does not
-// exist is success. snapshot_ids that are not its members are INVALID_ARGUMENT and delete
-// nothing. A second call for the same group while one runs is ABORTED.
+// DeleteVolumeGroupSnapshot deletes a group snapshot with all its members and their data; one
+// that does not exist is success. snapshot_ids that are not its members are INVALID_ARGUMENT
+// and delete nothing. A second call for the same group while one runs is ABORTED. The data
+// goes first: a failure after it leaves a group the CO is deleting anyway, never data no
+// group names.
 func (s *GroupControllerServer) DeleteVolumeGroupSnapshot(ctx context.Context, req *csi.DeleteVolumeGroupSnapshotRequest) (*csi.DeleteVolumeGroupSnapshotResponse, error) {
 	if err := validateDeleteVolumeGroupSnapshotRequest(req); err != nil {
 		return nil, err
@@ -137,7 +167,7 @@ func (s *GroupControllerServer) DeleteVolumeGroupSnapshot(ctx context.Context, r
 		return nil, aborted(id)
 	}
 	defer s.inflight.release(key)
-	if len(req.GetSnapshotIds()) > 0 {
+	if len(req.GetSnapshotIds()) > 0 || s.snapData.dir != "" {
 		// Members never change, so a check before the delete holds at the delete.
 		g, err := s.cloud.GetGroupSnapshot(ctx, id)
 		if err := s.ok(err); err != nil {
@@ -147,6 +177,9 @@ func (s *GroupControllerServer) DeleteVolumeGroupSnapshot(ctx context.Context, r
 			return &csi.DeleteVolumeGroupSnapshotResponse{}, nil
 		}
 		if err := checkMembers(g, req.GetSnapshotIds()); err != nil {
+			return nil, err
+		}
+		if err := s.snapData.removeAll(ctx, groupMembers(g)); err != nil {
 			return nil, err
 		}
 	}

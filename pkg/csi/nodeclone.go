@@ -3,14 +3,12 @@ package csi
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 
-	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/treecopy"
 )
 
 // The node side of CLONE_VOLUME and of restoring a snapshot: the cloud keeps no data, the
@@ -20,8 +18,9 @@ import (
 
 // seedClone copies src's backing data (the mount data folder and the block file, whichever
 // exist) to the clone id's (seedFrom). It is a copy of the source as it is now; a source in
-// use elsewhere is copied while it may be written (crash-consistent at best), which is what a
-// cloud clone of an attached disk gives too.
+// use elsewhere may be written while it is copied, and the copy is still of one point in time
+// (treecopy: checked after the copy, made again when the source changed, UNAVAILABLE when it
+// never held still).
 func (n *NodeServer) seedClone(ctx context.Context, id, src string) error {
 	return n.seedFrom(ctx, id, n.backingDir(src), "volume", src)
 }
@@ -43,6 +42,11 @@ func (n *NodeServer) seedRestore(ctx context.Context, id, snap string) error {
 // written since) and is left alone, and a source without data leaves the volume empty. The
 // copy is made beside the target and renamed into place, so a crash leaves either no data or
 // all of it. srcKind ("volume", "snapshot") and src name the source in logs and errors.
+//
+// The copy (treecopy) cannot be steered by a pod writing the source: no symlink is followed,
+// symlinks, hard links, FIFOs and sockets are kept as such, and a source holding a device node
+// or a tree beyond treecopy's bounds is FAILED_PRECONDITION, one that kept changing while it
+// was copied UNAVAILABLE; on any error no data is left for id.
 func (n *NodeServer) seedFrom(ctx context.Context, id, from, srcKind, src string) error {
 	dst := n.backingDir(id)
 	if _, err := os.Stat(dst); err == nil {
@@ -60,93 +64,16 @@ func (n *NodeServer) seedFrom(ctx context.Context, id, from, srcKind, src string
 	if err := os.RemoveAll(tmp); err != nil {
 		return internalf("clear %s: %v", tmp, err)
 	}
-	if err := copyTree(from, tmp); err != nil {
+	st, err := treecopy.Copy(ctx, from, tmp, treecopy.Options{})
+	if err != nil {
 		_ = os.RemoveAll(tmp)
-		return internalf("copy the data of %s to volume %s: %v", src, id, err)
+		return copyStatus(err, "copy the data of %s %s to volume %s", srcKind, src, id)
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		_ = os.RemoveAll(tmp)
 		return internalf("put the data of %s in place: %v", id, err)
 	}
-	klog.FromContext(ctx).V(2).Info("Volume seeded from its source", "volumeID", id, "sourceKind", srcKind, "source", src)
+	klog.FromContext(ctx).V(2).Info("Volume seeded from its source", "volumeID", id, "sourceKind", srcKind, "source", src,
+		"entries", st.Entries, "bytes", st.Bytes, "hardLinks", st.HardLinks, "attempts", st.Attempts)
 	return nil
-}
-
-// copyTree copies the folder from to to (which must not exist): folders, regular files (with
-// their holes) and symlinks, modes kept. Anything else (a device node, a socket) is an error.
-func copyTree(from, to string) error {
-	return filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(from, path)
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(to, rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			return os.Mkdir(target, info.Mode().Perm())
-		case d.Type()&fs.ModeSymlink != 0:
-			link, err := os.Readlink(path)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(link, target)
-		case d.Type().IsRegular():
-			return copySparse(path, target, info.Mode().Perm())
-		default:
-			return fmt.Errorf("%s: cannot copy a %s", path, d.Type())
-		}
-	})
-}
-
-// copySparse copies a regular file, only its data extents (SEEK_DATA/SEEK_HOLE), so that a
-// sparse block file of a TiB with little written costs what was written.
-func copySparse(from, to string, perm fs.FileMode) (err error) {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	fi, err := in.Stat()
-	if err != nil {
-		return err
-	}
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
-	}()
-	size := fi.Size()
-	if err := out.Truncate(size); err != nil {
-		return err
-	}
-	fd := int(in.Fd())
-	for off := int64(0); off < size; {
-		start, err := unix.Seek(fd, off, unix.SEEK_DATA)
-		if errors.Is(err, unix.ENXIO) {
-			break // only a hole is left
-		}
-		if err != nil {
-			return fmt.Errorf("seek data in %s: %w", from, err)
-		}
-		end, err := unix.Seek(fd, start, unix.SEEK_HOLE)
-		if err != nil {
-			return fmt.Errorf("seek hole in %s: %w", from, err)
-		}
-		if _, err := io.Copy(io.NewOffsetWriter(out, start), io.NewSectionReader(in, start, end-start)); err != nil {
-			return err
-		}
-		off = end
-	}
-	return out.Sync()
 }
