@@ -77,4 +77,3 @@ func TestHeavyReadsAreBounded(t *testing.T) {
 		t.Fatalf("%d turns still held after every reader finished", n)
 	}
 }
-

@@ -37,11 +37,17 @@ func (s *Server) router() *mux.Router {
 	add := func(method, path, name string, need Role, opts routeOpts, h handlerFunc) {
 		r.Handle(path, s.route(name, need, opts, h)).Methods(method).Name(name)
 	}
-	handle := func(method, path, name string, need Role, h handlerFunc) { add(method, path, name, need, routeOpts{}, h) }
-	handleBody := func(method, path, name string, need Role, h handlerFunc) { add(method, path, name, need, routeOpts{body: true}, h) }
+	handle := func(method, path, name string, need Role, h handlerFunc) {
+		add(method, path, name, need, routeOpts{}, h)
+	}
+	handleBody := func(method, path, name string, need Role, h handlerFunc) {
+		add(method, path, name, need, routeOpts{body: true}, h)
+	}
 	// The answers that grow with the fleet take a turn of s.heavy, so that many readers at
 	// once cannot hold many renderings of them (issue 24, item 9).
-	handleHeavy := func(method, path, name string, need Role, h handlerFunc) { add(method, path, name, need, routeOpts{heavy: true}, h) }
+	handleHeavy := func(method, path, name string, need Role, h handlerFunc) {
+		add(method, path, name, need, routeOpts{heavy: true}, h)
+	}
 	// The routes every driver calls all the time come first: gorilla/mux tries routes in
 	// order, a path regexp each, and no two routes match the same method and path, so the
 	// order changes nothing but the cost (attach was the 16th).
