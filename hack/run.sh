@@ -175,6 +175,7 @@ cat <<CURL
 
 Try:
   curl -s -H 'Authorization: Bearer demo-reader-token' $CLOUD/v1/instances/$n0/capacity
+  curl -s -H 'Authorization: Bearer demo-reader-token' $CLOUD/metrics   (a reader token, unless fakecloud runs with --metrics-open)
   curl -s -X PATCH -H 'Authorization: Bearer $ADMIN' -d '{"outOfBandSlots": 2}' $CLOUD/v1/instances/$n0
   curl -s -X PATCH -H 'Authorization: Bearer $ADMIN' -d '{"attachments": 0}' $CLOUD/v1/quotas
   curl -s -X POST  -H 'Authorization: Bearer $ADMIN' -d '{"operation":"AttachVolume","error":"Throttled"}' $CLOUD/v1/faults

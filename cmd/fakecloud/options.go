@@ -37,6 +37,11 @@ type Options struct {
 	MaxBodyBytes int64
 	// MaxConnections caps the connections served at once.
 	MaxConnections int
+	// MaxHeavyReads caps the answers that grow with the fleet (/metrics, GET /v1/instances)
+	// written at once.
+	MaxHeavyReads int
+	// MetricsOpen serves /metrics without a token.
+	MetricsOpen bool
 	// ReadHeaderTimeout, ReadTimeout and IdleTimeout bound reading a request's headers, a
 	// whole request, and an idle keep-alive connection.
 	ReadHeaderTimeout time.Duration
@@ -78,6 +83,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", server.DefaultMaxBodyBytes, "request body limit in bytes (413 PayloadTooLarge above)")
 	fs.IntVar(&o.MaxConnections, "max-connections", server.DefaultMaxConnections,
 		"connections served at once, idle keep-alive ones included; more wait in the accept backlog")
+	fs.IntVar(&o.MaxHeavyReads, "max-heavy-reads", server.DefaultMaxHeavyReads,
+		"answers that grow with the fleet (/metrics, GET /v1/instances) rendered and written at once; more readers wait up to 5 s, then get 429 Throttled")
+	fs.BoolVar(&o.MetricsOpen, "metrics-open", false, "serve /metrics without a token (by default it needs a reader token, as every read)")
 	fs.DurationVar(&o.ReadHeaderTimeout, "read-header-timeout", server.DefaultReadHeaderTimeout,
 		"time to read a request's headers; a slower client's connection is closed")
 	fs.DurationVar(&o.ReadTimeout, "read-timeout", server.DefaultReadTimeout,
@@ -130,7 +138,7 @@ func (o *Options) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"max-connections", int64(o.MaxConnections)}, {"max-fault-rules", int64(o.MaxFaultRules)}, {"max-instances", int64(o.MaxInstances)},
+	}{{"max-connections", int64(o.MaxConnections)}, {"max-heavy-reads", int64(o.MaxHeavyReads)}, {"max-fault-rules", int64(o.MaxFaultRules)}, {"max-instances", int64(o.MaxInstances)},
 		{"max-events", int64(o.MaxEvents)}, {"max-event-bytes", o.MaxEventBytes}} {
 		if f.v <= 0 {
 			errs = append(errs, fmt.Errorf("--%s must be > 0, got %d", f.name, f.v))
@@ -207,6 +215,8 @@ func (o *Options) Config() (server.Config, error) {
 		DefaultZone:         o.DefaultZone,
 		MaxBodyBytes:        o.MaxBodyBytes,
 		MaxConnections:      o.MaxConnections,
+		MaxHeavyReads:       o.MaxHeavyReads,
+		MetricsOpen:         o.MetricsOpen,
 		ReadHeaderTimeout:   o.ReadHeaderTimeout,
 		ReadTimeout:         o.ReadTimeout,
 		IdleTimeout:         o.IdleTimeout,

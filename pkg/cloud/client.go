@@ -36,11 +36,12 @@ type FaultList struct {
 // (or sequence number), oldest first, and the revision current when they were read.
 // NextPageToken is empty on the last page.
 //
-// The log keeps a bounded number of events and drops the oldest. On a first page (no page
-// token), Truncated says that events the request asked for are gone: with sinceSeq N, events
-// N+1 to OldestSeq-1 were dropped; with sinceRevision N, the oldest retained event is past
-// revision N and older ones were dropped, so some after N may be gone. OldestSeq is then the
-// seq of the oldest retained event. Both are absent otherwise.
+// The log keeps a bounded number of events and drops the oldest. Truncated says that events
+// the request asked for are gone: with sinceSeq N, events N+1 to OldestSeq-1 were dropped;
+// with sinceRevision N, the oldest retained event is past revision N and older ones were
+// dropped, so some after N may be gone; with a page token, events after the previous page's
+// last one were dropped before this page was read (a slow reader). OldestSeq is then the seq
+// of the oldest retained event. Both are absent otherwise.
 type EventList struct {
 	Events        []Event `json:"events"`
 	Revision      uint64  `json:"revision"`

@@ -49,7 +49,23 @@ const (
 	MaxTextBytes = 1024
 	// MinNoiseInterval bounds quotaNoise.every from below.
 	MinNoiseInterval = 100 * time.Millisecond
+	// MaxExpandedBytes bounds a scenario's size once its YAML aliases are expanded (each
+	// alias counted as a copy of what its anchor names), in bytes: scalars' text plus
+	// expandedNodeBytes per node. Twice MaxFileBytes, so a file within MaxFileBytes that
+	// uses no alias always fits; a file whose aliases expand past it is refused before
+	// anything expands them (ErrExpandedTooLarge).
+	MaxExpandedBytes = 2 * MaxFileBytes
 )
+
+// expandedNodeBytes is what each node counts towards MaxExpandedBytes beyond its text: the
+// punctuation the JSON it becomes adds (quotes, a comma, a colon), so that a long list of
+// empty scalars counts too.
+const expandedNodeBytes = 2
+
+// ErrExpandedTooLarge is the error (wrapped) of Parse for a file whose aliases expand past
+// MaxExpandedBytes, or that holds an alias to a node containing it; the fake cloud answers it
+// with 413 PayloadTooLarge.
+var ErrExpandedTooLarge = errors.New("YAML aliases expand too far")
 
 // Duration is a time.Duration written as Go writes one ("30s", "2m", "1m30s").
 type Duration time.Duration
@@ -214,6 +230,12 @@ func refNote(ref string) string {
 func Parse(data []byte) (*Scenario, error) {
 	if len(data) > MaxFileBytes {
 		return nil, fmt.Errorf("scenario: %d bytes, at most %d", len(data), MaxFileBytes)
+	}
+	// The strict decoder below expands every alias into JSON before it refuses anything: one
+	// large string aliased thousands of times became gigabytes. Measure first, without
+	// expanding.
+	if err := checkExpansion(data); err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
 	}
 	var sc Scenario
 	if err := yaml.UnmarshalStrict(data, &sc); err != nil {
@@ -445,4 +467,79 @@ func stepAt(data []byte, line int) string {
 		return where
 	}
 	return ""
+}
+
+// checkExpansion refuses YAML whose aliases expand past MaxExpandedBytes
+// (ErrExpandedTooLarge), measured on the node tree go.yaml.in/yaml/v3 builds, which keeps an
+// alias as a pointer to its anchor's node: each node's expanded size is computed once, so the
+// walk costs the file's size however far the aliases would expand. YAML that this parser
+// refuses is refused here too when it holds an alias ('*'), so that no other parser expands
+// what was not measured; without one, the strict decoder reports the error with its line.
+func checkExpansion(data []byte) error {
+	var doc yamlv3.Node
+	if err := yamlv3.Unmarshal(data, &doc); err != nil {
+		if bytes.IndexByte(data, '*') >= 0 {
+			return fmt.Errorf("%w: the YAML holds an alias and does not parse: %v", ErrExpandedTooLarge, err)
+		}
+		return nil
+	}
+	m := expansion{sizes: map[*yamlv3.Node]int64{}, open: map[*yamlv3.Node]bool{}}
+	size, err := m.size(&doc)
+	if err != nil {
+		return err
+	}
+	if size > MaxExpandedBytes {
+		return fmt.Errorf("%w: over %d bytes once its aliases are expanded (at most %d; the file is %d bytes)",
+			ErrExpandedTooLarge, MaxExpandedBytes, MaxExpandedBytes, len(data))
+	}
+	return nil
+}
+
+// expansion measures nodes' expanded sizes, each node once.
+type expansion struct {
+	// sizes are the measured nodes' sizes, saturated at MaxExpandedBytes+1.
+	sizes map[*yamlv3.Node]int64
+	// open are the nodes being measured: an alias to one of them is a cycle.
+	open map[*yamlv3.Node]bool
+}
+
+func (m *expansion) size(n *yamlv3.Node) (int64, error) {
+	if n == nil {
+		return 0, nil
+	}
+	if v, ok := m.sizes[n]; ok {
+		return v, nil
+	}
+	if m.open[n] {
+		return 0, fmt.Errorf("%w: line %d: an alias to a node that contains it", ErrExpandedTooLarge, n.Line)
+	}
+	m.open[n] = true
+	defer delete(m.open, n)
+	total := int64(expandedNodeBytes)
+	switch n.Kind {
+	case yamlv3.AliasNode:
+		v, err := m.size(n.Alias)
+		if err != nil {
+			return 0, err
+		}
+		total += v
+	case yamlv3.ScalarNode:
+		total += int64(len(n.Value))
+	default:
+		for _, c := range n.Content {
+			v, err := m.size(c)
+			if err != nil {
+				return 0, err
+			}
+			// Saturate: past the bound the exact figure does not matter, and nested
+			// aliases could overflow it.
+			if total += v; total > MaxExpandedBytes {
+				total = MaxExpandedBytes + 1
+				break
+			}
+		}
+	}
+	total = min(total, MaxExpandedBytes+1)
+	m.sizes[n] = total
+	return total, nil
 }

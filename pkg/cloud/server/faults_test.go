@@ -65,7 +65,7 @@ func TestFaultsOverHTTP(t *testing.T) {
 	if len(fired) != 2 || !strings.Contains(fired[0], "rule="+rule.ID) || !strings.Contains(fired[1], "rule="+latency.ID) {
 		t.Fatalf("FaultFired events %q", fired)
 	}
-	metrics := string(tc.do(t, "GET", "/metrics", "", "").body)
+	metrics := string(tc.do(t, "GET", "/metrics", readerToken, "").body)
 	for _, want := range []string{
 		`fakecloud_faults_fired_total{operation="AttachVolume",rule="` + rule.ID + `"} 1`,
 		`fakecloud_faults_fired_total{operation="GetCapacity",rule="` + latency.ID + `"} 1`,
@@ -84,14 +84,14 @@ func TestFaultsOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A deleted rule's series goes with it; the others stay until the rules are cleared.
-	metrics = string(tc.do(t, "GET", "/metrics", "", "").body)
+	metrics = string(tc.do(t, "GET", "/metrics", readerToken, "").body)
 	if strings.Contains(metrics, `rule="`+rule.ID+`"`) || !strings.Contains(metrics, `rule="`+latency.ID+`"`) {
 		t.Errorf("after deleting rule %s, fakecloud_faults_fired_total is:\n%s", rule.ID, grepLines(metrics, "fakecloud_faults_fired_total"))
 	}
 	if err := tc.admin.ClearFaults(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if metrics = string(tc.do(t, "GET", "/metrics", "", "").body); strings.Contains(metrics, "fakecloud_faults_fired_total{") {
+	if metrics = string(tc.do(t, "GET", "/metrics", readerToken, "").body); strings.Contains(metrics, "fakecloud_faults_fired_total{") {
 		t.Errorf("after clearing the rules, fakecloud_faults_fired_total is:\n%s", grepLines(metrics, "fakecloud_faults_fired_total"))
 	}
 	if rules := must[[]cloud.FaultRule](t)(tc.admin.ListFaults(ctx)); len(rules) != 0 {

@@ -2,9 +2,12 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
+
+	"k8s.io/klog/v2"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/faults"
@@ -241,14 +244,38 @@ func (s *Server) attachVolume(r *http.Request, c caller) (*reply, error) {
 		return nil, err
 	}
 	call := faults.Call{Operation: cloud.OperationAttachVolume, VolumeID: id, InstanceID: req.InstanceID}
+	// An attach never registers an instance: a node registers when its plugin first looks
+	// itself up, and an attach to a node that never did is a caller's mistake (404).
+	return s.attachOrDetach(r, call, func(ctx context.Context) (*cloud.Attachment, error) {
+		return s.store.AttachMode(id, req.InstanceID, req.ReadOnly, nil, s.planner(ctx, call))
+	})
+}
+
+// attachOrDetach runs an attach or detach: its arrival number on the volume is taken
+// first, then the fault rules run (their latency waited out whether or not the caller
+// stays, operationContext), then apply commits it, unless a later request on the same
+// volume was carried out meanwhile (volumeOrder): then it is dropped, recorded as a
+// RequestSuperseded event, and answered Unavailable.
+func (s *Server) attachOrDetach(r *http.Request, call faults.Call, apply func(ctx context.Context) (*cloud.Attachment, error)) (*reply, error) {
+	ticket := s.order.arrive(call.VolumeID)
+	defer ticket.done()
 	ctx, cancel := s.operationContext(r)
 	defer cancel()
 	if err := s.inject(ctx, call); err != nil {
 		return nil, err
 	}
-	// An attach never registers an instance: a node registers when its plugin first looks
-	// itself up, and an attach to a node that never did is a caller's mistake (404).
-	att, err := s.store.AttachMode(id, req.InstanceID, req.ReadOnly, nil, s.planner(ctx, call))
+	var (
+		att *cloud.Attachment
+		err error
+	)
+	if !ticket.carryOut(func() { att, err = apply(ctx) }) {
+		klog.FromContext(ctx).V(2).Info("Request superseded", "operation", call.Operation, "volumeID", call.VolumeID, "nodeID", call.InstanceID)
+		if _, err := s.store.RecordEvents([]cloud.Event{{Type: "RequestSuperseded", VolumeID: call.VolumeID, InstanceID: call.InstanceID,
+			Detail: fmt.Sprintf("operation=%s: a later attach or detach of the volume was carried out first; this one did not run", call.Operation)}}); err != nil {
+			return nil, err
+		}
+		return nil, supersededError(call.Operation, call.VolumeID)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -267,17 +294,9 @@ func (s *Server) detachVolume(r *http.Request, _ caller) (*reply, error) {
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "detach: readOnly is an attach option")
 	}
 	call := faults.Call{Operation: cloud.OperationDetachVolume, VolumeID: id, InstanceID: req.InstanceID}
-	ctx, cancel := s.operationContext(r)
-	defer cancel()
-	if err := s.inject(ctx, call); err != nil {
-		return nil, err
-	}
-	att, err := s.store.Detach(id, req.InstanceID, s.planner(ctx, call))
-	if err != nil {
-		return nil, err
-	}
-	s.started(att)
-	return attachReply(att), nil
+	return s.attachOrDetach(r, call, func(ctx context.Context) (*cloud.Attachment, error) {
+		return s.store.Detach(id, req.InstanceID, s.planner(ctx, call))
+	})
 }
 
 func (s *Server) resizeVolume(r *http.Request, _ caller) (*reply, error) {

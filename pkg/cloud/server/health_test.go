@@ -48,7 +48,7 @@ func TestInstanceHealthRefusesAttaches(t *testing.T) {
 			if got := must[*cloud.Volume](t)(tc.reader.GetVolume(ctx, v.ID)); got.AttachedTo != "" {
 				t.Errorf("refused attach left the volume attached to %q", got.AttachedTo)
 			}
-			metrics := string(tc.do(t, http.MethodGet, "/metrics", "", "").body)
+			metrics := string(tc.do(t, http.MethodGet, "/metrics", readerToken, "").body)
 			if want := `fakecloud_instance_health{instance_id="node-a"} ` + strconv.Itoa(h.health.Rank()); !strings.Contains(metrics, want) {
 				t.Errorf("metrics lack %s", want)
 			}
@@ -62,7 +62,7 @@ func TestInstanceHealthRefusesAttaches(t *testing.T) {
 			}
 			must[*cloud.Instance](t)(tc.admin.SetInstanceHealth(ctx, "node-a", cloud.InstanceHealthOK, ""))
 			must[*cloud.Attachment](t)(tc.driver.AttachVolume(ctx, v.ID, "node-a"))
-			if metrics := string(tc.do(t, http.MethodGet, "/metrics", "", "").body); !strings.Contains(metrics, `fakecloud_instance_health{instance_id="node-a"} 0`) {
+			if metrics := string(tc.do(t, http.MethodGet, "/metrics", readerToken, "").body); !strings.Contains(metrics, `fakecloud_instance_health{instance_id="node-a"} 0`) {
 				t.Error("a healthy instance does not read 0 in fakecloud_instance_health")
 			}
 		})

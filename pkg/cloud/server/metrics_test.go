@@ -21,7 +21,7 @@ func TestMetricsFollowTheStore(t *testing.T) {
 	if _, err := tc.driver.AttachVolume(ctx, v.ID, "node-b"); err == nil {
 		t.Fatal("attach of a volume attached elsewhere succeeded")
 	}
-	metrics := string(tc.do(t, "GET", "/metrics", "", "").body)
+	metrics := string(tc.do(t, "GET", "/metrics", readerToken, "").body)
 	for _, want := range []string{
 		`fakecloud_instance_attachments{instance_id="node-a"} 1`,
 		`fakecloud_instance_attachments{instance_id="node-b"} 0`,

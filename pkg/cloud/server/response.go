@@ -31,6 +31,18 @@ type reply struct {
 	status int
 	body   any
 	rev    uint64
+	// serve, when set, writes the answer itself (GET /metrics: promhttp, with its content
+	// negotiation); status and body are then unused.
+	serve http.Handler
+}
+
+// routeOpts are a route's options.
+type routeOpts struct {
+	// body: the route reads a JSON body; any other route refuses one.
+	body bool
+	// heavy: the answer grows with the fleet; it is rendered and written in a turn of
+	// Server.heavy.
+	heavy bool
 }
 
 func ok(body any, rev uint64) *reply { return &reply{status: http.StatusOK, body: body, rev: rev} }
@@ -46,7 +58,7 @@ type handlerFunc func(r *http.Request, c caller) (*reply, error)
 // route adapts a handler: request ID, authentication, body limit (and no body at all unless
 // body is set), path variables checked as identifiers, the JSON or error answer, logging and
 // metrics, all in one place for every route.
-func (s *Server) route(name string, need Role, body bool, h handlerFunc) http.Handler {
+func (s *Server) route(name string, need Role, opts routeOpts, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := s.now()
 		reqID := newRequestID()
@@ -62,16 +74,25 @@ func (s *Server) route(name string, need Role, body bool, h handlerFunc) http.Ha
 		if err == nil && r.ContentLength > s.cfg.MaxBodyBytes {
 			err = cloud.NewError(cloud.CodePayloadTooLarge, "request body over %d bytes", s.cfg.MaxBodyBytes)
 		}
-		if err == nil && !body {
+		if err == nil && !opts.body {
 			err = noBody(r)
 		}
 		if err == nil {
 			err = checkPathVars(r)
 		}
+		leave := func() {}
+		if err == nil && opts.heavy {
+			// Held until the answer is written: what it bounds is the memory of
+			// renderings held at once.
+			leave, err = s.heavy.enter(r.Context())
+		}
 		if err == nil {
 			rep, err = h(r, c)
 		}
 		status := s.write(w, r, reqID, rep, err)
+		if leave != nil {
+			leave()
+		}
 		s.metrics.observe(name, status, cloud.CodeOf(err), s.now().Sub(start))
 		s.logRequest(klog.FromContext(r.Context()), r, name, status, reqID, s.now().Sub(start), err)
 	})
@@ -110,6 +131,11 @@ func (s *Server) logRequest(logger klog.Logger, r *http.Request, name string, st
 func (s *Server) write(w http.ResponseWriter, r *http.Request, reqID string, rep *reply, err error) int {
 	if err != nil {
 		return writeError(w, reqID, err)
+	}
+	if rep.serve != nil {
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		rep.serve.ServeHTTP(sw, r)
+		return sw.status
 	}
 	if rep.rev > 0 {
 		w.Header().Set("ETag", etag(rep.rev))
@@ -409,3 +435,18 @@ func (s *Server) statusHandler(name string, code cloud.Code) http.Handler {
 		s.metrics.observe(name, status, code, s.now().Sub(start))
 	})
 }
+
+// statusWriter records the status a handler of reply.serve wrote, for the request metrics
+// and log.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	w.status = status
+	w.ResponseWriter.WriteHeader(status)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -34,11 +34,20 @@ func (s *Server) router() *mux.Router {
 	r.NotFoundHandler = s.statusHandler("notFound", cloud.CodeNotFound)
 	r.MethodNotAllowedHandler = s.methodNotAllowedHandler(r)
 
-	add := func(method, path, name string, need Role, body bool, h handlerFunc) {
-		r.Handle(path, s.route(name, need, body, h)).Methods(method).Name(name)
+	add := func(method, path, name string, need Role, opts routeOpts, h handlerFunc) {
+		r.Handle(path, s.route(name, need, opts, h)).Methods(method).Name(name)
 	}
-	handle := func(method, path, name string, need Role, h handlerFunc) { add(method, path, name, need, false, h) }
-	handleBody := func(method, path, name string, need Role, h handlerFunc) { add(method, path, name, need, true, h) }
+	handle := func(method, path, name string, need Role, h handlerFunc) {
+		add(method, path, name, need, routeOpts{}, h)
+	}
+	handleBody := func(method, path, name string, need Role, h handlerFunc) {
+		add(method, path, name, need, routeOpts{body: true}, h)
+	}
+	// The answers that grow with the fleet take a turn of s.heavy, so that many readers at
+	// once cannot hold many renderings of them (issue 24, item 9).
+	handleHeavy := func(method, path, name string, need Role, h handlerFunc) {
+		add(method, path, name, need, routeOpts{heavy: true}, h)
+	}
 	// The routes every driver calls all the time come first: gorilla/mux tries routes in
 	// order, a path regexp each, and no two routes match the same method and path, so the
 	// order changes nothing but the cost (attach was the 16th).
@@ -49,7 +58,16 @@ func (s *Server) router() *mux.Router {
 
 	handle(http.MethodGet, "/healthz", "healthz", public, s.healthz)
 	handle(http.MethodGet, "/readyz", "readyz", public, s.readyz)
-	r.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})).Methods(http.MethodGet).Name("metrics")
+	// /metrics names every instance, so it needs the reader role like every other read
+	// unless --metrics-open opens it.
+	metricsRole := RoleReader
+	if s.cfg.MetricsOpen {
+		metricsRole = public
+	}
+	scrape := promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})
+	handleHeavy(http.MethodGet, "/metrics", "metrics", metricsRole, func(*http.Request, caller) (*reply, error) {
+		return &reply{serve: scrape}, nil
+	})
 	r.HandleFunc("/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(openAPIDocument)
@@ -58,7 +76,7 @@ func (s *Server) router() *mux.Router {
 	handle(http.MethodGet, "/v1/instance-types", "listInstanceTypes", RoleReader, s.listInstanceTypes)
 
 	handleBody(http.MethodPost, "/v1/instances", "createInstance", RoleAdmin, s.createInstance)
-	handle(http.MethodGet, "/v1/instances", "listInstances", RoleReader, s.listInstances)
+	handleHeavy(http.MethodGet, "/v1/instances", "listInstances", RoleReader, s.listInstances)
 	handle(http.MethodGet, "/v1/instances/{id}", "getInstance", RoleReader, s.getInstance)
 	handleBody(http.MethodPatch, "/v1/instances/{id}", "patchInstance", RoleAdmin, s.patchInstance)
 	handleBody(http.MethodPut, "/v1/instances/{id}/health", "setInstanceHealth", RoleAdmin, s.setInstanceHealth)

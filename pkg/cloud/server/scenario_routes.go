@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,7 +25,8 @@ func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // createScenario starts the timeline in the body (YAML or JSON, package scenario) and answers
-// its first status. Its steps call the admin API in process with the caller's own token,
+// its first status. A body whose YAML aliases expand past scenario.MaxExpandedBytes is 413
+// PayloadTooLarge, refused before anything expands them; any other invalid one is 400. Its steps call the admin API in process with the caller's own token,
 // held in memory only while the scenario runs.
 func (s *Server) createScenario(r *http.Request, _ caller) (*reply, error) {
 	data, err := io.ReadAll(r.Body)
@@ -32,6 +34,10 @@ func (s *Server) createScenario(r *http.Request, _ caller) (*reply, error) {
 		return nil, bodyError(err)
 	}
 	sc, err := scenario.Parse(data)
+	if errors.Is(err, scenario.ErrExpandedTooLarge) {
+		// An alias bomb: refused before anything expanded it.
+		return nil, cloud.NewError(cloud.CodePayloadTooLarge, "%v", err)
+	}
 	if err != nil {
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "%v", err)
 	}

@@ -116,3 +116,25 @@ func TestScenarioRunsAtMostFour(t *testing.T) {
 	}
 	tc.stop() // must not hang on the runs waiting an hour
 }
+
+// TestScenarioAliasBombIs413: POST /v1/scenarios with one 100 KB string aliased 2,000 times
+// (200 MB once expanded) is 413 PayloadTooLarge, saying why, and starts nothing (issue 24,
+// item 8: the aliases were expanded to JSON before the strict decode refused the body).
+func TestScenarioAliasBombIs413(t *testing.T) {
+	tc := startCloud(t, server.Config{})
+	var b strings.Builder
+	b.WriteString("name: bomb\nx: &s \"" + strings.Repeat("a", 100_000) + "\"\nsteps:\n")
+	for range 2_000 {
+		b.WriteString("  - *s\n")
+	}
+	r := tc.do(t, http.MethodPost, "/v1/scenarios", adminToken, b.String())
+	if r.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("POST of an alias bomb: %d %.300s, want 413", r.status, r.body)
+	}
+	if e := r.errorBody(t); e.Code != cloud.CodePayloadTooLarge || !strings.Contains(e.Message, "aliases") {
+		t.Fatalf("POST of an alias bomb: %+v, want PayloadTooLarge naming the aliases", e)
+	}
+	if r := tc.do(t, http.MethodGet, "/v1/scenarios", readerToken, ""); r.status != http.StatusOK || strings.Contains(string(r.body), "bomb") {
+		t.Fatalf("GET /v1/scenarios after the refusal: %d %s", r.status, r.body)
+	}
+}

@@ -101,6 +101,14 @@ type Config struct {
 	// MaxConnections caps the connections Serve serves at once; default
 	// DefaultMaxConnections.
 	MaxConnections int
+	// MaxHeavyReads caps the answers that grow with the fleet (GET /metrics, the unpaged
+	// GET /v1/instances) rendered and written at once; a reader beyond it waits up to 5 s for
+	// a turn, then gets 429 Throttled with Retry-After. Default DefaultMaxHeavyReads.
+	MaxHeavyReads int
+	// MetricsOpen serves GET /metrics without a token (the --metrics-open flag); by default
+	// it needs the reader role like every other read, since its answer names every
+	// instance and grows with the fleet.
+	MetricsOpen bool
 	// ReadHeaderTimeout, ReadTimeout and IdleTimeout are the http.Server's; defaults
 	// DefaultReadHeaderTimeout, DefaultReadTimeout, DefaultIdleTimeout. ReadTimeout must not
 	// be shorter than ReadHeaderTimeout.
@@ -147,7 +155,7 @@ func (c *Config) Validate() error {
 		name string
 		v    int64
 	}{{"max events", int64(c.MaxEvents)}, {"max event bytes", c.MaxEventBytes}, {"max fault rules", int64(c.MaxFaultRules)}, {"max instances", int64(c.MaxInstances)},
-		{"max connections", int64(c.MaxConnections)}} {
+		{"max connections", int64(c.MaxConnections)}, {"max heavy reads", int64(c.MaxHeavyReads)}} {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("%s must be > 0 (0: the default), got %d", f.name, f.v))
 		}
@@ -216,6 +224,10 @@ type Server struct {
 	reqlog *requestLog
 	// wake wakes the transition worker (kick, started).
 	wake *waker
+	// order keeps each volume's attaches and detaches in their arrival order.
+	order *volumeOrder
+	// heavy bounds the answers that grow with the fleet written at once.
+	heavy *gate
 	// life is Serve's base context, which ends when shutdown begins (nil before Serve): an
 	// attach or detach runs until then even when its caller has left (operationContext).
 	life atomic.Pointer[context.Context]
@@ -242,6 +254,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConnections == 0 {
 		cfg.MaxConnections = DefaultMaxConnections
 	}
+	if cfg.MaxHeavyReads == 0 {
+		cfg.MaxHeavyReads = DefaultMaxHeavyReads
+	}
 	if cfg.ReadHeaderTimeout == 0 {
 		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
 	}
@@ -256,7 +271,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("fake cloud config: %w", err)
 	}
 	s := &Server{cfg: cfg, faults: faults.NewWithLimit(cfg.Now, cfg.MaxFaultRules), tokens: map[string]Role{}, logger: klog.Background(),
-		wake: newWaker(), reqlog: newRequestLog(cfg.Now)}
+		wake: newWaker(), reqlog: newRequestLog(cfg.Now), order: newVolumeOrder(),
+		heavy: newGate(cfg.MaxHeavyReads, heavyReadWait)}
 	if cfg.Logger != nil {
 		s.logger = *cfg.Logger
 	}

@@ -120,7 +120,8 @@ func (s *Server) started(att *cloud.Attachment) {
 // operationContext is the context an attach or detach runs in: r's values, but not its
 // cancellation. In a real cloud a request that arrived is carried out whether or not its
 // caller waits for the answer, so a caller that times out during injected latency still gets
-// its attach (docs/attach.md); only the server's shutdown stops the wait.
+// its attach (docs/attach.md), unless a later request on the volume was carried out meanwhile
+// (volumeOrder); only the server's shutdown stops the wait.
 func (s *Server) operationContext(r *http.Request) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	life := s.life.Load()

@@ -151,7 +151,7 @@ func TestTransitionFaults(t *testing.T) {
 			t.Fatalf("instance %s: attaching, detaching, failed %v, want %v", in.ID, got, want)
 		}
 	}
-	if m := string(tc.do(t, http.MethodGet, "/metrics", "", "").body); !strings.Contains(m, "\nfakecloud_transitions_pending 2\n") {
+	if m := string(tc.do(t, http.MethodGet, "/metrics", readerToken, "").body); !strings.Contains(m, "\nfakecloud_transitions_pending 2\n") {
 		t.Fatalf("metrics lack fakecloud_transitions_pending 2 for the 2 held detaches")
 	}
 	waitVolume(t, tc.reader, vols[1], cloud.StateDetached) // the TTL ends the hold

@@ -226,7 +226,7 @@ func TestExpiredRuleLeavesNoMetric(t *testing.T) {
 	wantCode(t, err, cloud.CodeUnavailable)
 
 	series := func() string {
-		return grepLines(string(tc.do(t, http.MethodGet, "/metrics", "", "").body), "fakecloud_faults_fired_total{")
+		return grepLines(string(tc.do(t, http.MethodGet, "/metrics", readerToken, "").body), "fakecloud_faults_fired_total{")
 	}
 	steps := []struct {
 		name    string

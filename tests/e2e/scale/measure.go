@@ -126,11 +126,15 @@ func apiServerMetrics(ctx context.Context, cs kubernetes.Interface) (map[string]
 	return parseMetrics(strings.NewReader(string(body)))
 }
 
-// httpMetrics reads base + "/metrics".
-func httpMetrics(ctx context.Context, hc *http.Client, base string) (map[string]*dto.MetricFamily, error) {
+// httpMetrics reads base + "/metrics", with token as a bearer token when it is not empty
+// (the fake cloud's /metrics needs a reader token; the driver's needs none).
+func httpMetrics(ctx context.Context, hc *http.Client, base, token string) (map[string]*dto.MetricFamily, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	if err != nil {
 		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

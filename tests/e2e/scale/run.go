@@ -293,7 +293,7 @@ func (m *meter) snapshot(ctx context.Context) snapshot {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			mf, err := httpMetrics(ctx, m.hc, m.c.PluginURLs[n.Name])
+			mf, err := httpMetrics(ctx, m.hc, m.c.PluginURLs[n.Name], "")
 			at := time.Now()
 			mu.Lock()
 			defer mu.Unlock()
@@ -308,7 +308,7 @@ func (m *meter) snapshot(ctx context.Context) snapshot {
 	if failed > 0 {
 		note(fmt.Errorf("%d node plugins' /metrics unreadable", failed))
 	}
-	if mf, err := httpMetrics(ctx, m.hc, m.c.CloudURL); err != nil {
+	if mf, err := httpMetrics(ctx, m.hc, m.c.CloudURL, m.c.AdminToken); err != nil {
 		note(err)
 	} else {
 		s.cloudGetCapa = reading{at: time.Now(), v: sumCounter(mf, "fakecloud_requests_total", map[string]string{"route": "getCapacity"})}

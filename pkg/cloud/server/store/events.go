@@ -66,17 +66,28 @@ type EventQuery struct {
 }
 
 // ListEvents returns one page of retained events and the revision current when it was read;
-// NextPageToken is set when more matching events exist. A page holds at most MaxPageSize
+// NextPageToken is set when more matching events exist. Truncated and OldestSeq say that the
+// log dropped events the page asks for, on every page: a first page's are those after
+// SinceSeq or SinceRevision, a later page's those after its token's event. A page holds at most MaxPageSize
 // events of at most MaxEventRecordBytes each, so an answer has a size bound whatever the log
 // holds. Errors: InvalidArgument (negative maxResults, malformed token).
 func (s *Store) ListEvents(q EventQuery) (*cloud.EventList, error) {
 	out := &cloud.EventList{Events: []cloud.Event{}}
 	err := s.view(func(t *txn) error {
 		out.Revision = t.rev
-		if q.PageToken == "" {
-			if err := t.truncation(q, out); err != nil {
+		// A later page continues after its token's event: whatever the first page asked,
+		// the events this page asks for are those after that one, so the log may have
+		// dropped some of them since (a slow reader) and the page must say so too.
+		tq := q
+		if q.PageToken != "" {
+			seq, err := tokenSeq(q.PageToken)
+			if err != nil {
 				return err
 			}
+			tq = EventQuery{SinceSeq: seq}
+		}
+		if err := t.truncation(tq, out); err != nil {
+			return err
 		}
 		keep := func(v []byte) (bool, error) {
 			var ev cloud.Event
@@ -100,6 +111,17 @@ func (s *Store) ListEvents(q EventQuery) (*cloud.EventList, error) {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
 	return out, nil
+}
+
+// tokenSeq is the seq of the event a page token of the events list names (the last one of
+// the page before). Errors: InvalidArgument for a malformed token.
+func tokenSeq(token string) (uint64, error) {
+	key, err := paging.Parse(token, func(s string) bool { _, ok := seqKeys.key(s); return ok })
+	if err != nil {
+		return 0, err
+	}
+	k, _ := seqKeys.key(key)
+	return binary.BigEndian.Uint64(k), nil
 }
 
 // truncation sets out.Truncated and out.OldestSeq when the log has dropped events q asks for

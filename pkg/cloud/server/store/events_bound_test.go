@@ -199,3 +199,69 @@ func TestListEventsSaysWhenTruncated(t *testing.T) {
 		})
 	}
 }
+
+// TestListEventsPageTokenSaysWhenTruncated: a reader following pageToken while the bounded
+// log drops the events after its token is told so, as one asking with sinceSeq is (issue
+// 24, item 13): truncated, and the seq of the oldest retained event. Before, the later page
+// silently skipped the dropped range.
+func TestListEventsPageTokenSaysWhenTruncated(t *testing.T) {
+	s, err := store.Open("", store.Options{MaxEvents: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.SeedIfEmpty(testState()); err != nil {
+		t.Fatal(err)
+	}
+	record := func(n int) {
+		t.Helper()
+		for range n {
+			if _, err := s.RecordMutation(cloud.Event{Type: "FaultCreated"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	record(10)
+	all, _, err := s.Events(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.ListEvents(store.EventQuery{SinceSeq: all[0].Seq - 1, MaxResults: 2})
+	if err != nil || first.NextPageToken == "" || first.Truncated {
+		t.Fatalf("first page: %+v %v", first, err)
+	}
+	lastSeen := first.Events[len(first.Events)-1].Seq
+	record(30) // the log keeps 10: everything after the token's event is dropped
+	all, _, err = s.Events(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldest := all[0].Seq
+	if oldest <= lastSeen+1 {
+		t.Fatalf("oldest retained seq %d: want the events after %d dropped", oldest, lastSeen)
+	}
+	next, err := s.ListEvents(store.EventQuery{SinceSeq: all[0].Seq - 1, MaxResults: 2, PageToken: first.NextPageToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !next.Truncated || next.OldestSeq != oldest {
+		t.Fatalf("page after a dropped range: truncated %v oldestSeq %d, want true and %d (%+v)", next.Truncated, next.OldestSeq, oldest, next)
+	}
+	// The same position asked with sinceSeq gives the same answer.
+	bySeq, err := s.ListEvents(store.EventQuery{SinceSeq: lastSeen, MaxResults: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bySeq.Truncated != next.Truncated || bySeq.OldestSeq != next.OldestSeq {
+		t.Fatalf("sinceSeq %d: truncated %v oldestSeq %d; pageToken: %v %d", lastSeen, bySeq.Truncated, bySeq.OldestSeq, next.Truncated, next.OldestSeq)
+	}
+	// A reader that keeps up is not told of a truncation.
+	keep, err := s.ListEvents(store.EventQuery{SinceSeq: oldest - 1, MaxResults: 2})
+	if err != nil || keep.NextPageToken == "" {
+		t.Fatalf("in-range page: %+v %v", keep, err)
+	}
+	after, err := s.ListEvents(store.EventQuery{SinceSeq: oldest - 1, MaxResults: 2, PageToken: keep.NextPageToken})
+	if err != nil || after.Truncated || after.OldestSeq != 0 {
+		t.Fatalf("page after retained events: %+v %v, want no truncation", after, err)
+	}
+}

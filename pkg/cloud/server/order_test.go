@@ -1,0 +1,165 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
+)
+
+// serveIn sends one request straight to h and returns the recorded answer.
+func serveIn(ctx context.Context, h http.Handler, method, path, body string) *httptest.ResponseRecorder {
+	req := httptest.NewRequestWithContext(ctx, method, path, strings.NewReader(body))
+	if body == "" {
+		req = httptest.NewRequestWithContext(ctx, method, path, nil)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// TestAbandonedRequestDoesNotUndoALaterOne: an attach or detach whose caller gave up during
+// injected latency, and that a later request on the same volume overtook (answered OK
+// meanwhile), is dropped when its latency ends instead of undoing the later one: the volume
+// ends as the last answered request left it, a RequestSuperseded event says what was
+// dropped, and the dropped request is answered Unavailable (issue 24, item 10: before, an
+// attachment nothing tracked stayed after ControllerUnpublishVolume answered OK, and a
+// volume was detached under a pod after ControllerPublishVolume answered OK).
+func TestAbandonedRequestDoesNotUndoALaterOne(t *testing.T) {
+	tests := []struct {
+		name string
+		// attached: the volume is attached to node-a before the slow request.
+		attached bool
+		slow     cloud.Operation
+		slowPath string
+		// then is the request answered while the slow one waits.
+		thenPath string
+		want     cloud.AttachState
+	}{
+		{"abandoned attach, then a detach", false, cloud.OperationAttachVolume, "attach", "detach", cloud.StateDetached},
+		{"abandoned detach, then an attach", true, cloud.OperationDetachVolume, "detach", "attach", cloud.StateAttached},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			entered := make(chan struct{}, 1)
+			release := make(chan struct{})
+			sleep := func(ctx context.Context, _ time.Duration) error {
+				entered <- struct{}{}
+				select {
+				case <-release:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			srv, err := server.New(server.Config{Auth: server.AuthNone, Seed: testSeed(), Sleep: sleep})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			h := srv.Handler()
+			ctx := context.Background()
+			rec := serveIn(ctx, h, http.MethodPost, "/v1/volumes", `{"name":"v","sizeBytes":1,"zone":"zone-a"}`)
+			var v cloud.Volume
+			if rec.Code != http.StatusCreated || json.Unmarshal(rec.Body.Bytes(), &v) != nil {
+				t.Fatalf("create volume: %d %s", rec.Code, rec.Body)
+			}
+			body := `{"instanceId":"node-a"}`
+			if tt.attached {
+				if rec := serveIn(ctx, h, http.MethodPost, "/v1/volumes/"+v.ID+"/attach", body); rec.Code != http.StatusOK {
+					t.Fatalf("attach: %d %s", rec.Code, rec.Body)
+				}
+			}
+			rule := mustJSON(t, cloud.FaultRule{Operation: tt.slow, VolumeID: v.ID, LatencyMS: 30000})
+			if rec := serveIn(ctx, h, http.MethodPost, "/v1/faults", rule); rec.Code != http.StatusCreated {
+				t.Fatalf("create fault: %d %s", rec.Code, rec.Body)
+			}
+
+			// The slow request: its caller gives up during the latency.
+			callerCtx, giveUp := context.WithCancel(ctx)
+			slowDone := make(chan *httptest.ResponseRecorder, 1)
+			go func() { slowDone <- serveIn(callerCtx, h, http.MethodPost, "/v1/volumes/"+v.ID+"/"+tt.slowPath, body) }()
+			<-entered
+			giveUp()
+			// A later request on the same volume, answered OK.
+			if rec := serveIn(ctx, h, http.MethodPost, "/v1/volumes/"+v.ID+"/"+tt.thenPath, body); rec.Code != http.StatusOK {
+				t.Fatalf("%s while the %s waits: %d %s", tt.thenPath, tt.slowPath, rec.Code, rec.Body)
+			}
+			close(release) // the latency is over
+			slow := <-slowDone
+
+			rec = serveIn(ctx, h, http.MethodGet, "/v1/volumes/"+v.ID, "")
+			var got cloud.Volume
+			if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &got) != nil {
+				t.Fatalf("get volume: %d %s", rec.Code, rec.Body)
+			}
+			if got.State != tt.want {
+				t.Fatalf("volume %s after the abandoned %s ran out its latency, the last answered request being a %s: state %s, want %s",
+					v.ID, tt.slowPath, tt.thenPath, got.State, tt.want)
+			}
+			var e cloud.Error
+			if slow.Code != http.StatusServiceUnavailable || json.Unmarshal(slow.Body.Bytes(), &e) != nil || !strings.Contains(e.Message, "superseded") {
+				t.Errorf("the abandoned %s: %d %s, want 503 Unavailable saying it was superseded", tt.slowPath, slow.Code, slow.Body)
+			}
+			rec = serveIn(ctx, h, http.MethodGet, "/v1/events?sinceSeq=0&maxResults=1000", "")
+			if !strings.Contains(rec.Body.String(), `"type":"RequestSuperseded"`) {
+				t.Errorf("events lack RequestSuperseded: %s", rec.Body)
+			}
+		})
+	}
+}
+
+// TestSlowAttachNotOvertakenStillRuns: an attach whose caller gave up during injected latency
+// and that no later request on the volume overtook is still carried out (docs/attach.md):
+// the order rule drops only a request a later one overtook.
+func TestSlowAttachNotOvertakenStillRuns(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	sleep := func(ctx context.Context, _ time.Duration) error {
+		entered <- struct{}{}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	srv, err := server.New(server.Config{Auth: server.AuthNone, Seed: testSeed(), Sleep: sleep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	h := srv.Handler()
+	ctx := context.Background()
+	rec := serveIn(ctx, h, http.MethodPost, "/v1/volumes", `{"name":"v","sizeBytes":1,"zone":"zone-a"}`)
+	var v cloud.Volume
+	if rec.Code != http.StatusCreated || json.Unmarshal(rec.Body.Bytes(), &v) != nil {
+		t.Fatalf("create volume: %d %s", rec.Code, rec.Body)
+	}
+	rule := mustJSON(t, cloud.FaultRule{Operation: cloud.OperationAttachVolume, VolumeID: v.ID, LatencyMS: 30000})
+	if rec := serveIn(ctx, h, http.MethodPost, "/v1/faults", rule); rec.Code != http.StatusCreated {
+		t.Fatalf("create fault: %d %s", rec.Code, rec.Body)
+	}
+	callerCtx, giveUp := context.WithCancel(ctx)
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		done <- serveIn(callerCtx, h, http.MethodPost, "/v1/volumes/"+v.ID+"/attach", `{"instanceId":"node-a"}`)
+	}()
+	<-entered
+	giveUp() // the caller leaves; nothing overtakes the attach
+	close(release)
+	if rec := <-done; rec.Code != http.StatusOK {
+		t.Fatalf("abandoned attach not overtaken: %d %s, want it carried out (200)", rec.Code, rec.Body)
+	}
+	rec = serveIn(ctx, h, http.MethodGet, "/v1/volumes/"+v.ID, "")
+	var got cloud.Volume
+	if json.Unmarshal(rec.Body.Bytes(), &got) != nil || got.State != cloud.StateAttached {
+		t.Fatalf("volume after the abandoned attach: %s, want attached", rec.Body)
+	}
+}
