@@ -9,7 +9,7 @@ root=$PWD
 
 cache=$(go env GOMODCACHE)/cache/download
 # zips: how many module zips the module cache holds (one per downloaded module version).
-zips() { find "$cache" -name '*.zip' 2>/dev/null | wc -l; }
+zips() { { find "$cache" -name '*.zip' 2>/dev/null || true; } | wc -l; }
 log=$(mktemp -t fcsi-deps.XXXXXX)
 pid=
 trap 'rm -f "$log"; [[ -n $pid ]] && kill "$pid" 2>/dev/null' EXIT
