@@ -39,7 +39,17 @@ vet_tidy() {
   if [[ "$m" != tests/e2e/localcluster/tools && "$m" != tests/e2e/upstream ]] && (cd "$m" && go list ./... 2>/dev/null | grep -q .); then
     (cd "$m" && "$progress" "go vet ($m)" go vet -v ./...) || fail=1
   fi
-  (cd "$m" && go mod tidy -diff) || { echo "$m: go.mod/go.sum not tidy (run: cd $m && go mod tidy)"; fail=1; }
+  # tidy loads the tests of dependencies too (for go.sum), so it may fetch a few more modules:
+  # counted in one line instead of a `go: downloading` line each.
+  local out rc=0 fetched
+  out=$(cd "$m" && go mod tidy -diff 2>&1) || rc=$?
+  fetched=$(grep -c '^go: downloading ' <<<"$out" || true)
+  if [[ -n $out ]]; then grep -v '^go: downloading ' <<<"$out" || true; fi
+  if ((rc != 0)); then
+    echo "$m: go.mod/go.sum not tidy (run: cd $m && go mod tidy)"; fail=1
+  elif ((fetched > 0)); then
+    echo "go mod tidy -diff ($m): tidy ($fetched modules downloaded for it: tests of dependencies)"
+  fi
 }
 
 if [[ $scope != modules ]]; then
@@ -57,7 +67,9 @@ if [[ $scope != modules ]]; then
   # compile shows progress (go tool compiles silently).
   echo "== .: logcheck"
   "$root/hack/deps.sh" tools
+  echo "building bin/logcheck (tools/go.mod)"
   (cd tools && "$progress" "go build bin/logcheck" go build -v -o "$root/bin/logcheck" sigs.k8s.io/logtools/logcheck) || fail=1
+  echo "running logcheck ./..."
   "$progress" -u '' "logcheck ./..." bin/logcheck -check-contextual -check-with-helpers -config=hack/logcheck.conf ./... || fail=1
 
   # Programs we run but do not import live in tools/go.mod, never in the main module.
