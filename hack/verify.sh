@@ -37,6 +37,7 @@ vet_tidy() {
   # it computes vet facts of its ~2,000 dependencies (10+ min on two cores); it is built (and
   # so type-checked) by make e2e-upstream.
   if [[ "$m" != tests/e2e/localcluster/tools && "$m" != tests/e2e/upstream ]] && (cd "$m" && go list ./... 2>/dev/null | grep -q .); then
+    echo "go vet ./... ($m)"
     (cd "$m" && "$progress" "go vet ($m)" go vet -v ./...) || fail=1
   fi
   # tidy loads the tests of dependencies too (for go.sum), so it may fetch a few more modules:
