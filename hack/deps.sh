@@ -13,6 +13,7 @@ zips() { { find "$cache" -name '*.zip' 2>/dev/null || true; } | wc -l; }
 log=$(mktemp -t fcsi-deps.XXXXXX)
 pid=
 trap 'rm -f "$log"; [[ -n $pid ]] && kill "$pid" 2>/dev/null' EXIT
+trap 'exit 143' TERM INT # so that the EXIT trap stops go mod download too
 for m in "$@"; do
   before=$(zips) start=$SECONDS
   # go mod download prints nothing but errors; the progress lines are ours.

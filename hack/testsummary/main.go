@@ -1,7 +1,8 @@
 // Command testsummary reads `go test -json` on stdin and prints what `go test` without -v
 // would: each package's ok/FAIL line, build errors, and the whole output of every failed
 // test; then one summary line: packages, tests passed, failed, skipped, and why they were
-// skipped (each t.Skip message with its count). `make test` pipes its go test runs through it.
+// skipped (each t.Skip message with its count). `make test` and `make test-all` pipe their
+// go test runs through it.
 //
 //	go test -json ./... | testsummary -label 'main module' -record _output/test-summary.jsonl
 //	testsummary -total _output/test-summary.jsonl -also 'csi-sanity'   # one line for all recorded runs
