@@ -74,7 +74,6 @@ scenario-local: ## Run SCENARIO on `make up-local`'s cluster while recording, th
 .PHONY: test
 test: ## The newcomer's check (~15 min cold on 2 cores, seconds warm): make verify, the main module's unit + integration tests with in-process csi-sanity and fuzz seed corpora (no -race; unchanged packages' results come from Go's test cache: GOTESTFLAGS=-count=1 reruns all), alert rules with a promtool if one is found (else skipped, saying so). One summary line.
 	@mkdir -p _output && rm -f $(SUMMARY)
-	@hack/deps.sh . tools
 	@hack/progress.sh "go build bin/testsummary" $(GO) build -v -o $(BIN)/testsummary ./hack/testsummary
 	hack/verify.sh main
 	@echo "go test ./... (main module; vet ran above, so -vet=off; a line per package as it ends, one every 30 s while it compiles)"
@@ -86,7 +85,6 @@ test: ## The newcomer's check (~15 min cold on 2 cores, seconds warm): make veri
 .PHONY: test-all
 test-all: build ## Everything CI tests (.ci/run calls it, as root): verify-all; every test with -race, -count=1; csi-sanity binary (mount and block; Node specs need root); README curl lines; alert rules (never skipped; PROMTOOL, hack/promtool-test.sh); hack/kind's image and manifest tests; tests/e2e's unit tests. ~21 min cold on 2 cores.
 	@mkdir -p _output && rm -f $(SUMMARY)
-	@hack/deps.sh . tools
 	@hack/progress.sh "go build bin/testsummary" $(GO) build -v -o $(BIN)/testsummary ./hack/testsummary
 	hack/verify.sh main
 	@echo "go test -race ./... (main module; a first run compiles client-go, grpc and the Kubernetes API types with the race detector: ~10 min on 2 cores; a line per package as it ends, one every 30 s while it compiles)"
