@@ -72,7 +72,7 @@ scenario-local: ## Run SCENARIO on `make up-local`'s cluster while recording, th
 ##@ Test
 
 .PHONY: test
-test: ## The newcomer's check (~15 min cold on 2 cores, seconds warm): make verify, the main module's unit + integration tests with in-process csi-sanity and fuzz seed corpora (no -race; unchanged packages' results come from Go's test cache: GOTESTFLAGS=-count=1 reruns all), alert rules with a promtool if one is found (else skipped, saying so). One summary line.
+test: ## The newcomer's check (~13 min cold on 2 cores, under a minute warm): make verify, the main module's unit + integration tests with in-process csi-sanity and fuzz seed corpora (no -race; unchanged packages' results come from Go's test cache: GOTESTFLAGS=-count=1 reruns all), alert rules with a promtool if one is found (else skipped, saying so). One summary line.
 	@mkdir -p _output && rm -f $(SUMMARY)
 	@hack/progress.sh "go build bin/testsummary" $(GO) build -v -o $(BIN)/testsummary ./hack/testsummary
 	hack/verify.sh main
@@ -83,7 +83,7 @@ test: ## The newcomer's check (~15 min cold on 2 cores, seconds warm): make veri
 	@echo "make test: ok. make test-all adds what CI runs: -race, every module, csi-sanity binary, README curl lines, image and manifest tests."
 
 .PHONY: test-all
-test-all: build ## Everything CI tests (.ci/run calls it, as root): verify-all; every test with -race, -count=1; csi-sanity binary (mount and block; Node specs need root); README curl lines; alert rules (never skipped; PROMTOOL, hack/promtool-test.sh); hack/kind's image and manifest tests; tests/e2e's unit tests. ~21 min cold on 2 cores.
+test-all: build ## Everything CI tests (.ci/run calls it, as root): verify-all; every test with -race, -count=1; csi-sanity binary (mount and block; Node specs need root); README curl lines; alert rules (never skipped; PROMTOOL, hack/promtool-test.sh); hack/kind's image and manifest tests; tests/e2e's unit tests. ~20 min cold on 2 cores.
 	@mkdir -p _output && rm -f $(SUMMARY)
 	@hack/progress.sh "go build bin/testsummary" $(GO) build -v -o $(BIN)/testsummary ./hack/testsummary
 	hack/verify.sh main
@@ -205,5 +205,5 @@ clean: ## Remove build output: bin/, the image archives and the fetched snapshot
 
 .PHONY: help
 help: ## List the targets, by group.
-	@echo "Start here: make run (the main job, no Kubernetes) and make test (the first run ~15 min on 2 cores, then seconds)."
+	@echo "Start here: make run (the main job, no Kubernetes) and make test (a first run ~13 min on 2 cores, then under a minute)."
 	@awk 'BEGIN {FS = ":.*## "} /^##@ / {printf "\n%s\n", substr($$0, 5)} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-20s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
