@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every Go fuzz target for FUZZTIME each (default 60s; `make test` passes a few seconds,
-# `make fuzz` the default). The seed corpora run in every plain `go test` anyway; this adds
+# Runs every Go fuzz target for FUZZTIME each (default 60s; `make fuzz FUZZTIME=...`). The seed
+# corpora run in every plain `go test` (make test, make test-all) anyway; this adds
 # generated inputs. A failure leaves the failing input under the package's testdata/fuzz/ for
 # `go test -run` to replay, and exits non-zero.
 set -euo pipefail

@@ -7,6 +7,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BIN=${BIN:-bin}
+case "$BIN" in /*) sanity=$BIN/csi-sanity ;; *) sanity=$PWD/$BIN/csi-sanity ;; esac
+# Built to bin/ through hack/progress.sh: `go tool -modfile=tools/go.mod csi-sanity` would
+# compile csi-test, ginkgo and gRPC silently on a first run (a minute or more on 2 cores).
+(cd tools && ../hack/progress.sh "go build $BIN/csi-sanity" go build -v -o "$sanity" \
+  github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity)
 work=$(mktemp -d -t fakecloud-csi-sanity.XXXXXX)
 pids=()
 cleanup() {
@@ -54,7 +59,7 @@ fi
 printf 'type: ssd\niops: "3000"\n' >"$work/mutable.yaml"
 for access in mount block; do
   echo "== csi-sanity with $access volumes"
-  go tool -modfile=tools/go.mod csi-sanity \
+  "$sanity" \
     --csi.endpoint="$work/csi.sock" \
     --csi.mountdir="$work/kubelet/target-$access" --csi.stagingdir="$work/kubelet/staging-$access" \
     --csi.testvolumeaccesstype="$access" \

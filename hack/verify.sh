@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
-# The one gate before tests: formatting, vet and tidy go.mod files in every module of the repo,
-# structured and contextual logging in the main module (logcheck).
-# It changes nothing; it prints what is wrong and exits non-zero.
+# hack/verify.sh [main|modules|all]: the gate before tests. It changes nothing; it prints what
+# is wrong and exits non-zero.
+#   main (default; make verify, make test): gofmt of every Go file of the repo; go vet and
+#        go mod tidy -diff of the main module; structured and contextual logging in it
+#        (logcheck); no tool in its go.mod; docs/packages.md current.
+#   modules: go vet and go mod tidy -diff of every other module (hack/kind, tests/e2e,
+#        tests/browser, the tool modules, ...): make test-all, which CI runs.
+#   all (make verify-all): both.
+# Each long step goes through hack/progress.sh: a line every 30 s, never minutes of silence.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
+scope=${1:-main}
+case "$scope" in main | modules | all) ;; *) echo "usage: hack/verify.sh [main|modules|all]" >&2; exit 2 ;; esac
+progress=$root/hack/progress.sh
 
 fail=0
 # files PATTERN...: tracked and new files of the work tree, without tracked files deleted in it
@@ -13,15 +23,13 @@ files() {
     if [[ -e $f ]]; then printf '%s\n' "$f"; fi
   done
 }
-modules=$(files '*go.mod' | xargs -n1 dirname | sort -u)
 
-unformatted=$(files '*.go' | xargs -r gofmt -l)
-if [[ -n "$unformatted" ]]; then
-  echo "gofmt would change:"; echo "$unformatted"; fail=1
-fi
-
-for m in $modules; do
+# vet_tidy MODULE_DIR: download its dependencies (one line), go vet its packages (a progress line
+# every 30 s while it compiles), check go.mod and go.sum are tidy.
+vet_tidy() {
+  local m=$1
   echo "== $m: go vet, go mod tidy -diff"
+  "$root/hack/deps.sh" "$m"
   # The local-cluster tools module compiles k8s.io/kubernetes (~20 min cold); `make e2e-local`
   # builds it, so vetting it here would only double that.
   # Tool-only modules (a go.mod with `tool` lines) have no packages of their own to vet.
@@ -29,25 +37,56 @@ for m in $modules; do
   # it computes vet facts of its ~2,000 dependencies (10+ min on two cores); it is built (and
   # so type-checked) by make e2e-upstream.
   if [[ "$m" != tests/e2e/localcluster/tools && "$m" != tests/e2e/upstream ]] && (cd "$m" && go list ./... 2>/dev/null | grep -q .); then
-    (cd "$m" && go vet ./...) || fail=1
+    echo "go vet ./... ($m)"
+    (cd "$m" && "$progress" "go vet ($m)" go vet -v ./...) || fail=1
   fi
-  (cd "$m" && go mod tidy -diff) || { echo "$m: go.mod/go.sum not tidy (run: cd $m && go mod tidy)"; fail=1; }
-done
+  # tidy loads the tests of dependencies too (for go.sum), so it may fetch a few more modules:
+  # counted in one line instead of a `go: downloading` line each.
+  local out rc=0 fetched
+  out=$(cd "$m" && go mod tidy -diff 2>&1) || rc=$?
+  fetched=$(grep -c '^go: downloading ' <<<"$out" || true)
+  if [[ -n $out ]]; then grep -v '^go: downloading ' <<<"$out" || true; fi
+  if ((rc != 0)); then
+    echo "$m: go.mod/go.sum not tidy (run: cd $m && go mod tidy)"; fail=1
+  elif ((fetched > 0)); then
+    echo "go mod tidy -diff ($m): tidy ($fetched modules downloaded for it: tests of dependencies)"
+  fi
+}
 
-# Structured, contextual klog in the main module: logcheck (sigs.k8s.io/logtools, pinned in
-# tools/go.mod) with the checks of Kubernetes' contextual-logging components; per-file
-# exemptions in hack/logcheck.conf. Run standalone rather than as a go vet -vettool: that would
-# cache its results across runs, but costs ~3x the CPU on a cold cache (it visits every
-# dependency) and would not see a change of the config file.
-echo "== .: logcheck"
-go tool -modfile=tools/go.mod logcheck -check-contextual -check-with-helpers -config=hack/logcheck.conf ./... || fail=1
+if [[ $scope != modules ]]; then
+  unformatted=$(files '*.go' | xargs -r gofmt -l)
+  if [[ -n "$unformatted" ]]; then
+    echo "gofmt would change:"; echo "$unformatted"; fail=1
+  fi
+  vet_tidy .
 
-# Programs we run but do not import live in tools/go.mod, never in the main module.
-if grep -qE 'k8s.io/kubernetes |sigs.k8s.io/kind |csi-test/v5/cmd' go.mod; then
-  echo "go.mod: a tool or k8s.io/kubernetes leaked into the main module"; fail=1
+  # Structured, contextual klog in the main module: logcheck (sigs.k8s.io/logtools, pinned in
+  # tools/go.mod) with the checks of Kubernetes' contextual-logging components; per-file
+  # exemptions in hack/logcheck.conf. Run standalone rather than as a go vet -vettool: that would
+  # cache its results across runs, but costs ~3x the CPU on a cold cache (it visits every
+  # dependency) and would not see a change of the config file. Built to bin/ first so that its
+  # compile shows progress (go tool compiles silently).
+  echo "== .: logcheck"
+  "$root/hack/deps.sh" tools
+  echo "building bin/logcheck (tools/go.mod)"
+  (cd tools && "$progress" "go build bin/logcheck" go build -v -o "$root/bin/logcheck" sigs.k8s.io/logtools/logcheck) || fail=1
+  echo "running logcheck ./..."
+  "$progress" -u '' "logcheck ./..." bin/logcheck -check-contextual -check-with-helpers -config=hack/logcheck.conf ./... || fail=1
+
+  # Programs we run but do not import live in tools/go.mod, never in the main module.
+  if grep -qE 'k8s.io/kubernetes |sigs.k8s.io/kind |csi-test/v5/cmd' go.mod; then
+    echo "go.mod: a tool or k8s.io/kubernetes leaked into the main module"; fail=1
+  fi
+  # The package graph in docs/ is generated (make docs-graph).
+  if ! diff -q <(hack/pkggraph.sh -) docs/packages.md >/dev/null; then
+    echo "docs/packages.md is stale (run: make docs-graph)"; fail=1
+  fi
 fi
-# The package graph in docs/ is generated (make docs-graph).
-if ! diff -q <(hack/pkggraph.sh -) docs/packages.md >/dev/null; then
-  echo "docs/packages.md is stale (run: make docs-graph)"; fail=1
+
+if [[ $scope != main ]]; then
+  for m in $(files '*go.mod' | xargs -n1 dirname | sort -u); do
+    [[ $m == . ]] || vet_tidy "$m"
+  done
 fi
+if ((fail == 0)); then echo "verify ($scope): ok"; fi
 exit $fail

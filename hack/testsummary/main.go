@@ -1,7 +1,8 @@
 // Command testsummary reads `go test -json` on stdin and prints what `go test` without -v
 // would: each package's ok/FAIL line, build errors, and the whole output of every failed
 // test; then one summary line: packages, tests passed, failed, skipped, and why they were
-// skipped (each t.Skip message with its count). `make test` pipes its go test runs through it.
+// skipped (each t.Skip message with its count). `make test` and `make test-all` pipe their
+// go test runs through it.
 //
 //	go test -json ./... | testsummary -label 'main module' -record _output/test-summary.jsonl
 //	testsummary -total _output/test-summary.jsonl -also 'csi-sanity'   # one line for all recorded runs
@@ -83,7 +84,7 @@ func run(_ context.Context, args []string, stdin io.Reader, stdout io.Writer) er
 	if *total != "" {
 		return printTotal(*total, *also, stdout)
 	}
-	ticker := time.NewTicker(quietPeriod)
+	ticker := time.NewTicker(checkEvery)
 	defer ticker.Stop()
 	out, stop := stillRunning(stdout, ticker.C, time.Now(), time.Now)
 	s, err := summarize(stdin, out, *label)
@@ -108,15 +109,19 @@ func run(_ context.Context, args []string, stdin io.Reader, stdout io.Writer) er
 // skipLine is the line t.Skip writes: "    file_test.go:12: reason".
 var skipLine = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: (.*)$`)
 
-// quietPeriod is how long go test may print nothing before run says it is still going: a
-// cold compile of client-go with the race detector prints nothing for minutes, and README
-// promises no step is silent for more than 30 s.
-const quietPeriod = 30 * time.Second
+// quietPeriod is how long go test may print nothing before run says it is still going, and
+// checkEvery how often run looks: a cold compile of client-go prints nothing for minutes, and
+// README promises no step is silent for more than 30 s (quietPeriod + checkEvery).
+const (
+	quietPeriod = 25 * time.Second
+	checkEvery  = 5 * time.Second
+)
 
-// stillRunning writes a line to out after every quiet period (a tick of ticks) in which
-// nothing was written through the returned writer; stop ends it.
+// stillRunning writes a line to out at the first tick of ticks (each the time it was sent)
+// that comes quietPeriod or more after the last line (its own included) written through the
+// returned writer, or after start if none was; stop ends it. The time of a write is now().
 func stillRunning(out io.Writer, ticks <-chan time.Time, start time.Time, now func() time.Time) (w io.Writer, stop func()) {
-	a := &activity{out: out}
+	a := &activity{out: out, now: now, last: start}
 	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(finished)
@@ -124,12 +129,12 @@ func stillRunning(out io.Writer, ticks <-chan time.Time, start time.Time, now fu
 			select {
 			case <-done:
 				return
-			case <-ticks:
+			case t := <-ticks:
 				a.mu.Lock()
-				if !a.wrote {
-					fmt.Fprintf(a.out, "  ... go test still compiling or testing (%s elapsed, %d packages done)\n", now().Sub(start).Round(time.Second), a.packages)
+				if t.Sub(a.last) >= quietPeriod {
+					fmt.Fprintf(a.out, "  ... go test still compiling or testing (%s elapsed, %d packages done)\n", t.Sub(start).Round(time.Second), a.packages)
+					a.last = t
 				}
-				a.wrote = false
 				a.mu.Unlock()
 			}
 		}
@@ -137,19 +142,20 @@ func stillRunning(out io.Writer, ticks <-chan time.Time, start time.Time, now fu
 	return a, func() { close(done); <-finished }
 }
 
-// activity is out, noting whether anything was written since the last tick and counting the
-// package lines ("ok", "FAIL", "?").
+// activity is out, noting when it was last written to and counting the package lines ("ok",
+// "FAIL", "?").
 type activity struct {
 	mu       sync.Mutex
 	out      io.Writer
-	wrote    bool
+	now      func() time.Time
+	last     time.Time
 	packages int
 }
 
 func (a *activity) Write(b []byte) (int, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.wrote = true
+	a.last = a.now()
 	for l := range strings.Lines(string(b)) {
 		if strings.HasPrefix(l, "ok  ") || strings.HasPrefix(l, "FAIL\t") || strings.HasPrefix(l, "?   ") {
 			a.packages++

@@ -112,18 +112,28 @@ func TestStillRunning(t *testing.T) {
 	var out syncBuffer
 	ticks := make(chan time.Time)
 	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
 	now := start
-	w, stop := stillRunning(&out, ticks, start, func() time.Time { return now })
+	at := func(d time.Duration) { mu.Lock(); now = start.Add(d); mu.Unlock() }
+	w, stop := stillRunning(&out, ticks, start, func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	at(2 * time.Second)
 	if _, err := io.WriteString(w, "ok  \tp1\t1.0s\n"); err != nil {
 		t.Fatal(err)
 	}
-	ticks <- now // output in this period: no line
-	now = start.Add(time.Minute)
-	ticks <- now // a quiet period: one line
-	ticks <- now // still quiet: one more line
+	// Ticks come every checkEvery; a line only once quietPeriod has passed since the last line.
+	for _, d := range []time.Duration{5, 10, 15, 20, 25} {
+		at(d * time.Second)
+		ticks <- now // under 25 s since the write at 2 s: no line
+	}
+	at(27 * time.Second)
+	ticks <- now // 25 s quiet: one line
+	at(30 * time.Second)
+	ticks <- now // 3 s after that line: none
+	at(52 * time.Second)
+	ticks <- now // 25 s after it: one more
 	stop()
-	want := "ok  \tp1\t1.0s\n  ... go test still compiling or testing (1m0s elapsed, 1 packages done)\n" +
-		"  ... go test still compiling or testing (1m0s elapsed, 1 packages done)\n"
+	want := "ok  \tp1\t1.0s\n  ... go test still compiling or testing (27s elapsed, 1 packages done)\n" +
+		"  ... go test still compiling or testing (52s elapsed, 1 packages done)\n"
 	if got := out.String(); got != want {
 		t.Fatalf("output %q, want %q", got, want)
 	}
