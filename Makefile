@@ -80,10 +80,10 @@ test: ## The newcomer's check (~13 min cold on 2 cores, under a minute warm): ma
 	$(GO) test -json -vet=off $(GOTESTFLAGS) ./... | $(TESTSUMMARY) -label='main module'
 	PROMTOOL_OPTIONAL=1 RULES_GO_TEST=0 hack/promtool-test.sh
 	@$(BIN)/testsummary -total=$(SUMMARY) -also='alert rules (see the promtool line above)'
-	@echo "make test: ok. make test-all adds what CI runs: -race, every module, csi-sanity binary, README curl lines, image and manifest tests."
+	@echo "make test: ok. make test-all adds what CI runs: -race, every module, csi-sanity binary, docs curl lines and links, image and manifest tests."
 
 .PHONY: test-all
-test-all: build ## Everything CI tests (.ci/run calls it, as root): verify-all; every test with -race, -count=1; csi-sanity binary (mount and block; Node specs need root); README curl lines; alert rules (never skipped; PROMTOOL, hack/promtool-test.sh); hack/kind's image and manifest tests; tests/e2e's unit tests. ~20 min cold on 2 cores.
+test-all: build ## Everything CI tests (.ci/run calls it, as root): verify-all; every test with -race, -count=1; csi-sanity binary (mount and block; Node specs need root); docs curl lines and links; alert rules (never skipped; PROMTOOL, hack/promtool-test.sh); hack/kind's image and manifest tests; tests/e2e's unit tests. ~20 min cold on 2 cores.
 	@mkdir -p _output && rm -f $(SUMMARY)
 	@hack/progress.sh "go build bin/testsummary" $(GO) build -v -o $(BIN)/testsummary ./hack/testsummary
 	hack/verify.sh main
@@ -95,7 +95,7 @@ test-all: build ## Everything CI tests (.ci/run calls it, as root): verify-all; 
 	hack/verify.sh modules
 	cd hack/kind && $(GO) test -json -count=1 -vet=off $(GOTESTFLAGS) ./... | $(TESTSUMMARY) -label=hack/kind
 	cd tests/e2e && CGO_ENABLED=1 $(GO) test -json -race -count=1 -vet=off $(GOTESTFLAGS) ./... | $(TESTSUMMARY) -label='tests/e2e (the suite skips: it needs a cluster, make e2e-local)'
-	@$(BIN)/testsummary -total=$(SUMMARY) -also='csi-sanity binary (mount and block), README curl lines, alert rules'
+	@$(BIN)/testsummary -total=$(SUMMARY) -also='csi-sanity binary (mount and block), docs curl lines and links, alert rules'
 
 .PHONY: verify
 verify: ## The main module's gate: gofmt (every file), go vet, go.mod tidiness, contextual klog (logcheck), docs/packages.md current; make test runs it first.
