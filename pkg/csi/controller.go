@@ -92,6 +92,25 @@ func (s *ControllerServer) ok(err error) error {
 // could not be copied), made even when the RPC's own context has ended.
 const cleanupTimeout = 30 * time.Second
 
+// undoCreate deletes, with del, the cloud object (kind "snapshot" or "group snapshot", ID id)
+// a create made before its data capture failed with err (a gRPC status error), so that an
+// object whose ID was never returned is not left behind. del gets its own cleanupTimeout
+// deadline, unaffected by the caller's cancellation. It returns err, or, when the delete
+// failed too (an object already gone counts as deleted), err's code with both messages: the
+// object then stays until the CO's retry of the same name (the cloud returns it by name)
+// copies or deletes it.
+func undoCreate(ctx context.Context, err error, kind, id string, del func(context.Context) error) error {
+	logger := klog.FromContext(ctx)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if derr := del(dctx); cloudCode(opGone, derr) != codes.OK {
+		logger.Error(derr, "Object whose data could not be copied is not deleted", "kind", kind, "id", id)
+		return status.Errorf(status.Code(err), "%s (and %s %s could not be deleted: %v)", status.Convert(err).Message(), kind, id, derr)
+	}
+	logger.V(2).Info("Object whose data could not be copied deleted", "kind", kind, "id", id, "err", err)
+	return err
+}
+
 func aborted(key string) error {
 	return status.Errorf(codes.Aborted, "an operation on %s is already in progress", key)
 }
@@ -605,16 +624,9 @@ func (s *ControllerServer) CreateSnapshot(ctx context.Context, req *csi.CreateSn
 		return nil, cloudStatus(opDefault, err, "snapshot %s as %s", req.GetSourceVolumeId(), req.GetName())
 	}
 	if err := s.snapData.capture(ctx, snap.SourceVolumeID, snap.ID); err != nil {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		if derr := s.ok(s.cloud.DeleteSnapshot(dctx, snap.ID)); cloudCode(opGone, derr) != codes.OK {
-			// The snapshot stays until a retry of this call (the cloud returns it by name) copies
-			// or deletes it.
-			klog.FromContext(ctx).Error(derr, "Snapshot whose data could not be copied is not deleted", "snapshotID", snap.ID)
-			return nil, status.Errorf(status.Code(err), "%s (and snapshot %s could not be deleted: %v)", status.Convert(err).Message(), snap.ID, derr)
-		}
-		klog.FromContext(ctx).V(2).Info("Snapshot whose data could not be copied deleted", "snapshotID", snap.ID, "err", err)
-		return nil, err
+		return nil, undoCreate(ctx, err, "snapshot", snap.ID, func(ctx context.Context) error {
+			return s.ok(s.cloud.DeleteSnapshot(ctx, snap.ID))
+		})
 	}
 	klog.FromContext(ctx).V(2).Info("Snapshot created", "snapshotID", snap.ID, "volumeID", snap.SourceVolumeID)
 	return &csi.CreateSnapshotResponse{Snapshot: csiSnapshot(snap)}, nil

@@ -96,16 +96,9 @@ func (s *GroupControllerServer) CreateVolumeGroupSnapshot(ctx context.Context, r
 		return nil, cloudStatus(opDefault, err, "group snapshot %s of %d volumes", req.GetName(), len(req.GetSourceVolumeIds()))
 	}
 	if err := s.snapData.captureGroup(ctx, groupMembers(g)); err != nil {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		if derr := s.ok(s.cloud.DeleteGroupSnapshot(dctx, g.ID)); cloudCode(opGone, derr) != codes.OK {
-			// The group stays until a retry of this call (the cloud returns it by name) copies
-			// or deletes it.
-			klog.FromContext(ctx).Error(derr, "Group snapshot whose data could not be copied is not deleted", "groupSnapshotID", g.ID)
-			return nil, status.Errorf(status.Code(err), "%s (and group snapshot %s could not be deleted: %v)", status.Convert(err).Message(), g.ID, derr)
-		}
-		klog.FromContext(ctx).V(2).Info("Group snapshot whose data could not be copied deleted", "groupSnapshotID", g.ID, "err", err)
-		return nil, err
+		return nil, undoCreate(ctx, err, "group snapshot", g.ID, func(ctx context.Context) error {
+			return s.ok(s.cloud.DeleteGroupSnapshot(ctx, g.ID))
+		})
 	}
 	klog.FromContext(ctx).V(2).Info("Group snapshot created", "groupSnapshotID", g.ID, "volumes", len(g.Snapshots))
 	return &csi.CreateVolumeGroupSnapshotResponse{GroupSnapshot: csiGroupSnapshot(g)}, nil

@@ -47,39 +47,16 @@ func TestAbandonedRequestDoesNotUndoALaterOne(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			entered := make(chan struct{}, 1)
-			release := make(chan struct{})
-			sleep := func(ctx context.Context, _ time.Duration) error {
-				entered <- struct{}{}
-				select {
-				case <-release:
-					return nil
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}
-			srv, err := server.New(server.Config{Auth: server.AuthNone, Seed: testSeed(), Sleep: sleep})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Close()
-			h := srv.Handler()
+			h, entered, release := gatedServer(t)
 			ctx := context.Background()
-			rec := serveIn(ctx, h, http.MethodPost, "/v1/volumes", `{"name":"v","sizeBytes":1,"zone":"zone-a"}`)
-			var v cloud.Volume
-			if rec.Code != http.StatusCreated || json.Unmarshal(rec.Body.Bytes(), &v) != nil {
-				t.Fatalf("create volume: %d %s", rec.Code, rec.Body)
-			}
+			v := createVolume(t, h)
 			body := `{"instanceId":"node-a"}`
 			if tt.attached {
 				if rec := serveIn(ctx, h, http.MethodPost, "/v1/volumes/"+v.ID+"/attach", body); rec.Code != http.StatusOK {
 					t.Fatalf("attach: %d %s", rec.Code, rec.Body)
 				}
 			}
-			rule := mustJSON(t, cloud.FaultRule{Operation: tt.slow, VolumeID: v.ID, LatencyMS: 30000})
-			if rec := serveIn(ctx, h, http.MethodPost, "/v1/faults", rule); rec.Code != http.StatusCreated {
-				t.Fatalf("create fault: %d %s", rec.Code, rec.Body)
-			}
+			addLatency(t, h, tt.slow, v.ID)
 
 			// The slow request: its caller gives up during the latency.
 			callerCtx, giveUp := context.WithCancel(ctx)
@@ -94,7 +71,7 @@ func TestAbandonedRequestDoesNotUndoALaterOne(t *testing.T) {
 			close(release) // the latency is over
 			slow := <-slowDone
 
-			rec = serveIn(ctx, h, http.MethodGet, "/v1/volumes/"+v.ID, "")
+			rec := serveIn(ctx, h, http.MethodGet, "/v1/volumes/"+v.ID, "")
 			var got cloud.Volume
 			if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &got) != nil {
 				t.Fatalf("get volume: %d %s", rec.Code, rec.Body)
@@ -119,33 +96,10 @@ func TestAbandonedRequestDoesNotUndoALaterOne(t *testing.T) {
 // and that no later request on the volume overtook is still carried out (docs/attach.md):
 // the order rule drops only a request a later one overtook.
 func TestSlowAttachNotOvertakenStillRuns(t *testing.T) {
-	release := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	sleep := func(ctx context.Context, _ time.Duration) error {
-		entered <- struct{}{}
-		select {
-		case <-release:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	srv, err := server.New(server.Config{Auth: server.AuthNone, Seed: testSeed(), Sleep: sleep})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	h := srv.Handler()
+	h, entered, release := gatedServer(t)
 	ctx := context.Background()
-	rec := serveIn(ctx, h, http.MethodPost, "/v1/volumes", `{"name":"v","sizeBytes":1,"zone":"zone-a"}`)
-	var v cloud.Volume
-	if rec.Code != http.StatusCreated || json.Unmarshal(rec.Body.Bytes(), &v) != nil {
-		t.Fatalf("create volume: %d %s", rec.Code, rec.Body)
-	}
-	rule := mustJSON(t, cloud.FaultRule{Operation: cloud.OperationAttachVolume, VolumeID: v.ID, LatencyMS: 30000})
-	if rec := serveIn(ctx, h, http.MethodPost, "/v1/faults", rule); rec.Code != http.StatusCreated {
-		t.Fatalf("create fault: %d %s", rec.Code, rec.Body)
-	}
+	v := createVolume(t, h)
+	addLatency(t, h, cloud.OperationAttachVolume, v.ID)
 	callerCtx, giveUp := context.WithCancel(ctx)
 	done := make(chan *httptest.ResponseRecorder, 1)
 	go func() {
@@ -157,9 +111,53 @@ func TestSlowAttachNotOvertakenStillRuns(t *testing.T) {
 	if rec := <-done; rec.Code != http.StatusOK {
 		t.Fatalf("abandoned attach not overtaken: %d %s, want it carried out (200)", rec.Code, rec.Body)
 	}
-	rec = serveIn(ctx, h, http.MethodGet, "/v1/volumes/"+v.ID, "")
+	rec := serveIn(ctx, h, http.MethodGet, "/v1/volumes/"+v.ID, "")
 	var got cloud.Volume
 	if json.Unmarshal(rec.Body.Bytes(), &got) != nil || got.State != cloud.StateAttached {
 		t.Fatalf("volume after the abandoned attach: %s, want attached", rec.Body)
+	}
+}
+
+// gatedServer is a fake cloud (no auth, testSeed) whose injected latency waits until the test
+// closes release (or the request's context ends); entered receives once per request that
+// starts waiting. The server is closed when the test ends.
+func gatedServer(t *testing.T) (h http.Handler, entered <-chan struct{}, release chan struct{}) {
+	t.Helper()
+	in := make(chan struct{}, 1)
+	release = make(chan struct{})
+	sleep := func(ctx context.Context, _ time.Duration) error {
+		in <- struct{}{}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	srv, err := server.New(server.Config{Auth: server.AuthNone, Seed: testSeed(), Sleep: sleep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv.Handler(), in, release
+}
+
+// createVolume creates a 1-byte volume in zone-a through h.
+func createVolume(t *testing.T, h http.Handler) cloud.Volume {
+	t.Helper()
+	rec := serveIn(context.Background(), h, http.MethodPost, "/v1/volumes", `{"name":"v","sizeBytes":1,"zone":"zone-a"}`)
+	var v cloud.Volume
+	if rec.Code != http.StatusCreated || json.Unmarshal(rec.Body.Bytes(), &v) != nil {
+		t.Fatalf("create volume: %d %s", rec.Code, rec.Body)
+	}
+	return v
+}
+
+// addLatency adds a fault rule that delays op on volume volID by 30 s (the gate decides).
+func addLatency(t *testing.T, h http.Handler, op cloud.Operation, volID string) {
+	t.Helper()
+	rule := mustJSON(t, cloud.FaultRule{Operation: op, VolumeID: volID, LatencyMS: 30000})
+	if rec := serveIn(context.Background(), h, http.MethodPost, "/v1/faults", rule); rec.Code != http.StatusCreated {
+		t.Fatalf("create fault: %d %s", rec.Code, rec.Body)
 	}
 }
