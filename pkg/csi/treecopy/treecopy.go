@@ -16,7 +16,9 @@
 // hard links within one copy, by the source's device and inode), FIFOs and unix sockets
 // (recreated with mknodat), and every entry's owner (when running as root), mode bits
 // (including setuid, setgid and sticky, set after the owner) and modification time. Device
-// nodes are refused (ErrUnsupported) before anything is created.
+// nodes are refused (ErrUnsupported) before anything is created, and so is a mount point inside
+// the tree (a bind mount of a folder or file from elsewhere, another filesystem), which is not
+// the volume's and is never crossed (RESOLVE_NO_XDEV).
 //
 // Each copy is of one point in time (optimistic copy, then verify): a scan records every
 // entry's fstat (type, inode, size, owner, mode, link count, mtime, ctime) and checks the
@@ -169,6 +171,9 @@ func CopyAll(ctx context.Context, pairs []Pair, opt Options) (Stats, error) {
 var errRace = errors.New("entry changed")
 
 func raced(rel, what string, err error) error {
+	if errors.Is(err, ErrUnsupported) {
+		return fmt.Errorf("%s: %w", rel, err) // final: a mount point stays one on retry
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %s: %w (%w)", rel, what, errRace, err)
 	}
@@ -260,15 +265,23 @@ func join(rel, name string) string {
 	return rel + "/" + name
 }
 
-// openBeneath opens the single name in folder dirfd without following any symlink.
+// errMountPoint is an entry on which something is mounted (another filesystem, or a bind mount
+// of any folder or file): it is not part of the volume's own tree, and copying what is mounted
+// there would copy something from outside it.
+var errMountPoint = fmt.Errorf("%w: a mount point (something is mounted on it) is not copied", ErrUnsupported)
+
+// openBeneath opens the single name in folder dirfd without following any symlink and without
+// crossing into a mount (RESOLVE_NO_XDEV: errMountPoint).
 func openBeneath(dirfd int, name string, flags int) (int, error) {
 	how := unix.OpenHow{Flags: uint64(flags | unix.O_NOFOLLOW | unix.O_CLOEXEC),
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV}
 	for try := 0; ; try++ {
 		fd, err := unix.Openat2(dirfd, name, &how)
 		switch {
 		case (errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN)) && try < 8:
 			continue // EAGAIN: a rename raced the lookup (RESOLVE_BENEATH)
+		case errors.Is(err, unix.EXDEV):
+			return -1, errMountPoint
 		case errors.Is(err, unix.ENOSYS):
 			// Before Linux 5.6: name is one component, so O_NOFOLLOW alone keeps it beneath.
 			return unix.Openat(dirfd, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)

@@ -217,11 +217,29 @@ func TestCopy(t *testing.T) {
 			must(t, unix.Mknod(filepath.Join(src, "null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))))
 		},
 		wantErr: ErrUnsupported,
+	}, {
+		name: "a folder bind-mounted from outside is refused, never crossed",
+		root: true,
+		make: func(t *testing.T, src, outside string) {
+			must(t, os.WriteFile(filepath.Join(outside, "secret"), []byte("secret"), 0o600))
+			must(t, os.Mkdir(filepath.Join(src, "m"), 0o755))
+			bindForTest(t, outside, filepath.Join(src, "m"))
+		},
+		wantErr: ErrUnsupported,
+	}, {
+		name: "a file bind-mounted from outside is refused, never read",
+		root: true,
+		make: func(t *testing.T, src, outside string) {
+			must(t, os.WriteFile(filepath.Join(outside, "secret"), []byte("secret"), 0o600))
+			must(t, os.WriteFile(filepath.Join(src, "f"), nil, 0o644))
+			bindForTest(t, filepath.Join(outside, "secret"), filepath.Join(src, "f"))
+		},
+		wantErr: ErrUnsupported,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.root && !root {
-				t.Skip("needs root (mknod of a device node)")
+				t.Skip("needs root (mknod of a device node, bind mounts)")
 			}
 			base := t.TempDir()
 			src, outside, dst := filepath.Join(base, "src"), filepath.Join(base, "outside"), filepath.Join(base, "dst")
@@ -408,4 +426,11 @@ func BenchmarkScan(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// bindForTest bind-mounts from on to (root only) and unmounts it when the test ends.
+func bindForTest(t *testing.T, from, to string) {
+	t.Helper()
+	must(t, unix.Mount(from, to, "", unix.MS_BIND, ""))
+	t.Cleanup(func() { _ = unix.Unmount(to, unix.MNT_DETACH) })
 }
