@@ -203,8 +203,19 @@ func Suggest(data []byte, err error, into any) string {
 const maxSuggestEdits = 2
 
 func suggest(field, path string, line int, into any) string {
-	if line == 0 || into == nil || len(field) > MaxQuotedBytes {
-		return "" // the object the field is in is not known, or the field is no typo
+	if line == 0 {
+		return "" // the object the field is in is not known
+	}
+	return SuggestField(into, path, field)
+}
+
+// SuggestField is the JSON name of a field of into's type (a struct or a pointer to one) at
+// path ("steps[2].fault", "" for into itself; list indexes as written) that field, a name
+// it does not have, was likely meant to be; "" when none is close (as Suggest says). For a
+// decoder that names the unknown field and its path itself, the fake cloud's JSON API.
+func SuggestField(into any, path, field string) string {
+	if into == nil || len(field) > MaxQuotedBytes {
+		return "" // the field is no typo
 	}
 	t := typeAt(reflect.TypeOf(into), path)
 	if t == nil {
@@ -237,8 +248,10 @@ func typeAt(t reflect.Type, path string) reflect.Type {
 	if path != "" {
 		for _, seg := range strings.Split(path, ".") {
 			name, _, _ := strings.Cut(seg, "[")
-			if t = fieldType(t, name); t == nil {
-				return nil
+			if name != "" { // "[0]" alone: an index into t itself, a top-level list
+				if t = fieldType(t, name); t == nil {
+					return nil
+				}
 			}
 			for range strings.Count(seg, "[") {
 				if k := t.Kind(); k != reflect.Slice && k != reflect.Array && k != reflect.Map {
