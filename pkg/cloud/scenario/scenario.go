@@ -224,9 +224,11 @@ func refNote(ref string) string {
 	return " as " + ref
 }
 
-// Parse reads a scenario from YAML, checks it (every problem at once, naming the step) and
-// expands quota noise into timed Quotas steps, sorted by At. Unknown fields are errors, with
-// the YAML line when the parser gives one.
+// Parse reads a scenario from YAML, checks it and expands quota noise into timed Quotas
+// steps, sorted by At. Every problem of the file is reported at once, one a line, in file
+// order, each with its line and step where known: the values the decoder refuses (an unknown
+// field, with the field likely meant; a value of the wrong type; a duration without its unit),
+// up to maxDecodeProblems of them, then the checks of the steps that decoded.
 func Parse(data []byte) (*Scenario, error) {
 	if len(data) > MaxFileBytes {
 		return nil, fmt.Errorf("scenario: %d bytes, at most %d", len(data), MaxFileBytes)
@@ -237,59 +239,204 @@ func Parse(data []byte) (*Scenario, error) {
 	if err := checkExpansion(data); err != nil {
 		return nil, fmt.Errorf("scenario: %w", err)
 	}
-	var sc Scenario
-	if err := yaml.UnmarshalStrict(data, &sc); err != nil {
-		// Where, in the file's terms: its line and step, not the JSON the YAML became.
-		var de *durationError
-		switch line := yamlline.Line(data, err); {
-		case line > 0:
-			where := fmt.Sprintf("line %d", line)
-			if step := stepAt(data, line); step != "" {
-				where += ", " + step
-			}
-			if s := yamlline.Suggest(data, err, &sc); s != "" {
-				return nil, fmt.Errorf("scenario: %s: %w (did you mean %q?)", where, yamlline.Clean(err), s)
-			}
-			return nil, fmt.Errorf("scenario: %s: %w", where, yamlline.Clean(err))
-		case errors.As(err, &de):
-			// A duration's own parsing error names no field: find the value.
-			path, line := yamlline.Locate(data, func(path, v string) bool {
-				return v == de.text && (strings.HasSuffix(path, ".at") || strings.HasSuffix(path, ".every") || strings.HasSuffix(path, ".for"))
-			})
-			return nil, fmt.Errorf("scenario: %w", &yamlline.Error{Line: line, Path: path, Msg: de.msg(), Err: err})
-		default:
-			return nil, fmt.Errorf("scenario: %w", yamlline.Explain(data, err, &sc))
-		}
+	sc, problems := decode(data)
+	if sc == nil {
+		return nil, fmt.Errorf("scenario: %w", inFileOrder(data, problems, nil))
 	}
-	if err := sc.validate(); err != nil {
-		return nil, fmt.Errorf("scenario %s: %w", cloud.Quote(sc.Name), yamlline.AtLines(data, err))
+	if err := inFileOrder(data, problems, sc.validate(problems)); err != nil {
+		if len(problems) > 0 {
+			return nil, fmt.Errorf("scenario: %w", err)
+		}
+		return nil, fmt.Errorf("scenario %s: %w", cloud.Quote(sc.Name), err)
 	}
 	steps, err := expand(sc.Steps)
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", cloud.Quote(sc.Name), err)
 	}
 	sc.Steps = steps
-	return &sc, nil
+	return sc, nil
 }
 
-func (sc *Scenario) validate() error {
+// maxDecodeProblems bounds the values Parse refuses in one file: each costs a decoding of the
+// whole file (at most MaxFileBytes).
+const maxDecodeProblems = 20
+
+// decodeProblem is a value the decoder refused, in the file's terms.
+type decodeProblem struct {
+	// line is the problem's line in the file as read, 0 when not known.
+	line int
+	// path is what was dropped to go on ("steps[2].quotas", "name"); "" when decoding
+	// stopped there.
+	path string
+	// meant is the field an unknown field was likely meant to be ("steps" for "stepz"),
+	// which the checks then leave alone too: "no steps" for "stepz: [...]" is no news.
+	meant string
+	err   error
+}
+
+// decode decodes data strictly. At each value the decoder refuses, it notes the problem,
+// drops that value from the document and decodes again, until the rest decodes: sc is then
+// the file without the refused values (nil when decoding stopped at a problem it cannot
+// drop, a syntax error say, or after maxDecodeProblems).
+func decode(data []byte) (*Scenario, []decodeProblem) {
+	var doc yamlv3.Node
+	docOK := yamlv3.Unmarshal(data, &doc) == nil
+	var problems []decodeProblem
+	cur := data
+	for {
+		var sc Scenario
+		err := yaml.UnmarshalStrict(cur, &sc)
+		if err == nil {
+			return &sc, problems
+		}
+		p := explain(data, cur, err, &sc)
+		problems = append(problems, p)
+		switch {
+		case p.path == "" || !docOK || len(problems) >= maxDecodeProblems:
+			return nil, problems
+		case !yamlline.Drop(&doc, p.path):
+			return nil, problems
+		}
+		next, merr := yamlv3.Marshal(&doc)
+		if merr != nil {
+			return nil, problems
+		}
+		cur = next
+	}
+}
+
+// explain is err, the error of decoding cur (data, or data with refused values dropped), in
+// data's terms: the line of data where the value is, and the step, or the field's path.
+func explain(data, cur []byte, err error, sc *Scenario) decodeProblem {
+	var de *durationError
+	if field := unknownField(err); field != "" && yamlline.Line(cur, err) > 0 {
+		// The mapping the field is in, in cur: the same path in data.
+		e := yamlline.Explain(cur, err, sc)
+		var ye *yamlline.Error
+		if !errors.As(e, &ye) {
+			return decodeProblem{err: e}
+		}
+		path := join(ye.Path, field)
+		line := yamlline.KeyLine(data, path)
+		where := fmt.Sprintf("line %d", line)
+		if step := stepAt(data, line); step != "" {
+			where += ", " + step
+		}
+		p := decodeProblem{line: line, path: path, err: fmt.Errorf("%s: %w", where, &yamlline.Error{Msg: ye.Msg, Err: err})}
+		if s := yamlline.Suggest(cur, err, sc); s != "" {
+			p.meant = join(ye.Path, s)
+		}
+		return p
+	}
+	if errors.As(err, &de) {
+		// A duration's own parsing error names no field: find the value.
+		path, _ := yamlline.Locate(cur, func(path, v string) bool {
+			return v == de.text && (strings.HasSuffix(path, ".at") || strings.HasSuffix(path, ".every") || strings.HasSuffix(path, ".for"))
+		})
+		line := yamlline.KeyLine(data, path)
+		return decodeProblem{line: line, path: path, err: &yamlline.Error{Line: line, Path: path, Msg: de.msg(), Err: err}}
+	}
+	e := yamlline.Explain(cur, err, sc)
+	var ye *yamlline.Error
+	if !errors.As(e, &ye) || ye.Path == "" {
+		return decodeProblem{line: lineOf(e), err: e} // a syntax error: its line is data's
+	}
+	line := yamlline.KeyLine(data, ye.Path)
+	return decodeProblem{line: line, path: ye.Path, err: &yamlline.Error{Line: line, Path: ye.Path, Msg: ye.Msg, Err: err}}
+}
+
+// unknownField is the field an "unknown field" decoding error names, "" for another error.
+func unknownField(err error) string {
+	_, rest, ok := strings.Cut(err.Error(), `unknown field "`)
+	if !ok {
+		return ""
+	}
+	field, _, ok := strings.Cut(rest, `"`)
+	if !ok {
+		return ""
+	}
+	return field
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// lineOf is the line an explained error names, 0 when none.
+func lineOf(err error) int {
+	var ye *yamlline.Error
+	if errors.As(err, &ye) {
+		return ye.Line
+	}
+	return 0
+}
+
+// inFileOrder joins the decoding problems and the checks' errors (each one problem; nil
+// for none) in file order: by line, those with none first (the file's as a whole), then in
+// the order found. nil when there is none.
+func inFileOrder(data []byte, problems []decodeProblem, checks []error) error {
+	type located struct {
+		line int
+		err  error
+	}
+	all := make([]located, 0, len(problems)+len(checks))
+	for _, p := range problems {
+		all = append(all, located{p.line, p.err})
+	}
+	if len(problems) >= maxDecodeProblems {
+		all = append(all, located{1 << 30, fmt.Errorf("no more problems looked for after %d", maxDecodeProblems)})
+	}
+	for _, c := range checks {
+		c = yamlline.AtLines(data, c)
+		line := 0
+		_, _ = fmt.Sscanf(c.Error(), "line %d,", &line)
+		all = append(all, located{line, c})
+	}
+	slices.SortStableFunc(all, func(a, b located) int { return cmp.Compare(a.line, b.line) })
+	errs := make([]error, len(all))
+	for i, l := range all {
+		errs[i] = l.err
+	}
+	return errors.Join(errs...)
+}
+
+// validate checks what decoded, and returns one error a problem, in file order. A field or
+// step the decoder refused a value of (problems) is not checked again: what is left of it
+// would only add problems of the refusal's making (a step without its action, say).
+func (sc *Scenario) validate(problems []decodeProblem) []error {
+	refused := map[string]bool{} // "name", "steps", "steps[3]"
+	for _, p := range problems {
+		for _, path := range []string{p.path, p.meant} {
+			top, _, _ := strings.Cut(path, ".")
+			refused[top] = true
+		}
+	}
 	var errs []error
-	if strings.TrimSpace(sc.Name) == "" {
-		errs = append(errs, errors.New("name is required"))
-	}
-	if err := cloud.CheckOptionalID("name", sc.Name); err != nil {
-		errs = append(errs, err)
-	}
-	for _, f := range []struct{ name, v string }{{"description", sc.Description}, {"expect", sc.Expect}} {
-		if err := cloud.CheckFreeText(f.name, f.v, MaxTextBytes); err != nil {
+	if !refused["name"] {
+		if strings.TrimSpace(sc.Name) == "" {
+			errs = append(errs, errors.New("name is required"))
+		}
+		if err := cloud.CheckOptionalID("name", sc.Name); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if len(sc.Steps) == 0 {
+	for _, f := range []struct{ name, v string }{{"description", sc.Description}, {"expect", sc.Expect}} {
+		if err := cloud.CheckFreeText(f.name, f.v, MaxTextBytes); err != nil && !refused[f.name] {
+			errs = append(errs, err)
+		}
+	}
+	if len(sc.Steps) == 0 && !refused["steps"] {
 		errs = append(errs, errors.New("no steps"))
 	}
 	refs := map[string]int{}
+	anyRefused := len(problems) > 0
 	for i, s := range sc.Steps {
+		if refused[fmt.Sprintf("steps[%d]", i)] {
+			continue
+		}
 		where := fmt.Sprintf("steps[%d] (at %v)", i, time.Duration(s.At))
 		if s.At < 0 || time.Duration(s.At) > MaxOffset {
 			errs = append(errs, fmt.Errorf("%s: at must be within 0 and %v", where, MaxOffset))
@@ -318,7 +465,7 @@ func (sc *Scenario) validate() error {
 			}
 		case s.DeleteFault != "":
 			j, ok := refs[s.DeleteFault]
-			if !ok {
+			if !ok && !anyRefused { // else its fault step may be one refused
 				errs = append(errs, fmt.Errorf("%s: deleteFault %s: no earlier fault step has this ref", where, cloud.Quote(s.DeleteFault)))
 			} else if sc.Steps[j].At > s.At {
 				errs = append(errs, fmt.Errorf("%s: deleteFault %s runs before its fault step", where, cloud.Quote(s.DeleteFault)))
@@ -329,7 +476,7 @@ func (sc *Scenario) validate() error {
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 func (n *Noise) validate() error {
