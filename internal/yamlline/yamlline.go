@@ -662,6 +662,12 @@ func KeyLine(data []byte, path string) int {
 	if root == nil {
 		return 0
 	}
+	return KeyLineOf(root, path)
+}
+
+// KeyLineOf is KeyLine of a document parsed already with go.yaml.in/yaml/v3, for a caller
+// that asks about many paths of a large file.
+func KeyLineOf(root *yamlv3.Node, path string) int {
 	line := 0
 	entryAt(root, path, func(parent *yamlv3.Node, i int) {
 		line = parent.Content[i].Line
@@ -670,8 +676,8 @@ func KeyLine(data []byte, path string) int {
 }
 
 // Drop removes what sets path from doc, a YAML document parsed with go.yaml.in/yaml/v3: the
-// key and its value in a mapping; in a list, the item's value becomes null, so that the paths
-// of the items after it still hold. It reports whether doc had path. For a decoder that goes
+// key and its value in a mapping; in a list, the item's value becomes null (on the item's
+// line), so that the paths of the items after it still hold. It reports whether doc had path. For a decoder that goes
 // on past a problem to find the next one: paths found in doc before a Drop are still valid
 // after it (outside the dropped value), and lines are taken from the file as read.
 func Drop(doc *yamlv3.Node, path string) bool {
@@ -682,7 +688,8 @@ func Drop(doc *yamlv3.Node, path string) bool {
 			parent.Content = slices.Delete(parent.Content, i, i+2)
 			return
 		}
-		parent.Content[i] = &yamlv3.Node{Kind: yamlv3.ScalarNode, Tag: "!!null", Value: "null"}
+		old := parent.Content[i]
+		parent.Content[i] = &yamlv3.Node{Kind: yamlv3.ScalarNode, Tag: "!!null", Value: "null", Line: old.Line, Column: old.Column}
 	})
 	return found
 }

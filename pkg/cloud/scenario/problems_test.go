@@ -94,19 +94,51 @@ steps:
 }
 
 // TestParseBoundsItsProblems: a file of many refused values costs a bounded number of
-// decodings and says that it stopped looking.
+// decodings, and says that more may follow: at most 20 refused values, and fewer in a large
+// file (at most four decodings of a file of MaxFileBytes).
 func TestParseBoundsItsProblems(t *testing.T) {
-	var b strings.Builder
-	b.WriteString("name: x\nsteps:\n")
-	for i := range 50 {
-		fmt.Fprintf(&b, "  - at: 1s\n    reset: true\n    bogus%d: 1\n", i)
+	tests := []struct {
+		name      string
+		fileBytes int
+		min, max  int // problems reported before the line saying more may follow
+	}{
+		{"a small file: 20", 0, 20, 20},
+		// Four decodings at most; the file left is rendered with wider indentation, so
+		// fewer may fit.
+		{"a file of MaxFileBytes: at most 4", scenario.MaxFileBytes - 100, 1, 4},
 	}
-	_, err := scenario.Parse([]byte(b.String()))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b strings.Builder
+			b.WriteString("name: x\nsteps:\n")
+			for i := 0; i < 50 || b.Len() < tt.fileBytes; i++ {
+				fmt.Fprintf(&b, "  - at: 1s\n    reset: true\n    bogus%d: 1\n", i)
+			}
+			_, err := scenario.Parse([]byte(b.String()))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			lines := strings.Split(err.Error(), "\n")
+			n := len(lines) - 1
+			if n < tt.min || n > tt.max || lines[n] != "more problems may follow: fix these and parse again" {
+				t.Fatalf("%d lines, last %q; want %d to %d problems and a line saying more may follow", len(lines), lines[n], tt.min, tt.max)
+			}
+		})
+	}
+}
+
+// TestParseProblemsThroughAliases: a refused value that holds an anchor is dropped with it;
+// the alias left behind is no problem of the file's, and the problem found is still named.
+func TestParseProblemsThroughAliases(t *testing.T) {
+	_, err := scenario.Parse([]byte("name: x\nsteps:\n  - at: 1s\n    note: &n [a]\n    reset: true\n  - at: 2s\n    note: *n\n    reset: true\n"))
 	if err == nil {
 		t.Fatal("accepted")
 	}
-	lines := strings.Split(err.Error(), "\n")
-	if len(lines) != 21 || !strings.Contains(lines[20], "no more problems looked for after 20") {
-		t.Fatalf("%d lines, last %q; want 20 problems and a line saying the search stopped", len(lines), lines[len(lines)-1])
+	want := `scenario: line 4, steps[0].note: want a string (quote a value that YAML would read as a number or true/false), got a list`
+	if got := strings.Split(err.Error(), "\n")[0]; got != want {
+		t.Errorf("error:\n%s\nwant its first line:\n%s", err, want)
+	}
+	if strings.Contains(err.Error(), "anchor") {
+		t.Errorf("error %q speaks of an anchor the decoder dropped", err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -227,8 +228,9 @@ func refNote(ref string) string {
 // Parse reads a scenario from YAML, checks it and expands quota noise into timed Quotas
 // steps, sorted by At. Every problem of the file is reported at once, one a line, in file
 // order, each with its line and step where known: the values the decoder refuses (an unknown
-// field, with the field likely meant; a value of the wrong type; a duration without its unit),
-// up to maxDecodeProblems of them, then the checks of the steps that decoded.
+// field, with the field likely meant; a value of the wrong type; a duration without its unit;
+// up to maxDecodeProblems of them, fewer in a file so large that looking for them would cost
+// more than maxDecodeWork), then the checks of the steps that decoded.
 func Parse(data []byte) (*Scenario, error) {
 	if len(data) > MaxFileBytes {
 		return nil, fmt.Errorf("scenario: %d bytes, at most %d", len(data), MaxFileBytes)
@@ -236,10 +238,11 @@ func Parse(data []byte) (*Scenario, error) {
 	// The strict decoder below expands every alias into JSON before it refuses anything: one
 	// large string aliased thousands of times became gigabytes. Measure first, without
 	// expanding.
-	if err := checkExpansion(data); err != nil {
+	doc, err := checkExpansion(data)
+	if err != nil {
 		return nil, fmt.Errorf("scenario: %w", err)
 	}
-	sc, problems := decode(data)
+	sc, problems := decode(data, doc)
 	if sc == nil {
 		return nil, fmt.Errorf("scenario: %w", inFileOrder(data, problems, nil))
 	}
@@ -257,9 +260,15 @@ func Parse(data []byte) (*Scenario, error) {
 	return sc, nil
 }
 
-// maxDecodeProblems bounds the values Parse refuses in one file: each costs a decoding of the
-// whole file (at most MaxFileBytes).
-const maxDecodeProblems = 20
+// Bounds of looking for more than one refused value: each look decodes the whole file again
+// (a strict decoding, a YAML parse and a rendering of what is left).
+const (
+	// maxDecodeProblems bounds the refused values reported.
+	maxDecodeProblems = 20
+	// maxDecodeWork bounds the bytes decoded looking for them, the first decoding included:
+	// four decodings of a file of MaxFileBytes (seconds), twenty of one under 200 KiB.
+	maxDecodeWork = 4 * MaxFileBytes
+)
 
 // decodeProblem is a value the decoder refused, in the file's terms.
 type decodeProblem struct {
@@ -274,56 +283,70 @@ type decodeProblem struct {
 	err   error
 }
 
+// errMoreNotLooked is the last problem of a file whose refused values were not all looked
+// for (maxDecodeProblems, maxDecodeWork).
+var errMoreNotLooked = errors.New("more problems may follow: fix these and parse again")
+
 // decode decodes data strictly. At each value the decoder refuses, it notes the problem,
-// drops that value from the document and decodes again, until the rest decodes: sc is then
-// the file without the refused values (nil when decoding stopped at a problem it cannot
-// drop, a syntax error say, or after maxDecodeProblems).
-func decode(data []byte) (*Scenario, []decodeProblem) {
-	var doc yamlv3.Node
-	docOK := yamlv3.Unmarshal(data, &doc) == nil
+// drops that value from doc (data parsed; nil when it does not parse) and decodes what is
+// left, until it decodes: sc is then the file without the refused values; nil when decoding
+// stopped at a problem it cannot drop (a syntax error, say) or at a bound (then the last
+// problem is errMoreNotLooked). A problem's line and step are doc's, whose nodes keep the
+// lines of the file as read, taken before its value is dropped.
+func decode(data []byte, doc *yamlv3.Node) (*Scenario, []decodeProblem) {
+	if doc == nil {
+		doc = &yamlv3.Node{}
+	}
 	var problems []decodeProblem
-	cur := data
+	cur, work := data, 0
 	for {
 		var sc Scenario
+		work += len(cur)
 		err := yaml.UnmarshalStrict(cur, &sc)
 		if err == nil {
 			return &sc, problems
 		}
-		p := explain(data, cur, err, &sc)
-		problems = append(problems, p)
-		switch {
-		case p.path == "" || !docOK || len(problems) >= maxDecodeProblems:
-			return nil, problems
-		case !yamlline.Drop(&doc, p.path):
+		p := explain(doc, cur, err, &sc)
+		if p.path == "" && len(problems) > 0 {
+			// Not a value of the file: what a drop broke (an alias whose anchor went
+			// with a dropped value, say). The problems found are the file's.
 			return nil, problems
 		}
-		next, merr := yamlv3.Marshal(&doc)
+		problems = append(problems, p)
+		if p.path == "" || !yamlline.Drop(doc, p.path) {
+			return nil, problems
+		}
+		next, merr := yamlv3.Marshal(doc)
 		if merr != nil {
 			return nil, problems
+		}
+		if len(problems) >= maxDecodeProblems || work+len(next) > maxDecodeWork {
+			return nil, append(problems, decodeProblem{line: math.MaxInt, err: errMoreNotLooked})
 		}
 		cur = next
 	}
 }
 
-// explain is err, the error of decoding cur (data, or data with refused values dropped), in
-// data's terms: the line of data where the value is, and the step, or the field's path.
-func explain(data, cur []byte, err error, sc *Scenario) decodeProblem {
+// explain is err, the error of decoding cur (the file, or the file with refused values
+// dropped, rendered from doc), in the terms of the file as read: its line there (doc's), and
+// the step, or the field's path.
+func explain(doc *yamlv3.Node, cur []byte, err error, sc *Scenario) decodeProblem {
 	var de *durationError
 	if field := unknownField(err); field != "" && yamlline.Line(cur, err) > 0 {
-		// The mapping the field is in, in cur: the same path in data.
+		// The mapping the field is in, in cur: the same path in doc.
 		e := yamlline.Explain(cur, err, sc)
 		var ye *yamlline.Error
 		if !errors.As(e, &ye) {
 			return decodeProblem{err: e}
 		}
 		path := join(ye.Path, field)
-		line := yamlline.KeyLine(data, path)
+		line := yamlline.KeyLineOf(doc, path)
 		where := fmt.Sprintf("line %d", line)
-		if step := stepAt(data, line); step != "" {
+		if step := stepAt(doc, line); step != "" {
 			where += ", " + step
 		}
 		p := decodeProblem{line: line, path: path, err: fmt.Errorf("%s: %w", where, &yamlline.Error{Msg: ye.Msg, Err: err})}
-		if s := yamlline.Suggest(cur, err, sc); s != "" {
+		if s := meantIn(ye.Msg); s != "" {
 			p.meant = join(ye.Path, s)
 		}
 		return p
@@ -333,16 +356,27 @@ func explain(data, cur []byte, err error, sc *Scenario) decodeProblem {
 		path, _ := yamlline.Locate(cur, func(path, v string) bool {
 			return v == de.text && (strings.HasSuffix(path, ".at") || strings.HasSuffix(path, ".every") || strings.HasSuffix(path, ".for"))
 		})
-		line := yamlline.KeyLine(data, path)
+		line := yamlline.KeyLineOf(doc, path)
 		return decodeProblem{line: line, path: path, err: &yamlline.Error{Line: line, Path: path, Msg: de.msg(), Err: err}}
 	}
 	e := yamlline.Explain(cur, err, sc)
 	var ye *yamlline.Error
 	if !errors.As(e, &ye) || ye.Path == "" {
-		return decodeProblem{line: lineOf(e), err: e} // a syntax error: its line is data's
+		return decodeProblem{line: lineOf(e), err: e} // a syntax error: its line is the file's
 	}
-	line := yamlline.KeyLine(data, ye.Path)
+	line := yamlline.KeyLineOf(doc, ye.Path)
 	return decodeProblem{line: line, path: ye.Path, err: &yamlline.Error{Line: line, Path: ye.Path, Msg: ye.Msg, Err: err}}
+}
+
+// meantIn is the field an explained unknown field's message suggests (yamlline.Explain:
+// `unknown field "idd" (did you mean "id"?)`), "" when it suggests none.
+func meantIn(msg string) string {
+	_, rest, ok := strings.Cut(msg, ` (did you mean "`)
+	if !ok {
+		return ""
+	}
+	s, _, _ := strings.Cut(rest, `"`)
+	return s
 }
 
 // unknownField is the field an "unknown field" decoding error names, "" for another error.
@@ -385,9 +419,6 @@ func inFileOrder(data []byte, problems []decodeProblem, checks []error) error {
 	all := make([]located, 0, len(problems)+len(checks))
 	for _, p := range problems {
 		all = append(all, located{p.line, p.err})
-	}
-	if len(problems) >= maxDecodeProblems {
-		all = append(all, located{1 << 30, fmt.Errorf("no more problems looked for after %d", maxDecodeProblems)})
 	}
 	for _, c := range checks {
 		c = yamlline.AtLines(data, c)
@@ -581,11 +612,11 @@ func ParseInstanceMap(pairs []string) (map[string]string, error) {
 	return m, errors.Join(errs...)
 }
 
-// stepAt names the step of data's steps list that holds line (1-based) as validate names
-// steps, "steps[N] (at T)"; "" when line is in no step (or data is no YAML mapping).
-func stepAt(data []byte, line int) string {
-	var doc yamlv3.Node
-	if yamlv3.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yamlv3.MappingNode {
+// stepAt names the step of doc's steps list (doc: the file, parsed) that holds line
+// (1-based) as validate names steps, "steps[N] (at T)"; "" when line is in no step (or doc is
+// no YAML mapping).
+func stepAt(doc *yamlv3.Node, line int) string {
+	if len(doc.Content) == 0 || doc.Content[0].Kind != yamlv3.MappingNode {
 		return ""
 	}
 	root := doc.Content[0].Content
@@ -616,30 +647,30 @@ func stepAt(data []byte, line int) string {
 	return ""
 }
 
-// checkExpansion refuses YAML whose aliases expand past MaxExpandedBytes
+// checkExpansion returns data's YAML document, nil when it does not parse, and refuses YAML whose aliases expand past MaxExpandedBytes
 // (ErrExpandedTooLarge), measured on the node tree go.yaml.in/yaml/v3 builds, which keeps an
 // alias as a pointer to its anchor's node: each node's expanded size is computed once, so the
 // walk costs the file's size however far the aliases would expand. YAML that this parser
 // refuses is refused here too when it holds an alias ('*'), so that no other parser expands
 // what was not measured; without one, the strict decoder reports the error with its line.
-func checkExpansion(data []byte) error {
+func checkExpansion(data []byte) (*yamlv3.Node, error) {
 	var doc yamlv3.Node
 	if err := yamlv3.Unmarshal(data, &doc); err != nil {
 		if bytes.IndexByte(data, '*') >= 0 {
-			return fmt.Errorf("%w: the YAML holds an alias and does not parse: %v", ErrExpandedTooLarge, err)
+			return nil, fmt.Errorf("%w: the YAML holds an alias and does not parse: %v", ErrExpandedTooLarge, err)
 		}
-		return nil
+		return nil, nil
 	}
 	m := expansion{sizes: map[*yamlv3.Node]int64{}, open: map[*yamlv3.Node]bool{}}
 	size, err := m.size(&doc)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if size > MaxExpandedBytes {
-		return fmt.Errorf("%w: over %d bytes once its aliases are expanded (at most %d; the file is %d bytes)",
+		return nil, fmt.Errorf("%w: over %d bytes once its aliases are expanded (at most %d; the file is %d bytes)",
 			ErrExpandedTooLarge, MaxExpandedBytes, MaxExpandedBytes, len(data))
 	}
-	return nil
+	return &doc, nil
 }
 
 // expansion measures nodes' expanded sizes, each node once.
