@@ -69,6 +69,17 @@ steps:
 			`scenario: line 1, name: want a string (quote a value that YAML would read as a number or true/false), got a list`,
 			`line 3, steps[0] (at 1s): no action (want one of instance, quotas, fault, deleteFault, clearFaults, reset, quotaNoise)`,
 		}},
+		{"a refused fault step: its deleteFault is not judged", `name: x
+steps:
+  - at: 10s
+    reset: true
+  - at: 1s
+    fault: {ref: f, operation: "*", error: Unavailable, bogus: 1}
+  - at: 5s
+    deleteFault: f
+`, []string{
+			`scenario: line 6, steps[1] (at 1s): unknown field "bogus"`,
+		}},
 		{"two problems in one step", `name: x
 steps:
   - at: 1s

@@ -495,10 +495,11 @@ func (sc *Scenario) validate(problems []decodeProblem) []error {
 				refs[s.Fault.Ref] = i
 			}
 		case s.DeleteFault != "":
-			j, ok := refs[s.DeleteFault]
-			if !ok && !anyRefused { // else its fault step may be one refused
+			switch j, ok := refs[s.DeleteFault]; {
+			case !ok && anyRefused: // its fault step may be one refused
+			case !ok:
 				errs = append(errs, fmt.Errorf("%s: deleteFault %s: no earlier fault step has this ref", where, cloud.Quote(s.DeleteFault)))
-			} else if sc.Steps[j].At > s.At {
+			case sc.Steps[j].At > s.At:
 				errs = append(errs, fmt.Errorf("%s: deleteFault %s runs before its fault step", where, cloud.Quote(s.DeleteFault)))
 			}
 		case s.QuotaNoise != nil:
@@ -647,8 +648,8 @@ func stepAt(doc *yamlv3.Node, line int) string {
 	return ""
 }
 
-// checkExpansion returns data's YAML document, nil when it does not parse, and refuses YAML whose aliases expand past MaxExpandedBytes
-// (ErrExpandedTooLarge), measured on the node tree go.yaml.in/yaml/v3 builds, which keeps an
+// checkExpansion returns data's YAML document (nil when it does not parse), and refuses YAML
+// whose aliases expand past MaxExpandedBytes (ErrExpandedTooLarge), measured on the node tree go.yaml.in/yaml/v3 builds, which keeps an
 // alias as a pointer to its anchor's node: each node's expanded size is computed once, so the
 // walk costs the file's size however far the aliases would expand. YAML that this parser
 // refuses is refused here too when it holds an alias ('*'), so that no other parser expands
