@@ -706,7 +706,7 @@ func (t *txn) slotStates(instID string) (attaching, detaching, failed int, err e
 
 // boundPhrase words a volume's state towards the instance it is bound to, the one wording
 // every message uses for that state: "attached to", "attaching to", "detaching from", "in
-// state error with".
+// state error, bound to".
 func boundPhrase(s cloud.AttachState) string {
 	switch s {
 	case cloud.StateAttached, cloud.StateAttaching:
@@ -714,6 +714,6 @@ func boundPhrase(s cloud.AttachState) string {
 	case cloud.StateDetaching:
 		return string(s) + " from"
 	default:
-		return "in state " + string(s) + " with"
+		return "in state " + string(s) + ", bound to"
 	}
 }
