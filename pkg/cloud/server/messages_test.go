@@ -52,6 +52,9 @@ func TestErrorMessagesInTheAPIsWords(t *testing.T) {
 			if r.status != tt.status {
 				t.Fatalf("%d %s, want %d", r.status, r.body, tt.status)
 			}
+			if got := r.header.Get("X-Content-Type-Options"); got != "nosniff" {
+				t.Errorf("X-Content-Type-Options %q, want nosniff: the body is not HTML-escaped", got)
+			}
 			for _, bad := range []string{`\u00`, "Go struct", "Go value", "of type "} {
 				if strings.Contains(string(r.body), bad) {
 					t.Errorf("body %s holds %q", r.body, bad)

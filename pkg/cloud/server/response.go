@@ -168,7 +168,8 @@ func writeError(w http.ResponseWriter, reqID string, err error) int {
 
 // writeJSON writes body as JSON and a newline. HTML characters are written as they are, not
 // escaped (">=", not "\u003e="): the answers are JSON for programs and people reading them
-// in a terminal, never HTML.
+// in a terminal, never HTML; X-Content-Type-Options: nosniff keeps a browser from reading
+// one as HTML all the same.
 func writeJSON(w http.ResponseWriter, status int, body any) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -182,6 +183,7 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 		data = buf.Bytes() // Encode ends it with a newline
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = w.Write(data)
 }
