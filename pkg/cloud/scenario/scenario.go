@@ -265,9 +265,10 @@ func Parse(data []byte) (*Scenario, error) {
 const (
 	// maxDecodeProblems bounds the refused values reported.
 	maxDecodeProblems = 20
-	// maxDecodeWork bounds the bytes decoded looking for them, the first decoding included:
-	// four decodings of a file of MaxFileBytes (seconds), twenty of one under 200 KiB.
-	maxDecodeWork = 4 * MaxFileBytes
+	// maxDecodeWork bounds the bytes decoded looking for them, the first decoding included
+	// (what is left is rendered anew, with wider indentation than most files have): one
+	// decoding of a file of MaxFileBytes, twenty of one under 100 KiB.
+	maxDecodeWork = 2 * MaxFileBytes
 )
 
 // decodeProblem is a value the decoder refused, in the file's terms.
