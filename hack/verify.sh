@@ -3,7 +3,8 @@
 # is wrong and exits non-zero.
 #   main (default; make verify, make test): gofmt of every Go file of the repo; go vet and
 #        go mod tidy -diff of the main module; structured and contextual logging in it
-#        (logcheck); no tool in its go.mod; docs/packages.md current.
+#        (logcheck); no tool in its go.mod; make help's lines under 100 columns;
+#        docs/packages.md current.
 #   modules: go vet and go mod tidy -diff of every other module (hack/kind, tests/e2e,
 #        tests/browser, the tool modules, ...): make test-all, which CI runs.
 #   all (make verify-all): both.
@@ -76,6 +77,13 @@ if [[ $scope != modules ]]; then
   # Programs we run but do not import live in tools/go.mod, never in the main module.
   if grep -qE 'k8s.io/kubernetes |sigs.k8s.io/kind |csi-test/v5/cmd' go.mod; then
     echo "go.mod: a tool or k8s.io/kubernetes leaked into the main module"; fail=1
+  fi
+  # make help is a newcomer's first screen: a line each, under 100 columns (the details are in
+  # docs/testing.md, "Targets in detail").
+  long=$(make --no-print-directory help | awk 'length > 99')
+  if [[ -n $long ]]; then
+    echo "make help: lines over 99 columns (shorten their ## text; details go in docs/testing.md):"
+    echo "$long"; fail=1
   fi
   # The package graph in docs/ is generated (make docs-graph).
   if ! diff -q <(hack/pkggraph.sh -) docs/packages.md >/dev/null; then

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -203,8 +204,19 @@ func Suggest(data []byte, err error, into any) string {
 const maxSuggestEdits = 2
 
 func suggest(field, path string, line int, into any) string {
-	if line == 0 || into == nil || len(field) > MaxQuotedBytes {
-		return "" // the object the field is in is not known, or the field is no typo
+	if line == 0 {
+		return "" // the object the field is in is not known
+	}
+	return SuggestField(into, path, field)
+}
+
+// SuggestField is the JSON name of a field of into's type (a struct or a pointer to one) at
+// path ("steps[2].fault", "" for into itself; list indexes as written) that field, a name
+// it does not have, was likely meant to be; "" when none is close (as Suggest says). For a
+// decoder that names the unknown field and its path itself, the fake cloud's JSON API.
+func SuggestField(into any, path, field string) string {
+	if into == nil || len(field) > MaxQuotedBytes {
+		return "" // the field is no typo
 	}
 	t := typeAt(reflect.TypeOf(into), path)
 	if t == nil {
@@ -237,8 +249,10 @@ func typeAt(t reflect.Type, path string) reflect.Type {
 	if path != "" {
 		for _, seg := range strings.Split(path, ".") {
 			name, _, _ := strings.Cut(seg, "[")
-			if t = fieldType(t, name); t == nil {
-				return nil
+			if name != "" { // "[0]" alone: an index into t itself, a top-level list
+				if t = fieldType(t, name); t == nil {
+					return nil
+				}
 			}
 			for range strings.Count(seg, "[") {
 				if k := t.Kind(); k != reflect.Slice && k != reflect.Array && k != reflect.Map {
@@ -638,4 +652,68 @@ func Locate(data []byte, match func(path, value string) bool) (string, int) {
 		return false
 	})
 	return path, line
+}
+
+// KeyLine is the line of data where path ("steps[2].quotas.attachments", as PathLine takes)
+// is set: its key's line in a mapping, the item's own line in a list; 0 when data has no
+// such path. Unlike PathLine it names the key's line when the value starts on a later one.
+func KeyLine(data []byte, path string) int {
+	root := parse(data)
+	if root == nil {
+		return 0
+	}
+	return KeyLineOf(root, path)
+}
+
+// KeyLineOf is KeyLine of a document parsed already with go.yaml.in/yaml/v3, for a caller
+// that asks about many paths of a large file.
+func KeyLineOf(root *yamlv3.Node, path string) int {
+	line := 0
+	entryAt(root, path, func(parent *yamlv3.Node, i int) {
+		line = parent.Content[i].Line
+	})
+	return line
+}
+
+// Drop removes what sets path from doc, a YAML document parsed with go.yaml.in/yaml/v3: the
+// key and its value in a mapping; in a list, the item's value becomes null (on the item's
+// line), so that the paths of the items after it still hold. It reports whether doc had path. For a decoder that goes
+// on past a problem to find the next one: paths found in doc before a Drop are still valid
+// after it (outside the dropped value), and lines are taken from the file as read.
+func Drop(doc *yamlv3.Node, path string) bool {
+	found := false
+	entryAt(doc, path, func(parent *yamlv3.Node, i int) {
+		found = true
+		if parent.Kind == yamlv3.MappingNode {
+			parent.Content = slices.Delete(parent.Content, i, i+2)
+			return
+		}
+		old := parent.Content[i]
+		parent.Content[i] = &yamlv3.Node{Kind: yamlv3.ScalarNode, Tag: "!!null", Value: "null", Line: old.Line, Column: old.Column}
+	})
+	return found
+}
+
+// entryAt calls f with the mapping or list under root that sets path and the index of path's
+// key (a mapping) or item (a list) in its Content, once, when there is one.
+func entryAt(root *yamlv3.Node, path string, f func(parent *yamlv3.Node, i int)) {
+	walk(root, "", func(p string, n *yamlv3.Node) bool {
+		switch n.Kind {
+		case yamlv3.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if join(p, n.Content[i].Value) == path {
+					f(n, i)
+					return true
+				}
+			}
+		case yamlv3.SequenceNode:
+			for i := range n.Content {
+				if fmt.Sprintf("%s[%d]", p, i) == path {
+					f(n, i)
+					return true
+				}
+			}
+		}
+		return false
+	})
 }

@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -224,9 +225,12 @@ func refNote(ref string) string {
 	return " as " + ref
 }
 
-// Parse reads a scenario from YAML, checks it (every problem at once, naming the step) and
-// expands quota noise into timed Quotas steps, sorted by At. Unknown fields are errors, with
-// the YAML line when the parser gives one.
+// Parse reads a scenario from YAML, checks it and expands quota noise into timed Quotas
+// steps, sorted by At. Every problem of the file is reported at once, one a line, in file
+// order, each with its line and step where known: the values the decoder refuses (an unknown
+// field, with the field likely meant; a value of the wrong type; a duration without its unit;
+// up to maxDecodeProblems of them, fewer in a file so large that looking for them would cost
+// more than maxDecodeWork), then the checks of the steps that decoded.
 func Parse(data []byte) (*Scenario, error) {
 	if len(data) > MaxFileBytes {
 		return nil, fmt.Errorf("scenario: %d bytes, at most %d", len(data), MaxFileBytes)
@@ -234,62 +238,237 @@ func Parse(data []byte) (*Scenario, error) {
 	// The strict decoder below expands every alias into JSON before it refuses anything: one
 	// large string aliased thousands of times became gigabytes. Measure first, without
 	// expanding.
-	if err := checkExpansion(data); err != nil {
+	doc, err := checkExpansion(data)
+	if err != nil {
 		return nil, fmt.Errorf("scenario: %w", err)
 	}
-	var sc Scenario
-	if err := yaml.UnmarshalStrict(data, &sc); err != nil {
-		// Where, in the file's terms: its line and step, not the JSON the YAML became.
-		var de *durationError
-		switch line := yamlline.Line(data, err); {
-		case line > 0:
-			where := fmt.Sprintf("line %d", line)
-			if step := stepAt(data, line); step != "" {
-				where += ", " + step
-			}
-			if s := yamlline.Suggest(data, err, &sc); s != "" {
-				return nil, fmt.Errorf("scenario: %s: %w (did you mean %q?)", where, yamlline.Clean(err), s)
-			}
-			return nil, fmt.Errorf("scenario: %s: %w", where, yamlline.Clean(err))
-		case errors.As(err, &de):
-			// A duration's own parsing error names no field: find the value.
-			path, line := yamlline.Locate(data, func(path, v string) bool {
-				return v == de.text && (strings.HasSuffix(path, ".at") || strings.HasSuffix(path, ".every") || strings.HasSuffix(path, ".for"))
-			})
-			return nil, fmt.Errorf("scenario: %w", &yamlline.Error{Line: line, Path: path, Msg: de.msg(), Err: err})
-		default:
-			return nil, fmt.Errorf("scenario: %w", yamlline.Explain(data, err, &sc))
-		}
+	sc, problems := decode(data, doc)
+	if sc == nil {
+		return nil, fmt.Errorf("scenario: %w", inFileOrder(data, problems, nil))
 	}
-	if err := sc.validate(); err != nil {
-		return nil, fmt.Errorf("scenario %s: %w", cloud.Quote(sc.Name), yamlline.AtLines(data, err))
+	if err := inFileOrder(data, problems, sc.validate(problems)); err != nil {
+		if len(problems) > 0 {
+			return nil, fmt.Errorf("scenario: %w", err)
+		}
+		return nil, fmt.Errorf("scenario %s: %w", cloud.Quote(sc.Name), err)
 	}
 	steps, err := expand(sc.Steps)
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", cloud.Quote(sc.Name), err)
 	}
 	sc.Steps = steps
-	return &sc, nil
+	return sc, nil
 }
 
-func (sc *Scenario) validate() error {
+// Bounds of looking for more than one refused value: each look decodes the whole file again
+// (a strict decoding, a YAML parse and a rendering of what is left).
+const (
+	// maxDecodeProblems bounds the refused values reported.
+	maxDecodeProblems = 20
+	// maxDecodeWork bounds the bytes decoded looking for them, the first decoding included
+	// (what is left is rendered anew, with wider indentation than most files have): one
+	// decoding of a file of MaxFileBytes, twenty of one under 100 KiB.
+	maxDecodeWork = 2 * MaxFileBytes
+)
+
+// decodeProblem is a value the decoder refused, in the file's terms.
+type decodeProblem struct {
+	// line is the problem's line in the file as read, 0 when not known.
+	line int
+	// path is what was dropped to go on ("steps[2].quotas", "name"); "" when decoding
+	// stopped there.
+	path string
+	// meant is the field an unknown field was likely meant to be ("steps" for "stepz"),
+	// which the checks then leave alone too: "no steps" for "stepz: [...]" is no news.
+	meant string
+	err   error
+}
+
+// errMoreNotLooked is the last problem of a file whose refused values were not all looked
+// for (maxDecodeProblems, maxDecodeWork).
+var errMoreNotLooked = errors.New("more problems may follow: fix these and parse again")
+
+// decode decodes data strictly. At each value the decoder refuses, it notes the problem,
+// drops that value from doc (data parsed; nil when it does not parse) and decodes what is
+// left, until it decodes: sc is then the file without the refused values; nil when decoding
+// stopped at a problem it cannot drop (a syntax error, say) or at a bound (then the last
+// problem is errMoreNotLooked). A problem's line and step are doc's, whose nodes keep the
+// lines of the file as read, taken before its value is dropped.
+func decode(data []byte, doc *yamlv3.Node) (*Scenario, []decodeProblem) {
+	if doc == nil {
+		doc = &yamlv3.Node{}
+	}
+	var problems []decodeProblem
+	cur, work := data, 0
+	for {
+		var sc Scenario
+		work += len(cur)
+		err := yaml.UnmarshalStrict(cur, &sc)
+		if err == nil {
+			return &sc, problems
+		}
+		p := explain(doc, cur, err, &sc)
+		if p.path == "" && len(problems) > 0 {
+			// Not a value of the file: what a drop broke (an alias whose anchor went
+			// with a dropped value, say). The problems found are the file's.
+			return nil, problems
+		}
+		problems = append(problems, p)
+		if p.path == "" || !yamlline.Drop(doc, p.path) {
+			return nil, problems
+		}
+		next, merr := yamlv3.Marshal(doc)
+		if merr != nil {
+			return nil, problems
+		}
+		if len(problems) >= maxDecodeProblems || work+len(next) > maxDecodeWork {
+			return nil, append(problems, decodeProblem{line: math.MaxInt, err: errMoreNotLooked})
+		}
+		cur = next
+	}
+}
+
+// explain is err, the error of decoding cur (the file, or the file with refused values
+// dropped, rendered from doc), in the terms of the file as read: its line there (doc's), and
+// the step, or the field's path.
+func explain(doc *yamlv3.Node, cur []byte, err error, sc *Scenario) decodeProblem {
+	var de *durationError
+	if field := unknownField(err); field != "" && yamlline.Line(cur, err) > 0 {
+		// The mapping the field is in, in cur: the same path in doc.
+		e := yamlline.Explain(cur, err, sc)
+		var ye *yamlline.Error
+		if !errors.As(e, &ye) {
+			return decodeProblem{err: e}
+		}
+		path := join(ye.Path, field)
+		line := yamlline.KeyLineOf(doc, path)
+		where := fmt.Sprintf("line %d", line)
+		if step := stepAt(doc, line); step != "" {
+			where += ", " + step
+		}
+		p := decodeProblem{line: line, path: path, err: fmt.Errorf("%s: %w", where, &yamlline.Error{Msg: ye.Msg, Err: err})}
+		if s := meantIn(ye.Msg); s != "" {
+			p.meant = join(ye.Path, s)
+		}
+		return p
+	}
+	if errors.As(err, &de) {
+		// A duration's own parsing error names no field: find the value.
+		path, _ := yamlline.Locate(cur, func(path, v string) bool {
+			return v == de.text && (strings.HasSuffix(path, ".at") || strings.HasSuffix(path, ".every") || strings.HasSuffix(path, ".for"))
+		})
+		line := yamlline.KeyLineOf(doc, path)
+		return decodeProblem{line: line, path: path, err: &yamlline.Error{Line: line, Path: path, Msg: de.msg(), Err: err}}
+	}
+	e := yamlline.Explain(cur, err, sc)
+	var ye *yamlline.Error
+	if !errors.As(e, &ye) || ye.Path == "" {
+		return decodeProblem{line: lineOf(e), err: e} // a syntax error: its line is the file's
+	}
+	line := yamlline.KeyLineOf(doc, ye.Path)
+	return decodeProblem{line: line, path: ye.Path, err: &yamlline.Error{Line: line, Path: ye.Path, Msg: ye.Msg, Err: err}}
+}
+
+// meantIn is the field an explained unknown field's message suggests (yamlline.Explain:
+// `unknown field "idd" (did you mean "id"?)`), "" when it suggests none.
+func meantIn(msg string) string {
+	_, rest, ok := strings.Cut(msg, ` (did you mean "`)
+	if !ok {
+		return ""
+	}
+	s, _, _ := strings.Cut(rest, `"`)
+	return s
+}
+
+// unknownField is the field an "unknown field" decoding error names, "" for another error.
+func unknownField(err error) string {
+	_, rest, ok := strings.Cut(err.Error(), `unknown field "`)
+	if !ok {
+		return ""
+	}
+	field, _, ok := strings.Cut(rest, `"`)
+	if !ok {
+		return ""
+	}
+	return field
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// lineOf is the line an explained error names, 0 when none.
+func lineOf(err error) int {
+	var ye *yamlline.Error
+	if errors.As(err, &ye) {
+		return ye.Line
+	}
+	return 0
+}
+
+// inFileOrder joins the decoding problems and the checks' errors (each one problem; nil
+// for none) in file order: by line, those with none first (the file's as a whole), then in
+// the order found. nil when there is none.
+func inFileOrder(data []byte, problems []decodeProblem, checks []error) error {
+	type located struct {
+		line int
+		err  error
+	}
+	all := make([]located, 0, len(problems)+len(checks))
+	for _, p := range problems {
+		all = append(all, located{p.line, p.err})
+	}
+	for _, c := range checks {
+		c = yamlline.AtLines(data, c)
+		line := 0
+		_, _ = fmt.Sscanf(c.Error(), "line %d,", &line)
+		all = append(all, located{line, c})
+	}
+	slices.SortStableFunc(all, func(a, b located) int { return cmp.Compare(a.line, b.line) })
+	errs := make([]error, len(all))
+	for i, l := range all {
+		errs[i] = l.err
+	}
+	return errors.Join(errs...)
+}
+
+// validate checks what decoded, and returns one error a problem, in file order. A field or
+// step the decoder refused a value of (problems) is not checked again: what is left of it
+// would only add problems of the refusal's making (a step without its action, say).
+func (sc *Scenario) validate(problems []decodeProblem) []error {
+	refused := map[string]bool{} // "name", "steps", "steps[3]"
+	for _, p := range problems {
+		for _, path := range []string{p.path, p.meant} {
+			top, _, _ := strings.Cut(path, ".")
+			refused[top] = true
+		}
+	}
 	var errs []error
-	if strings.TrimSpace(sc.Name) == "" {
-		errs = append(errs, errors.New("name is required"))
-	}
-	if err := cloud.CheckOptionalID("name", sc.Name); err != nil {
-		errs = append(errs, err)
-	}
-	for _, f := range []struct{ name, v string }{{"description", sc.Description}, {"expect", sc.Expect}} {
-		if err := cloud.CheckFreeText(f.name, f.v, MaxTextBytes); err != nil {
+	if !refused["name"] {
+		if strings.TrimSpace(sc.Name) == "" {
+			errs = append(errs, errors.New("name is required"))
+		}
+		if err := cloud.CheckOptionalID("name", sc.Name); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if len(sc.Steps) == 0 {
+	for _, f := range []struct{ name, v string }{{"description", sc.Description}, {"expect", sc.Expect}} {
+		if err := cloud.CheckFreeText(f.name, f.v, MaxTextBytes); err != nil && !refused[f.name] {
+			errs = append(errs, err)
+		}
+	}
+	if len(sc.Steps) == 0 && !refused["steps"] {
 		errs = append(errs, errors.New("no steps"))
 	}
 	refs := map[string]int{}
+	anyRefused := len(problems) > 0
 	for i, s := range sc.Steps {
+		if refused[fmt.Sprintf("steps[%d]", i)] {
+			continue
+		}
 		where := fmt.Sprintf("steps[%d] (at %v)", i, time.Duration(s.At))
 		if s.At < 0 || time.Duration(s.At) > MaxOffset {
 			errs = append(errs, fmt.Errorf("%s: at must be within 0 and %v", where, MaxOffset))
@@ -317,10 +496,11 @@ func (sc *Scenario) validate() error {
 				refs[s.Fault.Ref] = i
 			}
 		case s.DeleteFault != "":
-			j, ok := refs[s.DeleteFault]
-			if !ok {
+			switch j, ok := refs[s.DeleteFault]; {
+			case !ok && anyRefused: // its fault step may be one refused
+			case !ok:
 				errs = append(errs, fmt.Errorf("%s: deleteFault %s: no earlier fault step has this ref", where, cloud.Quote(s.DeleteFault)))
-			} else if sc.Steps[j].At > s.At {
+			case sc.Steps[j].At > s.At:
 				errs = append(errs, fmt.Errorf("%s: deleteFault %s runs before its fault step", where, cloud.Quote(s.DeleteFault)))
 			}
 		case s.QuotaNoise != nil:
@@ -329,7 +509,7 @@ func (sc *Scenario) validate() error {
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 func (n *Noise) validate() error {
@@ -434,11 +614,11 @@ func ParseInstanceMap(pairs []string) (map[string]string, error) {
 	return m, errors.Join(errs...)
 }
 
-// stepAt names the step of data's steps list that holds line (1-based) as validate names
-// steps, "steps[N] (at T)"; "" when line is in no step (or data is no YAML mapping).
-func stepAt(data []byte, line int) string {
-	var doc yamlv3.Node
-	if yamlv3.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yamlv3.MappingNode {
+// stepAt names the step of doc's steps list (doc: the file, parsed) that holds line
+// (1-based) as validate names steps, "steps[N] (at T)"; "" when line is in no step (or doc is
+// no YAML mapping).
+func stepAt(doc *yamlv3.Node, line int) string {
+	if len(doc.Content) == 0 || doc.Content[0].Kind != yamlv3.MappingNode {
 		return ""
 	}
 	root := doc.Content[0].Content
@@ -469,30 +649,30 @@ func stepAt(data []byte, line int) string {
 	return ""
 }
 
-// checkExpansion refuses YAML whose aliases expand past MaxExpandedBytes
-// (ErrExpandedTooLarge), measured on the node tree go.yaml.in/yaml/v3 builds, which keeps an
+// checkExpansion returns data's YAML document (nil when it does not parse), and refuses YAML
+// whose aliases expand past MaxExpandedBytes (ErrExpandedTooLarge), measured on the node tree go.yaml.in/yaml/v3 builds, which keeps an
 // alias as a pointer to its anchor's node: each node's expanded size is computed once, so the
 // walk costs the file's size however far the aliases would expand. YAML that this parser
 // refuses is refused here too when it holds an alias ('*'), so that no other parser expands
 // what was not measured; without one, the strict decoder reports the error with its line.
-func checkExpansion(data []byte) error {
+func checkExpansion(data []byte) (*yamlv3.Node, error) {
 	var doc yamlv3.Node
 	if err := yamlv3.Unmarshal(data, &doc); err != nil {
 		if bytes.IndexByte(data, '*') >= 0 {
-			return fmt.Errorf("%w: the YAML holds an alias and does not parse: %v", ErrExpandedTooLarge, err)
+			return nil, fmt.Errorf("%w: the YAML holds an alias and does not parse: %v", ErrExpandedTooLarge, err)
 		}
-		return nil
+		return nil, nil
 	}
 	m := expansion{sizes: map[*yamlv3.Node]int64{}, open: map[*yamlv3.Node]bool{}}
 	size, err := m.size(&doc)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if size > MaxExpandedBytes {
-		return fmt.Errorf("%w: over %d bytes once its aliases are expanded (at most %d; the file is %d bytes)",
+		return nil, fmt.Errorf("%w: over %d bytes once its aliases are expanded (at most %d; the file is %d bytes)",
 			ErrExpandedTooLarge, MaxExpandedBytes, MaxExpandedBytes, len(data))
 	}
-	return nil
+	return &doc, nil
 }
 
 // expansion measures nodes' expanded sizes, each node once.

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	sigsjson "sigs.k8s.io/json"
 
+	"github.com/fakecloud/fakecloud-csi/internal/yamlline"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
 
@@ -164,16 +166,26 @@ func writeError(w http.ResponseWriter, reqID string, err error) int {
 	return status
 }
 
+// writeJSON writes body as JSON and a newline. HTML characters are written as they are, not
+// escaped (">=", not "\u003e="): the answers are JSON for programs and people reading them
+// in a terminal, never HTML; X-Content-Type-Options: nosniff keeps a browser from reading
+// one as HTML all the same.
 func writeJSON(w http.ResponseWriter, status int, body any) {
-	data, err := json.Marshal(body)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	var data []byte
+	if err := enc.Encode(body); err != nil {
 		// Only our own types are marshalled; failing here is a programming error.
 		status = http.StatusInternalServerError
-		data = []byte(`{"code":"InternalError","message":"encode response","retryable":true}`)
+		data = []byte(`{"code":"InternalError","message":"encode response","retryable":true}` + "\n")
+	} else {
+		data = buf.Bytes() // Encode ends it with a newline
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(data, '\n'))
+	_, _ = w.Write(data)
 }
 
 // decode reads exactly one JSON value into v, as strictly as Kubernetes reads objects
@@ -198,14 +210,15 @@ func readBody(r *http.Request) ([]byte, error) {
 	return data, nil
 }
 
-// decodeBytes is decode of a body already read.
+// decodeBytes is decode of a body already read. Its errors speak of the API's fields, never
+// of Go's types (decodeError, strictMessage).
 func decodeBytes(data []byte, v any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return bodyError(io.EOF)
 	}
 	strict, err := sigsjson.UnmarshalStrict(data, v, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
 	if err != nil {
-		return cloud.NewError(cloud.CodeInvalidArgument, "invalid JSON body: %v", err)
+		return cloud.NewError(cloud.CodeInvalidArgument, "invalid JSON body: %s", decodeError(err))
 	}
 	if len(strict) > 0 {
 		// Each strict error names a field of the input ("unknown field \"...\""): quote a
@@ -213,7 +226,7 @@ func decodeBytes(data []byte, v any) error {
 		const shown = 3
 		parts := make([]string, 0, shown+1)
 		for _, e := range strict[:min(len(strict), shown)] {
-			parts = append(parts, bounded(e.Error()))
+			parts = append(parts, strictMessage(e, v))
 		}
 		if more := len(strict) - shown; more > 0 {
 			parts = append(parts, fmt.Sprintf("and %d more", more))
@@ -221,6 +234,100 @@ func decodeBytes(data []byte, v any) error {
 		return cloud.NewError(cloud.CodeInvalidArgument, "invalid JSON body: %s", strings.Join(parts, "; "))
 	}
 	return nil
+}
+
+// strictMessage is a strict decoding error of a body decoded into v: the field as written,
+// bounded, and for an unknown field the field of v's type it was likely meant to be
+// (yamlline.SuggestField, the suggestion the project's YAML files get), e.g.
+// `unknown field "atachLimit"; did you mean "attachLimit"?`.
+func strictMessage(err error, v any) string {
+	var fe sigsjson.FieldError
+	if !errors.As(err, &fe) {
+		return bounded(err.Error())
+	}
+	path := fe.FieldPath()
+	kind, _, _ := strings.Cut(err.Error(), ` "`) // "unknown field" or "duplicate field"
+	msg := kind + " " + cloud.Quote(path)
+	if kind != "unknown field" {
+		return msg
+	}
+	parent, field := "", path
+	if i := strings.LastIndexByte(path, '.'); i >= 0 {
+		parent, field = path[:i], path[i+1:]
+	}
+	if s := yamlline.SuggestField(v, parent, field); s != "" {
+		msg += "; did you mean " + strconv.Quote(s) + "?"
+	}
+	return msg
+}
+
+// decodeError is a decoding error's text in the API's words: a value of the wrong JSON type
+// names the field and what it wants, `field "outOfBandSlots": want a whole number, got a
+// string`, not Go's struct and type names; anything else (malformed JSON) is the decoder's
+// own text, which names no Go type.
+func decodeError(err error) string {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return strings.TrimPrefix(err.Error(), "json: ")
+	}
+	var fields []string // te.Field without the Go names of embedded structs
+	for f := range strings.SplitSeq(te.Field, ".") {
+		if f != "" && (f[0] < 'A' || f[0] > 'Z') { // the API's JSON names are lowerCamelCase
+			fields = append(fields, f)
+		}
+	}
+	msg := "want " + jsonWant(te.Type) + ", got " + jsonGot(te.Value)
+	if len(fields) == 0 {
+		return "the body: " + msg
+	}
+	return "field " + cloud.Quote(strings.Join(fields, ".")) + ": " + msg
+}
+
+// jsonWant says what a value of Go type t is in JSON.
+func jsonWant(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "another value"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "a whole number"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number, 0 or more"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	default:
+		return "another value"
+	}
+}
+
+// jsonGot says what the decoder got, from UnmarshalTypeError.Value: "string", "bool",
+// "array", "object", "number", or "number " and the number when it is one the field cannot
+// hold (4.5 for a whole number, -1 for one of 0 or more).
+func jsonGot(value string) string {
+	if n, ok := strings.CutPrefix(value, "number "); ok {
+		return bounded(n)
+	}
+	switch value {
+	case "bool":
+		return "true or false"
+	case "array", "object":
+		return "an " + value
+	case "":
+		return "another value"
+	default:
+		return "a " + value
+	}
 }
 
 func bodyError(err error) error {

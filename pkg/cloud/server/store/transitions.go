@@ -392,7 +392,7 @@ func (s *Store) AttachMode(volumeID, instanceID string, readOnly bool, register 
 			return nil
 		case "":
 		default:
-			return cloud.NewError(cloud.CodeVolumeInUse, "volume %s is %s on %s", cloud.Quote(v.rec.ID), v.phase.State, cloud.Quote(v.state.attachedTo))
+			return cloud.NewError(cloud.CodeVolumeInUse, "volume %s is %s %s", cloud.Quote(v.rec.ID), boundPhrase(v.phase.State), cloud.Quote(v.state.attachedTo))
 		}
 		if v.rec.Zone != iv.rec.Zone {
 			return cloud.NewError(cloud.CodeZoneMismatch, "volume %s is in zone %s, instance %s in %s", cloud.Quote(v.rec.ID), cloud.Quote(v.rec.Zone), cloud.Quote(iv.rec.ID), cloud.Quote(iv.rec.Zone))
@@ -702,4 +702,18 @@ func (t *txn) slotStates(instID string) (attaching, detaching, failed int, err e
 		return nil
 	})
 	return attaching, detaching, failed, err
+}
+
+// boundPhrase words a volume's state towards the instance it is bound to, the one wording
+// every message uses for that state: "attached to", "attaching to", "detaching from", "in
+// state error, bound to".
+func boundPhrase(s cloud.AttachState) string {
+	switch s {
+	case cloud.StateAttached, cloud.StateAttaching:
+		return string(s) + " to"
+	case cloud.StateDetaching:
+		return string(s) + " from"
+	default:
+		return "in state " + string(s) + ", bound to"
+	}
 }

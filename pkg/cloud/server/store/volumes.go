@@ -295,7 +295,7 @@ func (s *Store) DeleteVolume(id string) (uint64, error) {
 			return err
 		}
 		if v.state.attachedTo != "" {
-			return cloud.NewError(cloud.CodeVolumeInUse, "volume %s is attached to %s", cloud.Quote(id), cloud.Quote(v.state.attachedTo))
+			return cloud.NewError(cloud.CodeVolumeInUse, "volume %s is %s %s", cloud.Quote(id), boundPhrase(v.phase.State), cloud.Quote(v.state.attachedTo))
 		}
 		q, err := t.quotas()
 		if err != nil {
