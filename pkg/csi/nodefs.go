@@ -136,6 +136,11 @@ func (n *NodeServer) ensureBackingFile(id string, size int64, create bool) (int6
 	if !fi.Mode().IsRegular() {
 		return 0, status.Errorf(codes.FailedPrecondition, "backing file %s of volume %s is not a regular file (%s)", path, id, fi.Mode().Type())
 	}
+	if why, err := n.foreignBackingFile(root, path, f); err != nil {
+		return 0, dataStatus(id, err)
+	} else if why != "" {
+		return 0, status.Errorf(codes.FailedPrecondition, "backing file %s of volume %s %s: the node sizes and attaches only the volume's own file", path, id, why)
+	}
 	if fi.Size() >= size {
 		return fi.Size(), nil
 	}
@@ -152,6 +157,34 @@ func (n *NodeServer) ensureBackingFile(id string, size int64, create bool) (int6
 		return 0, internalf("size backing file %s to %d bytes: %v", path, size, err)
 	}
 	return size, nil
+}
+
+// foreignBackingFile says why f, the opened backing file at path below root, may be another
+// file than the volume's own, or "": a hard link (st_nlink above 1: the same data under
+// another name, maybe another volume's) or a mount (a bind mount over block.img: another
+// mount ID, or another device, than its folder's). Errors: the folder or a statx failed.
+func (n *NodeServer) foreignBackingFile(root mount.Root, path string, f *os.File) (string, error) {
+	var fs unix.Statx_t
+	if err := unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, unix.STATX_NLINK|unix.STATX_MNT_ID, &fs); err != nil {
+		return "", fmt.Errorf("statx %s: %w", path, err)
+	}
+	if fs.Nlink != 1 {
+		return fmt.Sprintf("has %d hard links", fs.Nlink), nil
+	}
+	d, err := root.Open(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	var ds unix.Statx_t
+	if err := unix.Statx(int(d.Fd()), "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, unix.STATX_MNT_ID, &ds); err != nil {
+		return "", fmt.Errorf("statx %s: %w", filepath.Dir(path), err)
+	}
+	if fs.Dev_major != ds.Dev_major || fs.Dev_minor != ds.Dev_minor ||
+		(fs.Mask&ds.Mask&unix.STATX_MNT_ID != 0 && fs.Mnt_id != ds.Mnt_id) {
+		return "is on another mount than its folder (a mount over it)", nil
+	}
+	return "", nil
 }
 
 // stageSize is the size in bytes of a block volume's backing file: volume_context

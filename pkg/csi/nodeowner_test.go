@@ -316,3 +316,59 @@ func TestNodeStageSecondPathRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeBlockBackingFileMustBeItsOwn: before, a block.img that was a hard link to another
+// file (another volume's backing file: the same data under two names), or a bind mount of
+// another file over block.img, passed as the volume's regular backing file and was sized and
+// attached: the stage served someone else's data. Now the backing file must have one link and
+// be on the same mount as its folder; else FAILED_PRECONDITION and no loop device.
+func TestNodeBlockBackingFileMustBeItsOwn(t *testing.T) {
+	cases := map[string]struct {
+		realOnly bool
+		make     func(t *testing.T, m mount.Mounter, img, other string)
+	}{
+		"hard link": {make: func(t *testing.T, _ mount.Mounter, img, other string) {
+			if err := os.Link(other, img); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		"bind mount over it": {realOnly: true, make: func(t *testing.T, m mount.Mounter, img, other string) {
+			if err := os.WriteFile(img, nil, 0o640); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.BindMount(other, img, false); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = m.Unmount(img) })
+		}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			mounters(t, func(t *testing.T, m mount.Mounter) {
+				e := newNode(t, m, nil)
+				if c.realOnly && !e.real {
+					t.Skip("the fake mounter makes no mount the file system sees")
+				}
+				ctx := context.Background()
+				v := ownerVol{id: "vol-1", block: true}
+				staging := filepath.Join(e.dir, "staging")
+				img, other := e.srv.blockFile(v.id), filepath.Join(e.dir, "other.img")
+				cleanupLoops(t, m, img, other)
+				cleanupMounts(t, m, v.stagedAt(staging))
+				if err := os.WriteFile(other, make([]byte, 1<<20), 0o640); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.MkdirAll(filepath.Dir(img), 0o750); err != nil {
+					t.Fatal(err)
+				}
+				c.make(t, m, img, other)
+				_, err := e.srv.NodeStageVolume(ctx, v.stageReq(staging))
+				wantCode(t, err, codes.FailedPrecondition)
+				wantLoop(t, m, other, false)
+				if mp, _ := m.MountPoint(v.stagedAt(staging)); mp != nil {
+					t.Errorf("stage mounted %+v", mp)
+				}
+			})
+		})
+	}
+}
