@@ -148,6 +148,10 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	if err != nil {
 		return nil, err
 	}
+	// After every INVALID_ARGUMENT check: an ID the cloud never makes is no volume.
+	if err := checkCloudVolumeShape(id); err != nil {
+		return nil, err
+	}
 	unlock, err := n.lock(id)
 	if err != nil {
 		return nil, err

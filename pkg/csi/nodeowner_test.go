@@ -372,3 +372,39 @@ func TestNodeBlockBackingFileMustBeItsOwn(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeRefusesIDsTheCloudNeverMakes: before, the node staged any cloud-shaped volume_id
+// without asking the cloud, a snapshot's ID (snap-…) or "vol-X.clone", which is also the
+// temporary folder seedFrom copies a clone into, so two volumes could share one folder. Now
+// a well-formed ID that is not "vol-" and letters, digits, '-' or '_' is NOT_FOUND (no such
+// volume; after the INVALID_ARGUMENT checks, so csi-sanity's "fake-vol-id-…" stays NOT_FOUND)
+// and nothing is created; as a clone source it is INVALID_ARGUMENT.
+func TestNodeRefusesIDsTheCloudNeverMakes(t *testing.T) {
+	ctx := context.Background()
+	e := newNode(t, mount.NewFake(), nil)
+	staging, target := filepath.Join(e.dir, "staging"), filepath.Join(e.dir, "target")
+	for _, id := range []string{"snap-00000015", "vol-1.clone", "vol-1:x", "fake-vol-id-0123456789", "vol-", "VOL-1"} {
+		t.Run(id, func(t *testing.T) {
+			_, err := e.srv.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: rwo})
+			wantCode(t, err, codes.NotFound)
+			_, err = e.srv.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: staging, TargetPath: target, VolumeCapability: rwo})
+			wantCode(t, err, codes.NotFound)
+			_, err = e.srv.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging})
+			wantCode(t, err, codes.NotFound)
+			_, err = e.srv.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target})
+			wantCode(t, err, codes.NotFound)
+			_, err = e.srv.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: id, VolumePath: staging})
+			wantCode(t, err, codes.NotFound)
+			_, err = e.srv.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: "vol-2", StagingTargetPath: staging, VolumeCapability: rwo,
+				VolumeContext: map[string]string{VolumeContextSourceVolume: id}})
+			wantCode(t, err, codes.InvalidArgument)
+			for _, p := range []string{staging, target, e.srv.backingDir(id)} {
+				if _, err := os.Lstat(p); !os.IsNotExist(err) {
+					t.Errorf("%s was created: %v", p, err)
+				}
+			}
+		})
+	}
+	_, err := e.srv.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: "vol-0000002a", StagingTargetPath: staging, VolumeCapability: rwo})
+	wantCode(t, err, codes.OK)
+}
