@@ -120,7 +120,11 @@ func NewNodeServer(cfg NodeConfig) *NodeServer {
 // No link below the kubelet root or the data folder is followed (a link there, or a staging
 // path that is a file, is FAILED_PRECONDITION); a mount volume is not staged over a folder
 // that is not empty (FAILED_PRECONDITION, as NodePublishVolume); the block backing file is
-// opened O_NOFOLLOW and must be a regular file. A clone or restore source in volume_context
+// opened O_NOFOLLOW and must be a regular file. A volume is staged at one path only: staged
+// at another path already is FAILED_PRECONDITION (CSI spec, NodeStageVolume errors), with
+// the other access type at this path ALREADY_EXISTS; a path where another volume is recorded
+// as staged, or that holds a mount which is not this volume's own, is FAILED_PRECONDITION
+// (checkStageTarget), and the stage records the access type (nodestate.Stage). A clone or restore source in volume_context
 // must be what the cloud's record of the volume names (checkSources: INVALID_ARGUMENT,
 // NOT_FOUND, UNAVAILABLE), checked before any data is copied.
 func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
@@ -144,6 +148,10 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	if err != nil {
 		return nil, err
 	}
+	// After every INVALID_ARGUMENT check: an ID the cloud never makes is no volume.
+	if err := checkCloudVolumeShape(id); err != nil {
+		return nil, err
+	}
 	unlock, err := n.lock(id)
 	if err != nil {
 		return nil, err
@@ -153,6 +161,9 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	// root is refused, and so is a staging path that is not a folder.
 	if err := n.kubeletRoot().Check(staging); err != nil {
 		return nil, pathStatus("staging_target_path", staging, err)
+	}
+	if err := n.checkStageTarget(id, staging, isBlock); err != nil {
+		return nil, err
 	}
 	if err := n.checkSources(ctx, id, src, snap); err != nil {
 		return nil, err
@@ -187,10 +198,10 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 		if err := n.ensureStagedBlockFile(target); err != nil {
 			return nil, err
 		}
-		if err := n.bindOnce(ctx, "staging_target_path", lp.Path, target, false, lp.Device); err != nil {
+		if err := n.bindOnce(ctx, id, "staging_target_path", lp.Path, target, false, lp.Device); err != nil {
 			return nil, err
 		}
-		n.staged.Set(ctx, id, target)
+		n.staged.Set(ctx, id, nodestate.Stage{Path: target, Block: true})
 		klog.FromContext(ctx).V(2).Info("Volume staged", "volumeID", id, "stagingTargetPath", staging, "device", lp.Path)
 		return &csi.NodeStageVolumeResponse{}, nil
 	}
@@ -221,10 +232,10 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 		return nil, dataStatus(id, err)
 	}
 	defer data.Close()
-	if err := n.bindOnce(ctx, "staging_target_path", mount.FdPath(data), staging, false, ""); err != nil {
+	if err := n.bindOnce(ctx, id, "staging_target_path", mount.FdPath(data), staging, false, ""); err != nil {
 		return nil, err
 	}
-	n.staged.Set(ctx, id, staging)
+	n.staged.Set(ctx, id, nodestate.Stage{Path: staging})
 	klog.FromContext(ctx).V(2).Info("Volume staged", "volumeID", id, "stagingTargetPath", staging)
 	return &csi.NodeStageVolumeResponse{}, nil
 }
@@ -265,7 +276,13 @@ func (n *NodeServer) ensureStagedBlockFile(target string) error {
 // success. The backing data stays. It acts only on this volume's stage at this path: when
 // the volume is recorded as staged elsewhere (nodestate.Staged), or another volume is staged
 // at this path, it touches nothing and succeeds, so a wrong path never detaches a loop device
-// in use. A link below the kubelet root is FAILED_PRECONDITION, nothing unmounted.
+// in use. Without a stage record it undoes only a mount that is provably this volume's (its
+// data folder at the path, or its loop device or backing file at <path>/block:
+// unrecordedStage); anything else (another volume's stage or publish, a folder inside a
+// mount) is left untouched and the call succeeds. <path>/block is touched only for a block
+// stage (the record's access type), and removed only when it is the empty regular file the
+// stage created: for a mount volume it is the pod's data. A link below the kubelet root is
+// FAILED_PRECONDITION, nothing unmounted.
 func (n *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
 	if err := validateNodeUnstageVolumeRequest(req, n.cfg.KubeletRoot); err != nil {
 		return nil, err
@@ -280,40 +297,59 @@ func (n *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstage
 		return nil, pathStatus("staging_target_path", staging, err)
 	}
 	blockTarget := filepath.Join(staging, stagedBlockFile)
-	at, isStaged, err := n.staged.At(id)
+	rec, isStaged, err := n.staged.Get(id)
 	if err != nil {
 		return nil, internalf("volume %s: %v", id, err)
 	}
-	if isStaged && at != staging && at != blockTarget {
+	log := klog.FromContext(ctx)
+	if isStaged && rec.StagingPath() != staging {
 		// The volume is staged elsewhere: nothing of it is at this path, and its loop device
 		// and mounts serve that stage.
-		klog.FromContext(ctx).Info("Volume is not staged at this path; nothing to unstage here", "volumeID", id, "stagingTargetPath", staging, "stagedAt", at)
+		log.Info("Volume is not staged at this path; nothing to unstage here", "volumeID", id, "stagingTargetPath", staging, "stagedAt", rec.Path)
 		return &csi.NodeUnstageVolumeResponse{}, nil
 	}
+	isBlock := rec.Block
 	if !isStaged {
-		// Not staged by this plugin: what is mounted here may be another volume's.
+		// Not staged by this plugin (no record): what is mounted here may be another
+		// volume's, or a pod's data. Only a mount that is provably this volume's is undone.
 		for _, p := range []string{staging, blockTarget} {
 			if other, ok, err := n.staged.Owner(p); err != nil {
 				return nil, internalf("volume %s: %v", id, err)
 			} else if ok && other != id {
-				klog.FromContext(ctx).Info("Another volume is staged at this path; nothing of this volume to unstage here", "volumeID", id, "stagingTargetPath", staging, "stagedVolumeID", other)
+				log.Info("Another volume is staged at this path; nothing of this volume to unstage here", "volumeID", id, "stagingTargetPath", staging, "stagedVolumeID", other)
 				return &csi.NodeUnstageVolumeResponse{}, nil
 			}
 		}
+		owned, blk, err := n.unrecordedStage(id, staging)
+		if err != nil {
+			return nil, err
+		}
+		if !owned {
+			log.Info("Nothing of this volume is mounted at this path; nothing to unstage here", "volumeID", id, "stagingTargetPath", staging)
+			return &csi.NodeUnstageVolumeResponse{}, nil
+		}
+		isBlock = blk
 	}
-	if _, err := n.unmountAll("staging_target_path", blockTarget); err != nil {
+	if isBlock {
+		// Only a block stage has <staging>/block of the plugin's own: for a mount volume that
+		// name is the pod's data, never touched.
+		if _, err := n.unmountAll("staging_target_path", blockTarget); err != nil {
+			return nil, err
+		}
+		kept, err := n.removeStagedBlockFile(blockTarget)
+		if err != nil {
+			return nil, pathStatus("staging_target_path", blockTarget, err)
+		}
+		if kept != "" {
+			log.Info("Leaving the staged block file in place: it is not the empty file the stage created", "volumeID", id, "path", blockTarget, "found", kept)
+		}
+		if err := n.cfg.Mounter.DetachLoop(n.blockFile(id)); err != nil {
+			return nil, internalf("volume %s: %v", id, err)
+		}
+	} else if _, err := n.unmountAll("staging_target_path", staging); err != nil {
 		return nil, err
 	}
-	if err := n.kubeletRoot().Remove(blockTarget); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, pathStatus("staging_target_path", blockTarget, err)
-	}
-	if _, err := n.unmountAll("staging_target_path", staging); err != nil {
-		return nil, err
-	}
-	if err := n.cfg.Mounter.DetachLoop(n.blockFile(id)); err != nil {
-		return nil, internalf("volume %s: %v", id, err)
-	}
-	n.staged.Set(ctx, id, "")
+	n.staged.Set(ctx, id, nodestate.Stage{})
 	klog.FromContext(ctx).V(2).Info("Volume unstaged", "volumeID", id, "stagingTargetPath", staging)
 	return &csi.NodeUnstageVolumeResponse{}, nil
 }
@@ -324,8 +360,10 @@ func (n *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstage
 // volume read-only (publish_context readOnly, PUBLISH_READONLY). For block a read-only mount
 // does not stop writes through the device node (the kernel checks mount flags for regular
 // files only); the kubelet enforces it with the container's device permission ("r"). A volume
-// that was not staged (for block: not as a device), or a SINGLE_NODE_SINGLE_WRITER volume
-// already published at another target, is FAILED_PRECONDITION; publishing again with the same
+// that is not recorded as staged at exactly staging_target_path with this access type (for
+// block: not as a device), whose mount there is not its own (its data folder, its loop
+// device), or a SINGLE_NODE_SINGLE_WRITER volume already published at another target, is
+// FAILED_PRECONDITION; publishing again with the same
 // settings is success, with other read-only settings ALREADY_EXISTS.
 func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
 	if err := validateNodePublishVolumeRequest(req, n.cfg.KubeletRoot); err != nil {
@@ -353,6 +391,18 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	if err := n.kubeletRoot().Check(target); err != nil {
 		return nil, pathStatus("target_path", target, err)
 	}
+	// Only this volume's own stage is published: staging_target_path must be where it is
+	// recorded as staged, with the same access type.
+	rec, isStaged, err := n.staged.Get(id)
+	if err != nil {
+		return nil, internalf("volume %s: %v", id, err)
+	}
+	if !isStaged || rec.StagingPath() != staging {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s", id, staging)
+	}
+	if rec.Block != isBlock {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is staged at %s as a %s volume", id, staging, accessType(rec.Block))
+	}
 	// The staged mount is held open from here to the bind, which is made from this
 	// descriptor: what is bound is what was checked.
 	sf, err := n.kubeletRoot().Open(source, unix.O_PATH, 0)
@@ -373,11 +423,16 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	if isBlock && mp.Device == "" {
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is staged at %s as a plain file, not a block device: unstage and stage it again", id, staging)
 	}
+	if own, err := n.isVolumeMount(id, mount.FdPath(sf), mp); err != nil {
+		return nil, err
+	} else if !own {
+		return nil, status.Errorf(codes.FailedPrecondition, "the mount at %s (root %s, device %q) is not volume %s's", source, mp.Root, mp.Device, id)
+	}
 	if err := n.prepareTarget(ctx, id, target, isBlock, mp); err != nil {
 		return nil, err
 	}
 	// For block the target becomes a bind mount of the staged loop device node.
-	if err := n.bindOnce(ctx, "target_path", mount.FdPath(sf), target, ro, mp.Device); err != nil {
+	if err := n.bindOnce(ctx, id, "target_path", mount.FdPath(sf), target, ro, mp.Device); err != nil {
 		return nil, err
 	}
 	n.published.set(id, target, true)

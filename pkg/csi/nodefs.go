@@ -136,6 +136,11 @@ func (n *NodeServer) ensureBackingFile(id string, size int64, create bool) (int6
 	if !fi.Mode().IsRegular() {
 		return 0, status.Errorf(codes.FailedPrecondition, "backing file %s of volume %s is not a regular file (%s)", path, id, fi.Mode().Type())
 	}
+	if why, err := n.foreignBackingFile(root, path, f); err != nil {
+		return 0, dataStatus(id, err)
+	} else if why != "" {
+		return 0, status.Errorf(codes.FailedPrecondition, "backing file %s of volume %s %s: the node sizes and attaches only the volume's own file", path, id, why)
+	}
 	if fi.Size() >= size {
 		return fi.Size(), nil
 	}
@@ -152,6 +157,34 @@ func (n *NodeServer) ensureBackingFile(id string, size int64, create bool) (int6
 		return 0, internalf("size backing file %s to %d bytes: %v", path, size, err)
 	}
 	return size, nil
+}
+
+// foreignBackingFile says why f, the opened backing file at path below root, may be another
+// file than the volume's own, or "": a hard link (st_nlink above 1: the same data under
+// another name, maybe another volume's) or a mount (a bind mount over block.img: another
+// mount ID, or another device, than its folder's). Errors: the folder or a statx failed.
+func (n *NodeServer) foreignBackingFile(root mount.Root, path string, f *os.File) (string, error) {
+	var fs unix.Statx_t
+	if err := unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, unix.STATX_NLINK|unix.STATX_MNT_ID, &fs); err != nil {
+		return "", fmt.Errorf("statx %s: %w", path, err)
+	}
+	if fs.Nlink != 1 {
+		return fmt.Sprintf("has %d hard links", fs.Nlink), nil
+	}
+	d, err := root.Open(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	var ds unix.Statx_t
+	if err := unix.Statx(int(d.Fd()), "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, unix.STATX_MNT_ID, &ds); err != nil {
+		return "", fmt.Errorf("statx %s: %w", filepath.Dir(path), err)
+	}
+	if fs.Dev_major != ds.Dev_major || fs.Dev_minor != ds.Dev_minor ||
+		(fs.Mask&ds.Mask&unix.STATX_MNT_ID != 0 && fs.Mnt_id != ds.Mnt_id) {
+		return "is on another mount than its folder (a mount over it)", nil
+	}
+	return "", nil
 }
 
 // stageSize is the size in bytes of a block volume's backing file: volume_context
@@ -173,16 +206,25 @@ func stageSize(vc map[string]string) (int64, error) {
 // bindOnce bind-mounts source (a FdPath or a path) on target, a path below the kubelet
 // root, unless target is already a mount point; a mount with the other read-only setting is
 // ALREADY_EXISTS (CSI spec, NodePublishVolume). With device set ("major:minor") the mount
-// must be of that block device: any other mount at target (a plain file bind mount left by
-// an older driver, or a loop device since detached) is stale and replaced. target is opened
-// below the kubelet root without following a link and the mount made on that descriptor
-// (mount.FdPath), so a link swapped in at any moment cannot move the mount elsewhere.
-func (n *NodeServer) bindOnce(ctx context.Context, field, source, target string, readOnly bool, device string) error {
+// must be of that block device; another mount at target is replaced only when it is
+// provably volume id's own stale one, a bind of its backing file (what an older driver
+// staged, before loop devices); any other (another volume's device, anything else) is
+// FAILED_PRECONDITION and stays. target is opened below the kubelet root without following
+// a link and the mount made on that descriptor (mount.FdPath), so a link swapped in at any
+// moment cannot move the mount elsewhere.
+func (n *NodeServer) bindOnce(ctx context.Context, id, field, source, target string, readOnly bool, device string) error {
 	mp, err := n.mountAt(field, target)
 	if err != nil {
 		return err
 	}
 	if mp != nil && device != "" && mp.Device != device {
+		stale, err := n.showsBlockFile(id, field, target)
+		if err != nil {
+			return err
+		}
+		if !stale {
+			return status.Errorf(codes.FailedPrecondition, "%s %s holds another mount (device %q, root %s), not volume %s's", field, target, mp.Device, mp.Root, id)
+		}
 		klog.FromContext(ctx).Info("Replacing a stale mount", "path", target, "mountedDevice", mp.Device, "root", mp.Root, "device", device)
 		if _, err := n.unmountAll(field, target); err != nil {
 			return err
@@ -330,4 +372,174 @@ func (n *NodeServer) removeTarget(target string) (kept string, err error) {
 	default:
 		return fmt.Sprintf("a file of mode %o and %d bytes", st.Mode, st.Size), nil
 	}
+}
+
+// accessType names a stage's access type in messages.
+func accessType(block bool) string {
+	if block {
+		return "block"
+	}
+	return "mount"
+}
+
+// checkStageTarget refuses (FAILED_PRECONDITION) to stage volume id at staging when the
+// volume is recorded as staged at another path (CSI spec, NodeStageVolume errors: a volume
+// staged at a different staging_target_path), when another volume is recorded as staged
+// there, or when a mount there is not this volume's own (a block stage's staging path is a
+// plain folder, a mount stage's the bind of this volume's data folder). The same volume staged
+// there with the other access type is ALREADY_EXISTS (incompatible volume_capability). It
+// touches nothing.
+func (n *NodeServer) checkStageTarget(id, staging string, isBlock bool) error {
+	rec, ok, err := n.staged.Get(id)
+	if err != nil {
+		return internalf("volume %s: %v", id, err)
+	}
+	if ok && rec.StagingPath() != staging {
+		return status.Errorf(codes.FailedPrecondition, "volume %s is already staged at %s: unstage it there before staging it at %s", id, rec.StagingPath(), staging)
+	}
+	if ok && rec.Block != isBlock {
+		return status.Errorf(codes.AlreadyExists, "volume %s is already staged at %s as a %s volume", id, staging, accessType(rec.Block))
+	}
+	for _, p := range []string{staging, filepath.Join(staging, stagedBlockFile)} {
+		other, ok, err := n.staged.Owner(p)
+		if err != nil {
+			return internalf("volume %s: %v", id, err)
+		}
+		if ok && other != id {
+			return status.Errorf(codes.FailedPrecondition, "staging_target_path %s: volume %s is staged there", staging, other)
+		}
+	}
+	mp, err := n.mountAt("staging_target_path", staging)
+	if err != nil || mp == nil {
+		return err
+	}
+	if isBlock {
+		return status.Errorf(codes.FailedPrecondition, "staging_target_path %s holds a mount (root %s of %s); a block volume is staged in a plain folder", staging, mp.Root, mp.Source)
+	}
+	own, err := n.showsData(id, "staging_target_path", staging)
+	if err != nil {
+		return err
+	}
+	if !own {
+		return status.Errorf(codes.FailedPrecondition, "staging_target_path %s holds another mount (root %s of %s), not volume %s's", staging, mp.Root, mp.Source, id)
+	}
+	return nil
+}
+
+// unrecordedStage tells whether staging, where volume id has no stage record, holds a stage
+// that is provably this volume's: a mount of its data folder at staging (mount), or its
+// loop device, or a bind of its backing file, at <staging>/block (block). Nothing else is
+// (another volume's mount, a publish, a path inside a mount), and is not touched.
+func (n *NodeServer) unrecordedStage(id, staging string) (owned, isBlock bool, err error) {
+	mp, err := n.mountAt("staging_target_path", staging)
+	if err != nil {
+		return false, false, err
+	}
+	if mp != nil {
+		// A block stage mounts nothing at staging itself.
+		own, err := n.showsData(id, "staging_target_path", staging)
+		return own, false, err
+	}
+	blockTarget := filepath.Join(staging, stagedBlockFile)
+	bmp, err := n.mountAt("staging_target_path", blockTarget)
+	if err != nil || bmp == nil {
+		return false, false, err
+	}
+	if bmp.Device != "" {
+		own, err := n.isVolumeDevice(id, bmp)
+		return own, own, err
+	}
+	own, err := n.showsBlockFile(id, "staging_target_path", blockTarget)
+	return own, own, err
+}
+
+// isVolumeMount reports whether mp, the mount at p (a FdPath of it), is volume id's: its
+// loop device for a device, else a mount of its data folder.
+func (n *NodeServer) isVolumeMount(id, p string, mp *mount.MountPoint) (bool, error) {
+	if mp.Device != "" {
+		return n.isVolumeDevice(id, mp)
+	}
+	d, err := n.dataRoot().Open(n.dataDir(id), unix.O_PATH|unix.O_DIRECTORY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, dataStatus(id, err)
+	}
+	defer d.Close()
+	own, err := n.cfg.Mounter.Shows(p, mount.FdPath(d))
+	if err != nil {
+		return false, internalf("inspect %s: %v", p, err)
+	}
+	return own, nil
+}
+
+// isVolumeDevice reports whether mp is of the loop device attached to volume id's backing
+// file.
+func (n *NodeServer) isVolumeDevice(id string, mp *mount.MountPoint) (bool, error) {
+	if mp.Device == "" {
+		return false, nil
+	}
+	lp, ok, err := n.cfg.Mounter.FindLoop(n.blockFile(id))
+	if err != nil {
+		return false, internalf("loop device of volume %s: %v", id, err)
+	}
+	return ok && lp.Device == mp.Device, nil
+}
+
+// showsData reports whether p (below the kubelet root, not followed) is a mount of volume
+// id's data folder.
+func (n *NodeServer) showsData(id, field, p string) (bool, error) {
+	f, err := n.kubeletRoot().Open(p, unix.O_PATH, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, pathStatus(field, p, err)
+	}
+	defer f.Close()
+	return n.isVolumeMount(id, mount.FdPath(f), &mount.MountPoint{})
+}
+
+// showsBlockFile reports whether p (below the kubelet root, not followed) is a bind mount
+// of volume id's backing file itself (a plain file stage of an older driver).
+func (n *NodeServer) showsBlockFile(id, field, p string) (bool, error) {
+	f, err := n.kubeletRoot().Open(p, unix.O_PATH, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, pathStatus(field, p, err)
+	}
+	defer f.Close()
+	b, err := n.dataRoot().Open(n.blockFile(id), unix.O_PATH|unix.O_NOFOLLOW, 0)
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, mount.ErrSymlink) {
+		return false, nil
+	}
+	if err != nil {
+		return false, dataStatus(id, err)
+	}
+	defer b.Close()
+	own, err := n.cfg.Mounter.Shows(mount.FdPath(f), mount.FdPath(b))
+	if err != nil {
+		return false, internalf("inspect %s: %v", p, err)
+	}
+	return own, nil
+}
+
+// removeStagedBlockFile removes <staging>/block of a block stage when it is the empty
+// regular file the stage created (below the kubelet root, not followed), and reports what it
+// kept otherwise, "" when nothing is left.
+func (n *NodeServer) removeStagedBlockFile(p string) (kept string, err error) {
+	root := n.kubeletRoot()
+	st, err := root.Lstat(p)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", nil
+	case err != nil:
+		return "", err
+	case st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == 0:
+		return "", root.Remove(p)
+	}
+	return fmt.Sprintf("a file of mode %o and %d bytes", st.Mode, st.Size), nil
 }

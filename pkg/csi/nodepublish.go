@@ -76,7 +76,7 @@ func (p *publishedTargets) set(id, target string, on bool) {
 // mount of this volume (a retry); anything else is FAILED_PRECONDITION: the request is
 // well-formed (not INVALID_ARGUMENT), the node's state at that path is what stops it, and
 // the CO may retry once it is cleared. A block target with another mount is left to bindOnce,
-// which replaces a stale one.
+// which replaces only a provably stale one of this volume (else FAILED_PRECONDITION).
 func (n *NodeServer) prepareTarget(ctx context.Context, id, target string, isBlock bool, staged *mount.MountPoint) error {
 	rec, hasRec, err := n.loadPublishRecord(ctx, id, target)
 	if err != nil {

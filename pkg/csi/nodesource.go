@@ -21,7 +21,7 @@ func cloneSource(id string, vc map[string]string) (string, error) {
 	if !ok {
 		return "", nil
 	}
-	if err := validateNodeVolumeID(src); err != nil {
+	if err := firstError(validateNodeVolumeID(src), checkCloudVolumeShape(src)); err != nil {
 		return "", invalid("volume_context %s: %s", VolumeContextSourceVolume, status.Convert(err).Message())
 	}
 	if src == id {

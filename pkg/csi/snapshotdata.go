@@ -88,13 +88,14 @@ func (d snapshotData) captureGroup(ctx context.Context, members []snapshotMember
 		return internalf("create %s: %v", filepath.Join(d.dir, snapshotDataFolder), err)
 	}
 	var pairs []treecopy.Pair
+	var pairMember []int // the index in members of each pair
 	tmps := make([]string, 0, len(members))
 	clean := func() {
 		for _, tmp := range tmps {
 			_ = os.RemoveAll(tmp)
 		}
 	}
-	for _, m := range members {
+	for i, m := range members {
 		tmp := d.path(m.snapID) + ".tmp"
 		if err := os.RemoveAll(tmp); err != nil {
 			clean()
@@ -113,12 +114,18 @@ func (d snapshotData) captureGroup(ctx context.Context, members []snapshotMember
 			return internalf("backing folder of volume %s: %v", m.volID, err)
 		default:
 			pairs = append(pairs, treecopy.Pair{Src: from, Dst: tmp})
+			pairMember = append(pairMember, i)
 		}
 	}
 	st, err := treecopy.CopyAll(ctx, pairs, treecopy.Options{})
 	if err != nil {
 		clean()
-		return copyStatus(err, "copy the data of volume %s to snapshot %s (%d members)", members[0].volID, members[0].snapID, len(members))
+		var pe *treecopy.PairError
+		if errors.As(err, &pe) && pe.Pair >= 0 && pe.Pair < len(pairMember) {
+			m := members[pairMember[pe.Pair]]
+			return copyStatus(err, "copy the data of volume %s to snapshot %s (%d members)", m.volID, m.snapID, len(members))
+		}
+		return copyStatus(err, "copy the data of the %d members of a group snapshot", len(members))
 	}
 	for i, m := range members {
 		if err := os.Rename(tmps[i], d.path(m.snapID)); err != nil {

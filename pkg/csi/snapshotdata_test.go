@@ -4,10 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
 )
@@ -126,5 +129,34 @@ func TestSnapshotDataFollowsRestores(t *testing.T) {
 	}
 	if p := plain.snapData.path("snap-1"); p != "" {
 		t.Errorf("a controller without a data folder keeps snapshot data at %q", p)
+	}
+}
+
+// TestSnapshotGroupCaptureNamesTheFailingMember: when one member's data cannot be captured
+// (a device node in it: FAILED_PRECONDITION), the error names that member's volume and
+// snapshot. Before, it named the group's first member whatever member failed.
+func TestSnapshotGroupCaptureNamesTheFailingMember(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a device node in the volume's data needs root (mknod)")
+	}
+	d := snapshotData{dir: t.TempDir()}
+	members := []snapshotMember{{volID: "vol-1", snapID: "snap-1"}, {volID: "vol-2", snapID: "snap-2"}, {volID: "vol-3", snapID: "snap-3"}}
+	for _, m := range members {
+		if err := os.MkdirAll(filepath.Join(d.dir, m.volID, "data"), 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Mknod(filepath.Join(d.dir, "vol-2", "data", "null"), unix.S_IFCHR|0o600, int(unix.Mkdev(1, 3))); err != nil {
+		t.Fatal(err)
+	}
+	err := d.captureGroup(context.Background(), members)
+	wantCode(t, err, codes.FailedPrecondition)
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, "volume vol-2 to snapshot snap-2") || strings.Contains(msg, "vol-1") {
+		t.Errorf("error %q does not name the failing member vol-2/snap-2 (only)", msg)
+	}
+	for _, m := range members {
+		if _, err := os.Stat(d.path(m.snapID)); !os.IsNotExist(err) {
+			t.Errorf("snapshot %s has data after the failed capture: %v", m.snapID, err)
+		}
 	}
 }

@@ -490,6 +490,29 @@ func validateNodeVolumeID(id string) error {
 	return nil
 }
 
+// cloudVolumeIDPrefix starts every volume ID the cloud makes: "vol-" and a fixed-width hex
+// counter (pkg/cloud/server/store, nextID); the cloud's IDs never hold '.' or ':'.
+const cloudVolumeIDPrefix = "vol-"
+
+// checkCloudVolumeShape answers NOT_FOUND (CSI spec, node RPC errors: "Volume does not
+// exist") for a well-formed volume_id that cannot be one of the cloud's volumes: not
+// "vol-" followed by letters, digits, '-' or '_' (so never a snapshot's "snap-…", never
+// "<id>.clone", the temporary folder of a clone's seed). It runs after every
+// INVALID_ARGUMENT check of the request (csi-sanity sends IDs like "fake-vol-id-…" and
+// expects NOT_FOUND once the request is otherwise valid).
+func checkCloudVolumeShape(id string) error {
+	rest, ok := strings.CutPrefix(id, cloudVolumeIDPrefix)
+	bad := !ok || rest == ""
+	for i := 0; !bad && i < len(rest); i++ {
+		c := rest[i]
+		bad = !isASCIIAlnum(c) && c != '-' && c != '_'
+	}
+	if bad {
+		return status.Errorf(codes.NotFound, "volume %s does not exist: the cloud's volume IDs are %s followed by letters, digits, '-' or '_'", cloud.Quote(id), cloudVolumeIDPrefix)
+	}
+	return nil
+}
+
 func isASCIIAlnum(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
@@ -583,7 +606,8 @@ func validateNodeStageVolumeRequest(req *csi.NodeStageVolumeRequest, root string
 
 func validateNodeUnstageVolumeRequest(req *csi.NodeUnstageVolumeRequest, root string) error {
 	return firstError(validateNodeVolumeID(req.GetVolumeId()),
-		checkNodePath("staging_target_path", req.GetStagingTargetPath(), root, maxStagingPathBytes))
+		checkNodePath("staging_target_path", req.GetStagingTargetPath(), root, maxStagingPathBytes),
+		checkCloudVolumeShape(req.GetVolumeId()))
 }
 
 func validateNodePublishVolumeRequest(req *csi.NodePublishVolumeRequest, root string) error {
@@ -592,17 +616,18 @@ func validateNodePublishVolumeRequest(req *csi.NodePublishVolumeRequest, root st
 		checkNodePath("target_path", req.GetTargetPath(), root, maxPathBytes),
 		checkMap("publish_context", req.GetPublishContext()), checkMap("secrets", req.GetSecrets()),
 		checkMap("volume_context", req.GetVolumeContext()),
-		validateRequiredCapability(req.GetVolumeCapability()))
+		validateRequiredCapability(req.GetVolumeCapability()), checkCloudVolumeShape(req.GetVolumeId()))
 }
 
 func validateNodeUnpublishVolumeRequest(req *csi.NodeUnpublishVolumeRequest, root string) error {
 	return firstError(validateNodeVolumeID(req.GetVolumeId()),
-		checkNodePath("target_path", req.GetTargetPath(), root, maxPathBytes))
+		checkNodePath("target_path", req.GetTargetPath(), root, maxPathBytes),
+		checkCloudVolumeShape(req.GetVolumeId()))
 }
 
 func validateNodeGetVolumeStatsRequest(req *csi.NodeGetVolumeStatsRequest) error {
 	return firstError(validateNodeVolumeID(req.GetVolumeId()), checkVolumePath(req.GetVolumePath()),
-		checkOptionalStagingPath(req.GetStagingTargetPath()))
+		checkOptionalStagingPath(req.GetStagingTargetPath()), checkCloudVolumeShape(req.GetVolumeId()))
 }
 
 func validateNodeExpandVolumeRequest(req *csi.NodeExpandVolumeRequest) error {
@@ -615,7 +640,9 @@ func validateNodeExpandVolumeRequest(req *csi.NodeExpandVolumeRequest) error {
 		if p := capabilityProblem(c); p != "" {
 			return invalid("%s", p)
 		}
-		return capabilityBounds(c)
+		if err := capabilityBounds(c); err != nil {
+			return err
+		}
 	}
-	return nil
+	return checkCloudVolumeShape(req.GetVolumeId())
 }

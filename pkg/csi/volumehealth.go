@@ -87,7 +87,7 @@ func (s *ControllerServer) ControllerListVolumeHealth(ctx context.Context, req *
 
 func validateNodeGetVolumeHealthRequest(req *csi.NodeGetVolumeHealthRequest) error {
 	return firstError(validateNodeVolumeID(req.GetVolumeId()), checkPathBounds("volume_publish_path", req.GetVolumePublishPath(), maxPathBytes),
-		checkOptionalStagingPath(req.GetStagingTargetPath()))
+		checkOptionalStagingPath(req.GetStagingTargetPath()), checkCloudVolumeShape(req.GetVolumeId()))
 }
 
 // NodeGetVolumeHealth reports a volume's health as this node sees it (GET_VOLUME_HEALTH):

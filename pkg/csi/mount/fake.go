@@ -109,6 +109,16 @@ func (f *Fake) MountPoint(path string) (*MountPoint, error) {
 	return &m, nil
 }
 
+// Shows implements Mounter: the topmost mount at path has source's path as its root (the
+// fake's mounts are of paths; a device file's mount too).
+func (f *Fake) Shows(path, source string) (bool, error) {
+	mp, err := f.MountPoint(path)
+	if err != nil || mp == nil {
+		return false, err
+	}
+	return mp.Root == filepath.Clean(fdTarget(source)), nil
+}
+
 // Mounts returns how many mounts are stacked at each mount point.
 func (f *Fake) Mounts() map[string]int {
 	f.mu.Lock()

@@ -71,6 +71,16 @@ type Mounter interface {
 	// mount of one, such as a published block volume), or of the file for a regular file.
 	// Errors: path cannot be opened (wrapping os.ErrNotExist when missing) or is neither.
 	BlockSize(path string) (int64, error)
+	// FindLoop returns the loop device attached to file, and whether there is one; it
+	// attaches nothing. A missing file has none. The node uses it to tell whether a mount
+	// of a device is this volume's (its Device is the loop's).
+	FindLoop(file string) (Loop, bool, error)
+	// Shows reports whether path is a mount point whose mounted root is source itself (the
+	// same file: device and inode), as a bind mount of source, or a bind of such a bind,
+	// makes it. Both may be FdPath paths; path's last element is never followed. It is how
+	// the node proves that a mount is of one volume's data folder or backing file, and not
+	// of anything else (another volume's, or what someone else mounted).
+	Shows(path, source string) (bool, error)
 }
 
 // Linux is the real Mounter: mount(2) with MS_BIND, and MS_BIND|MS_REMOUNT|MS_RDONLY for a
@@ -90,6 +100,41 @@ var _ Mounter = (*Linux)(nil)
 
 // NewLinux returns a Mounter for this process's mount namespace.
 func NewLinux() *Linux { return &Linux{} }
+
+// Shows implements Mounter: path must be a mount point, and the file opened there (the
+// mount's root) and source must have the same device and inode; a bind mount shares both
+// with its source.
+func (l *Linux) Shows(path, source string) (bool, error) {
+	mp, err := l.MountPoint(path)
+	if err != nil || mp == nil {
+		return false, err
+	}
+	at, err := statNoFollow(path)
+	if err != nil {
+		return false, err
+	}
+	src, err := statNoFollow(source)
+	if err != nil {
+		return false, err
+	}
+	return at.Dev == src.Dev && at.Ino == src.Ino, nil
+}
+
+// statNoFollow stats p without following its last element, or, for a FdPath, the
+// descriptor's file.
+func statNoFollow(p string) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	var err error
+	if fd, ok := procFd(p); ok {
+		err = unix.Fstat(fd, &st)
+	} else {
+		err = unix.Fstatat(unix.AT_FDCWD, p, &st, unix.AT_SYMLINK_NOFOLLOW)
+	}
+	if err != nil {
+		return st, fmt.Errorf("stat %s: %w", p, err)
+	}
+	return st, nil
+}
 
 // BindMount implements Mounter. source and target may be FdPath paths (what the node
 // service hands in, opened below their roots without following links): the mount is then

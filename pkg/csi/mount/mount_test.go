@@ -139,3 +139,46 @@ func TestBindMountKindMismatch(t *testing.T) {
 		}
 	})
 }
+
+// TestShows: a bind mount shows its source, and a bind of that bind too; a mount of
+// another folder, or a path that is no mount point, does not.
+func TestShows(t *testing.T) {
+	testMounters(t, func(t *testing.T, m Mounter, real bool) {
+		dir := t.TempDir()
+		src, other, dst, dst2, plain := filepath.Join(dir, "src"), filepath.Join(dir, "other"), filepath.Join(dir, "dst"), filepath.Join(dir, "dst2"), filepath.Join(dir, "plain")
+		for _, d := range []string{src, other, dst, dst2, plain} {
+			if err := os.Mkdir(d, 0o750); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := m.BindMount(src, dst, false); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Unmount(dst) })
+		if err := m.BindMount(dst, dst2, false); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Unmount(dst2) })
+		f, err := os.OpenFile(src, os.O_RDONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for _, c := range []struct {
+			path, source string
+			want         bool
+		}{
+			{dst, src, true},
+			{dst, FdPath(f), true},
+			{dst2, src, true},
+			{dst, other, false},
+			{plain, plain, false},
+			{src, src, false},
+		} {
+			got, err := m.Shows(c.path, c.source)
+			if err != nil || got != c.want {
+				t.Errorf("Shows(%s, %s) = %v, %v; want %v", c.path, c.source, got, err, c.want)
+			}
+		}
+	})
+}

@@ -122,6 +122,17 @@ type Stats struct {
 	Attempts int
 }
 
+// PairError is an error of CopyAll that one pair's tree caused (scanned, copied or changed):
+// Pair is its index in CopyAll's pairs. Its message is Err's; the typed errors above are
+// found through it (errors.Is).
+type PairError struct {
+	Pair int
+	Err  error
+}
+
+func (e *PairError) Error() string { return e.Err.Error() }
+func (e *PairError) Unwrap() error { return e.Err }
+
 // Copy copies the folder src to dst (CopyAll of one Pair).
 func Copy(ctx context.Context, src, dst string, opt Options) (Stats, error) {
 	return CopyAll(ctx, []Pair{{Src: src, Dst: dst}}, opt)
@@ -130,7 +141,7 @@ func Copy(ctx context.Context, src, dst string, opt Options) (Stats, error) {
 // CopyAll copies every pair's tree, all of them as of one point in time: all trees are
 // scanned, then all copied, then all scanned again and compared; when any changed, every Dst
 // is removed and the copy made again, at most opt.Attempts times, then ErrChanged. On any error
-// no Dst is left.
+// no Dst is left; an error one pair's tree caused is a *PairError naming it.
 //
 // Cost: besides the data copy (and one syncfs of each Dst's filesystem, so that the caller's
 // rename into place publishes data on disk), two metadata walks (getdents and one fstatat per
@@ -187,7 +198,7 @@ func copyOnce(ctx context.Context, pairs []Pair, opt Options) (Stats, error) {
 	for i, p := range pairs {
 		e, err := sc.scanRoot(ctx, p.Src)
 		if err != nil {
-			return Stats{}, err
+			return Stats{}, &PairError{Pair: i, Err: err}
 		}
 		first[i] = e
 	}
@@ -195,17 +206,17 @@ func copyOnce(ctx context.Context, pairs []Pair, opt Options) (Stats, error) {
 	for i, p := range pairs {
 		c := &copier{opt: opt, links: map[devIno][]string{}, stats: &st}
 		if err := c.copyRoot(ctx, p, first[i]); err != nil {
-			return Stats{}, err
+			return Stats{}, &PairError{Pair: i, Err: err}
 		}
 	}
 	again := &scanner{opt: opt}
 	for i, p := range pairs {
 		e, err := again.scanRoot(ctx, p.Src)
 		if err != nil {
-			return Stats{}, err
+			return Stats{}, &PairError{Pair: i, Err: err}
 		}
 		if rel, ok := same(first[i], e, "."); !ok {
-			return Stats{}, raced(rel, "changed during the copy", nil)
+			return Stats{}, &PairError{Pair: i, Err: raced(rel, "changed during the copy", nil)}
 		}
 	}
 	st.Entries = sc.entries
