@@ -440,7 +440,9 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	return &csi.NodePublishVolumeResponse{}, nil
 }
 
-// NodeUnpublishVolume unmounts whatever is mounted at target_path and removes the target
+// NodeUnpublishVolume unmounts what is mounted at target_path when it is this volume's
+// publish (notOwnPublish: its publish record, or a mount that provably shows its data folder
+// or loop device; never a path recorded as any volume's stage), and removes the target
 // when this plugin created it (its publishRecord says so) and it is an empty directory or
 // empty file, as the publish left it. A target without a record (published by a driver
 // before publish records) is removed, under the same emptiness rule, only when this call
@@ -463,6 +465,14 @@ func (n *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpub
 	}
 	if err := n.kubeletRoot().Check(target); err != nil {
 		return nil, pathStatus("target_path", target, err)
+	}
+	if why, err := n.notOwnPublish(id, target, hasRec); err != nil {
+		return nil, err
+	} else if why != "" {
+		// Idempotent (CSI spec): nothing of this volume is published here, so there is
+		// nothing to undo, and what is here (another volume's, a stage) is not touched.
+		klog.FromContext(ctx).Info("Target is not a publish of this volume; nothing to unpublish here", "volumeID", id, "targetPath", target, "found", why)
+		return &csi.NodeUnpublishVolumeResponse{}, nil
 	}
 	unmounted, err := n.unmountAll("target_path", target)
 	if err != nil {

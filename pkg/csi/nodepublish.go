@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -38,6 +39,13 @@ type publishedTargets struct {
 
 func newPublishedTargets() *publishedTargets {
 	return &publishedTargets{m: map[string]map[string]bool{}}
+}
+
+// has reports whether volume id is published at target.
+func (p *publishedTargets) has(id, target string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.m[id][target]
 }
 
 // other returns a target other than target the volume is published at, or "".
@@ -181,4 +189,46 @@ func (n *NodeServer) removePublishRecord(id, target string) error {
 	}
 	_ = os.Remove(filepath.Dir(n.dir.PublishRecord(id, target))) // only when empty
 	return nil
+}
+
+// notOwnPublish says why target_path is not volume id's publish, or "" when it is: a path
+// recorded as a stage (of any volume) never is; a target with this volume's publish record
+// (hasRec) or published by this process is; without either, only a mount at target that
+// provably is this volume's (its data folder, its loop device, or a bind of its backing
+// file as an older driver published block volumes) is. NodeUnpublishVolume unmounts and
+// removes nothing else.
+func (n *NodeServer) notOwnPublish(id, target string, hasRec bool) (string, error) {
+	if other, ok, err := n.staged.Owner(target); err != nil {
+		return "", internalf("volume %s: %v", id, err)
+	} else if ok {
+		return "the stage of volume " + other, nil
+	}
+	if hasRec || n.published.has(id, target) {
+		return "", nil
+	}
+	f, err := n.kubeletRoot().Open(target, unix.O_PATH, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return "nothing", nil
+	}
+	if err != nil {
+		return "", pathStatus("target_path", target, err)
+	}
+	defer f.Close()
+	mp, err := n.cfg.Mounter.MountPoint(mount.FdPath(f))
+	if err != nil {
+		return "", internalf("inspect %s: %v", target, err)
+	}
+	if mp == nil {
+		return "no mount", nil
+	}
+	own, err := n.isVolumeMount(id, mount.FdPath(f), mp)
+	if err != nil || own {
+		return "", err
+	}
+	if mp.Device == "" {
+		if own, err := n.showsBlockFile(id, "target_path", target); err != nil || own {
+			return "", err
+		}
+	}
+	return fmt.Sprintf("a mount that is not this volume's (root %s of %s, device %q)", mp.Root, mp.Source, mp.Device), nil
 }
