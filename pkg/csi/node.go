@@ -281,8 +281,10 @@ func (n *NodeServer) ensureStagedBlockFile(target string) error {
 // unrecordedStage); anything else (another volume's stage or publish, a folder inside a
 // mount) is left untouched and the call succeeds. <path>/block is touched only for a block
 // stage (the record's access type), and removed only when it is the empty regular file the
-// stage created: for a mount volume it is the pod's data. A link below the kubelet root is
-// FAILED_PRECONDITION, nothing unmounted.
+// stage created: for a mount volume it is the pod's data. While the volume is still
+// published (publishedAt: a target it was published at still holds its mount) the call is
+// FAILED_PRECONDITION and nothing is unmounted or detached (CSI spec: the CO unpublishes
+// first). A link below the kubelet root is FAILED_PRECONDITION, nothing unmounted.
 func (n *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
 	if err := validateNodeUnstageVolumeRequest(req, n.cfg.KubeletRoot); err != nil {
 		return nil, err
@@ -329,6 +331,14 @@ func (n *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstage
 			return &csi.NodeUnstageVolumeResponse{}, nil
 		}
 		isBlock = blk
+	}
+	// CSI spec, NodeUnstageVolume errors: "Volume published to target paths" is
+	// FAILED_PRECONDITION. A loop device detached under a publish would hand its number,
+	// and so the pod's device, to the next volume staged.
+	if at, err := n.publishedAt(id); err != nil {
+		return nil, err
+	} else if at != "" {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is still published at %s: unpublish it before unstaging", id, at)
 	}
 	if isBlock {
 		// Only a block stage has <staging>/block of the plugin's own: for a mount volume that

@@ -7,6 +7,7 @@ package csi
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -52,4 +53,41 @@ func TestNodeUnpublishOnlyThisVolumesPublish(t *testing.T) {
 			t.Errorf("vol-a's own unpublish left %s mounted", ta)
 		}
 	})
+}
+
+// TestNodeUnstageRefusedWhilePublished: a block volume staged and published, then unstaged
+// without the unpublish, is FAILED_PRECONDITION (CSI spec, NodeUnstageVolume errors:
+// "Volume published to target paths") and its loop device stays, so another volume's stage
+// cannot get the same /dev/loopN under the remaining publish; after the unpublish the
+// unstage succeeds.
+func TestNodeUnstageRefusedWhilePublished(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("real loop devices and bind mounts need root")
+	}
+	ctx := context.Background()
+	m := mount.NewLinux()
+	e := newNode(t, m, nil)
+	a, b := ownerVol{id: "vol-a", block: true}, ownerVol{id: "vol-b", block: true}
+	sa, ta, sb := filepath.Join(e.dir, "sa"), filepath.Join(e.dir, "pods", "a"), filepath.Join(e.dir, "sb")
+	cleanupMounts(t, m, ta, a.stagedAt(sa), b.stagedAt(sb))
+	cleanupLoops(t, m, e.srv.blockFile(a.id), e.srv.blockFile(b.id))
+	_, err := e.srv.NodeStageVolume(ctx, a.stageReq(sa))
+	wantCode(t, err, codes.OK)
+	_, err = e.srv.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: a.id, StagingTargetPath: sa, TargetPath: ta, VolumeCapability: a.cap()})
+	wantCode(t, err, codes.OK)
+	_, err = e.srv.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: a.id, StagingTargetPath: sa})
+	wantCode(t, err, codes.FailedPrecondition)
+	wantLoop(t, m, e.srv.blockFile(a.id), true)
+	_, err = e.srv.NodeStageVolume(ctx, b.stageReq(sb))
+	wantCode(t, err, codes.OK)
+	pa, _ := m.MountPoint(ta)
+	pb, _ := m.MountPoint(b.stagedAt(sb))
+	if pa == nil || pb == nil || pa.Device == pb.Device {
+		t.Fatalf("vol-a's publish %s (%+v) and vol-b's stage (%+v) must be two devices", ta, pa, pb)
+	}
+	_, err = e.srv.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: a.id, TargetPath: ta})
+	wantCode(t, err, codes.OK)
+	_, err = e.srv.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: a.id, StagingTargetPath: sa})
+	wantCode(t, err, codes.OK)
+	wantLoop(t, m, e.srv.blockFile(a.id), false)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -46,6 +47,17 @@ func (p *publishedTargets) has(id, target string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.m[id][target]
+}
+
+// targets returns the targets volume id is published at.
+func (p *publishedTargets) targets(id string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for t := range p.m[id] {
+		out = append(out, t)
+	}
+	return out
 }
 
 // other returns a target other than target the volume is published at, or "".
@@ -231,4 +243,57 @@ func (n *NodeServer) notOwnPublish(id, target string, hasRec bool) (string, erro
 		}
 	}
 	return fmt.Sprintf("a mount that is not this volume's (root %s of %s, device %q)", mp.Root, mp.Source, mp.Device), nil
+}
+
+// maxPublishRecords bounds how many publish records of one volume publishedAt reads.
+const maxPublishRecords = 4096
+
+// publishedAt returns a target_path where volume id is still published, or "": one this
+// process published it at, or one of its publish records, that still holds a mount of this
+// volume (isVolumeMount). A record or target whose mount is gone does not count, so a
+// failed publish never blocks the unstage.
+func (n *NodeServer) publishedAt(id string) (string, error) {
+	targets := n.published.targets(id)
+	if n.dir.Enabled() {
+		dir := filepath.Dir(n.dir.PublishRecord(id, "/"))
+		d, err := os.Open(dir)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", internalf("publish records of %s: %v", id, err)
+		}
+		if err == nil {
+			names, err := d.Readdirnames(maxPublishRecords)
+			d.Close()
+			if err != nil && !errors.Is(err, io.EOF) {
+				return "", internalf("publish records of %s: %v", id, err)
+			}
+			for _, name := range names {
+				b, err := os.ReadFile(filepath.Join(dir, name))
+				var r publishRecord
+				if err == nil && json.Unmarshal(b, &r) == nil && r.Target != "" {
+					targets = append(targets, r.Target)
+				}
+			}
+		}
+	}
+	for _, t := range targets {
+		f, err := n.kubeletRoot().Open(t, unix.O_PATH, 0)
+		if err != nil {
+			continue // gone, or no longer reachable without a link: nothing published there
+		}
+		mp, err := n.cfg.Mounter.MountPoint(mount.FdPath(f))
+		own := false
+		if err != nil {
+			err = internalf("inspect %s: %v", t, err)
+		} else if mp != nil {
+			own, err = n.isVolumeMount(id, mount.FdPath(f), mp)
+		}
+		f.Close()
+		if err != nil {
+			return "", err
+		}
+		if own {
+			return t, nil
+		}
+	}
+	return "", nil
 }
