@@ -115,7 +115,8 @@ func NewNodeServer(cfg NodeConfig) *NodeServer {
 // block volume's paths only when they are device nodes (volumepathhandler), and a plain file
 // bind mount left pods that could never be deleted. Staging what is already staged is
 // success, also after a plugin restart (the loop is found again, not attached twice). A
-// failed stage may leave the loop attached: the retry reuses it, NodeUnstageVolume detaches.
+// failed stage leaves no loop device it attached (<staging>/block is checked first, and the
+// device is detached when the bind fails); one attached before stays for its stage.
 //
 // No link below the kubelet root or the data folder is followed (a link there, or a staging
 // path that is a file, is FAILED_PRECONDITION); a mount volume is not staged over a folder
@@ -187,6 +188,17 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 		if _, err := n.ensureBackingFile(id, size, true); err != nil {
 			return nil, err
 		}
+		// <staging>/block is checked before a loop device is attached, and a device this
+		// call attached is detached again when the stage fails after all: a refused stage
+		// leaves no device behind for the next attach to miss.
+		target := filepath.Join(staging, stagedBlockFile)
+		if err := n.ensureStagedBlockFile(target); err != nil {
+			return nil, err
+		}
+		_, had, err := n.cfg.Mounter.FindLoop(n.blockFile(id))
+		if err != nil {
+			return nil, internalf("loop device for volume %s: %v", id, err)
+		}
 		lp, err := n.cfg.Mounter.AttachLoop(n.blockFile(id))
 		if errors.Is(err, mount.ErrSymlink) {
 			return nil, dataStatus(id, err)
@@ -194,11 +206,12 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 		if err != nil {
 			return nil, internalf("loop device for volume %s: %v", id, err)
 		}
-		target := filepath.Join(staging, stagedBlockFile)
-		if err := n.ensureStagedBlockFile(target); err != nil {
-			return nil, err
-		}
 		if err := n.bindOnce(ctx, id, "staging_target_path", lp.Path, target, false, lp.Device); err != nil {
+			if !had {
+				if derr := n.cfg.Mounter.DetachLoop(n.blockFile(id)); derr != nil {
+					klog.FromContext(ctx).Error(derr, "Detaching the loop device of a failed stage", "volumeID", id, "device", lp.Path)
+				}
+			}
 			return nil, err
 		}
 		n.staged.Set(ctx, id, nodestate.Stage{Path: target, Block: true})

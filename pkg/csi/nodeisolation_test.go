@@ -8,14 +8,23 @@ package csi
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
 )
+
+// losetupOf is what losetup -j says of the loop devices attached to file ("" for none).
+func losetupOf(file string) string {
+	out, _ := exec.Command("losetup", "-j", file).CombinedOutput()
+	return strings.TrimSpace(string(out))
+}
 
 // TestNodeUnpublishOnlyThisVolumesPublish: NodeUnpublishVolume of another volume ID at
 // vol-a's publish target, at vol-a's staging path, or at a block stage's <staging>/block
@@ -90,4 +99,37 @@ func TestNodeUnstageRefusedWhilePublished(t *testing.T) {
 	_, err = e.srv.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: a.id, StagingTargetPath: sa})
 	wantCode(t, err, codes.OK)
 	wantLoop(t, m, e.srv.blockFile(a.id), false)
+}
+
+// TestNodeRefusedBlockStageLeavesNoLoop: a block stage refused because <staging>/block is a
+// FIFO, a folder or a link leaves no loop device attached to the volume's backing file.
+func TestNodeRefusedBlockStageLeavesNoLoop(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("real loop devices need root")
+	}
+	for name, mk := range map[string]func(p string) error{
+		"fifo":   func(p string) error { return unix.Mkfifo(p, 0o640) },
+		"folder": func(p string) error { return os.Mkdir(p, 0o750) },
+		"link":   func(p string) error { return os.Symlink("/dev/null", p) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			m := mount.NewLinux()
+			e := newNode(t, m, nil)
+			v := ownerVol{id: "vol-b", block: true}
+			st := filepath.Join(e.dir, "st")
+			cleanupLoops(t, m, e.srv.blockFile(v.id))
+			if err := os.MkdirAll(st, 0o750); err != nil {
+				t.Fatal(err)
+			}
+			if err := mk(v.stagedAt(st)); err != nil {
+				t.Fatal(err)
+			}
+			_, err := e.srv.NodeStageVolume(ctx, v.stageReq(st))
+			wantCode(t, err, codes.FailedPrecondition)
+			if l := losetupOf(e.srv.blockFile(v.id)); l != "" {
+				t.Errorf("a loop device is attached after the refused stage: %s", l)
+			}
+		})
+	}
 }
