@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -386,10 +387,14 @@ func accessType(block bool) string {
 // volume is recorded as staged at another path (CSI spec, NodeStageVolume errors: a volume
 // staged at a different staging_target_path), when another volume is recorded as staged
 // there, or when a mount there is not this volume's own (a block stage's staging path is a
-// plain folder, a mount stage's the bind of this volume's data folder). The same volume staged
+// plain folder, a mount stage's the bind of this volume's data folder), or when it lies inside
+// a volume's mount (insideVolume). The same volume staged
 // there with the other access type is ALREADY_EXISTS (incompatible volume_capability). It
 // touches nothing.
 func (n *NodeServer) checkStageTarget(id, staging string, isBlock bool) error {
+	if err := n.insideVolume("staging_target_path", staging); err != nil {
+		return err
+	}
 	rec, ok, err := n.staged.Get(id)
 	if err != nil {
 		return internalf("volume %s: %v", id, err)
@@ -542,4 +547,91 @@ func (n *NodeServer) removeStagedBlockFile(p string) (kept string, err error) {
 		return "", root.Remove(p)
 	}
 	return fmt.Sprintf("a file of mode %o and %d bytes", st.Mode, st.Size), nil
+}
+
+// maxDataEntries bounds how many volumes' data folders insideVolume compares a mount with.
+const maxDataEntries = 65536
+
+// insideVolume refuses (FAILED_PRECONDITION) a staging_target_path or target_path p (field
+// names it) that lies inside a volume's mount: a folder above p, below the kubelet root, is
+// a mount point that is a volume's stage (nodestate.Staged) or shows a volume's data folder
+// (mount.Shows; a publish or stage of a mount volume). Creating p there would write into
+// that volume's data, and its unstage or unpublish would take this mount with it. A mount
+// above p that is not one of this plugin's volumes (an emptyDir, a kubelet root on its own
+// file system) is no reason to refuse. It touches nothing.
+func (n *NodeServer) insideVolume(field, p string) error {
+	root := n.kubeletRoot().Dir()
+	var data map[string]*os.File // volume ID -> its data folder, opened when first needed
+	defer func() {
+		for _, f := range data {
+			f.Close()
+		}
+	}()
+	for d := filepath.Dir(p); d != root && strings.HasPrefix(d, root+"/"); d = filepath.Dir(d) {
+		f, err := n.kubeletRoot().Open(d, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return pathStatus(field, p, err)
+		}
+		found, err := n.volumeShownAt(f, d, &data)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		if found != "" {
+			return status.Errorf(codes.FailedPrecondition, "%s %s is inside %s, a mount of volume %s: the node stages and publishes nothing inside a volume", field, cloud.Quote(p), d, found)
+		}
+	}
+	return nil
+}
+
+// volumeShownAt returns the volume whose stage is d, or whose data folder the mount at d
+// (f, opened there) shows, or "" when d is no mount point or none of this plugin's. data
+// caches the opened data folders across calls.
+func (n *NodeServer) volumeShownAt(f *os.File, d string, data *map[string]*os.File) (string, error) {
+	mp, err := n.cfg.Mounter.MountPoint(mount.FdPath(f))
+	if err != nil {
+		return "", internalf("inspect %s: %v", d, err)
+	}
+	if mp == nil {
+		return "", nil
+	}
+	if id, ok, err := n.staged.Owner(d); err != nil {
+		return "", internalf("stage records: %v", err)
+	} else if ok {
+		return id, nil
+	}
+	if *data == nil {
+		*data = map[string]*os.File{}
+		dir, err := os.Open(n.dataRoot().Dir())
+		if errors.Is(err, os.ErrNotExist) {
+			return "", nil
+		}
+		if err != nil {
+			return "", internalf("volume data folder: %v", err)
+		}
+		names, err := dir.Readdirnames(maxDataEntries)
+		dir.Close()
+		if err != nil && !errors.Is(err, io.EOF) {
+			return "", internalf("volume data folder: %v", err)
+		}
+		for _, id := range names {
+			df, err := n.dataRoot().Open(n.dataDir(id), unix.O_PATH|unix.O_DIRECTORY, 0)
+			if err == nil {
+				(*data)[id] = df
+			}
+		}
+	}
+	for id, df := range *data {
+		own, err := n.cfg.Mounter.Shows(mount.FdPath(f), mount.FdPath(df))
+		if err != nil {
+			return "", internalf("inspect %s: %v", d, err)
+		}
+		if own {
+			return id, nil
+		}
+	}
+	return "", nil
 }

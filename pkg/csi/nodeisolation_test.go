@@ -133,3 +133,36 @@ func TestNodeRefusedBlockStageLeavesNoLoop(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeNoStageOrPublishInsideAVolume: a staging_target_path or target_path inside
+// another volume's mount (its staging mount or its publish, at any depth) is
+// FAILED_PRECONDITION and nothing is created in that volume's data.
+func TestNodeNoStageOrPublishInsideAVolume(t *testing.T) {
+	mounters(t, func(t *testing.T, m mount.Mounter) {
+		ctx := context.Background()
+		e := newNode(t, m, nil)
+		a, b, c := ownerVol{id: "vol-a"}, ownerVol{id: "vol-b"}, ownerVol{id: "vol-c", block: true}
+		sa, ta, sb := filepath.Join(e.dir, "sa"), filepath.Join(e.dir, "pods", "a"), filepath.Join(e.dir, "sb")
+		cleanupMounts(t, m, ta, sa, sb)
+		cleanupLoops(t, m, e.srv.blockFile(c.id))
+		_, err := e.srv.NodeStageVolume(ctx, a.stageReq(sa))
+		wantCode(t, err, codes.OK)
+		_, err = e.srv.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: a.id, StagingTargetPath: sa, TargetPath: ta, VolumeCapability: a.cap()})
+		wantCode(t, err, codes.OK)
+		_, err = e.srv.NodeStageVolume(ctx, b.stageReq(sb))
+		wantCode(t, err, codes.OK)
+		for _, in := range []string{filepath.Join(sa, "inner"), filepath.Join(ta, "x", "inner")} {
+			for _, v := range []ownerVol{{id: "vol-d"}, c} {
+				_, err = e.srv.NodeStageVolume(ctx, v.stageReq(in))
+				wantCode(t, err, codes.FailedPrecondition)
+			}
+			_, err = e.srv.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: b.id, StagingTargetPath: sb, TargetPath: in, VolumeCapability: b.cap()})
+			wantCode(t, err, codes.FailedPrecondition)
+		}
+		for _, name := range []string{"inner", "x"} {
+			if _, err := os.Lstat(filepath.Join(e.srv.dataDir(a.id), name)); err == nil {
+				t.Errorf("a stage or publish created %s in vol-a's data", name)
+			}
+		}
+	})
+}

@@ -96,8 +96,12 @@ func (p *publishedTargets) set(id, target string, on bool) {
 // mount of this volume (a retry); anything else is FAILED_PRECONDITION: the request is
 // well-formed (not INVALID_ARGUMENT), the node's state at that path is what stops it, and
 // the CO may retry once it is cleared. A block target with another mount is left to bindOnce,
-// which replaces only a provably stale one of this volume (else FAILED_PRECONDITION).
+// which replaces only a provably stale one of this volume (else FAILED_PRECONDITION). A
+// target inside a volume's mount is FAILED_PRECONDITION (insideVolume).
 func (n *NodeServer) prepareTarget(ctx context.Context, id, target string, isBlock bool, staged *mount.MountPoint) error {
+	if err := n.insideVolume("target_path", target); err != nil {
+		return err
+	}
 	rec, hasRec, err := n.loadPublishRecord(ctx, id, target)
 	if err != nil {
 		return err
