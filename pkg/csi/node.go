@@ -185,9 +185,11 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	}
 	sd.Close()
 	if isBlock {
-		if _, err := n.ensureBackingFile(id, size, true); err != nil {
+		bf, _, err := n.openBackingFile(id, size, true)
+		if err != nil {
 			return nil, err
 		}
+		defer bf.Close()
 		// <staging>/block is checked before a loop device is attached, and a device this
 		// call attached is detached again when the stage fails after all: a refused stage
 		// leaves no device behind for the next attach to miss.
@@ -199,7 +201,7 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 		if err != nil {
 			return nil, internalf("loop device for volume %s: %v", id, err)
 		}
-		lp, err := n.cfg.Mounter.AttachLoop(n.blockFile(id))
+		lp, err := n.cfg.Mounter.AttachLoopFile(n.blockFile(id), bf)
 		if errors.Is(err, mount.ErrSymlink) {
 			return nil, dataStatus(id, err)
 		}

@@ -99,11 +99,24 @@ func isReadOnly(c *csi.VolumeCapability, readonlyFlag bool) bool {
 // errors: OUT_OF_RANGE when the file system cannot hold a file that big (EFBIG: ext4 stops
 // just short of 16 TiB), RESOURCE_EXHAUSTED when it is full, INTERNAL otherwise.
 func (n *NodeServer) ensureBackingFile(id string, size int64, create bool) (int64, error) {
+	f, got, err := n.openBackingFile(id, size, create)
+	if err != nil {
+		return 0, err
+	}
+	f.Close()
+	return got, nil
+}
+
+// openBackingFile is ensureBackingFile, returning also the open (read-write) file it
+// checked and sized, which the caller closes: NodeStageVolume attaches the loop device to
+// this descriptor (mount.Mounter.AttachLoopFile), so a file swapped in under the name after
+// the checks is never attached.
+func (n *NodeServer) openBackingFile(id string, size int64, create bool) (_ *os.File, _ int64, retErr error) {
 	path, root := n.blockFile(id), n.dataRoot()
 	if create {
 		var err error
 		if root, err = n.readyDataRoot(); err != nil {
-			return 0, err
+			return nil, 0, err
 		}
 	}
 	created := false
@@ -112,7 +125,7 @@ func (n *NodeServer) ensureBackingFile(id string, size int64, create bool) (int6
 	if create {
 		var dir *os.File
 		if dir, err = root.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-			return 0, dataStatus(id, err)
+			return nil, 0, dataStatus(id, err)
 		}
 		dir.Close()
 		f, err = root.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, 0o640)
@@ -125,25 +138,29 @@ func (n *NodeServer) ensureBackingFile(id string, size int64, create bool) (int6
 	}
 	switch {
 	case !create && errors.Is(err, os.ErrNotExist):
-		return 0, status.Errorf(codes.NotFound, "volume %s has no backing file on this node", id)
+		return nil, 0, status.Errorf(codes.NotFound, "volume %s has no backing file on this node", id)
 	case err != nil:
-		return 0, dataStatus(id, err)
+		return nil, 0, dataStatus(id, err)
 	}
-	defer f.Close()
+	defer func() {
+		if retErr != nil {
+			f.Close()
+		}
+	}()
 	fi, err := f.Stat()
 	if err != nil {
-		return 0, internalf("backing file %s: %v", path, err)
+		return nil, 0, internalf("backing file %s: %v", path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return 0, status.Errorf(codes.FailedPrecondition, "backing file %s of volume %s is not a regular file (%s)", path, id, fi.Mode().Type())
+		return nil, 0, status.Errorf(codes.FailedPrecondition, "backing file %s of volume %s is not a regular file (%s)", path, id, fi.Mode().Type())
 	}
 	if why, err := n.foreignBackingFile(root, path, f); err != nil {
-		return 0, dataStatus(id, err)
+		return nil, 0, dataStatus(id, err)
 	} else if why != "" {
-		return 0, status.Errorf(codes.FailedPrecondition, "backing file %s of volume %s %s: the node sizes and attaches only the volume's own file", path, id, why)
+		return nil, 0, status.Errorf(codes.FailedPrecondition, "backing file %s of volume %s %s: the node sizes and attaches only the volume's own file", path, id, why)
 	}
 	if fi.Size() >= size {
-		return fi.Size(), nil
+		return f, fi.Size(), nil
 	}
 	if err := f.Truncate(size); err != nil {
 		if created {
@@ -151,13 +168,13 @@ func (n *NodeServer) ensureBackingFile(id string, size int64, create bool) (int6
 		}
 		switch {
 		case errors.Is(err, unix.EFBIG):
-			return 0, status.Errorf(codes.OutOfRange, "the node's file system cannot hold a %d-byte volume: %v", size, err)
+			return nil, 0, status.Errorf(codes.OutOfRange, "the node's file system cannot hold a %d-byte volume: %v", size, err)
 		case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
-			return 0, status.Errorf(codes.ResourceExhausted, "no space for a %d-byte volume: %v", size, err)
+			return nil, 0, status.Errorf(codes.ResourceExhausted, "no space for a %d-byte volume: %v", size, err)
 		}
-		return 0, internalf("size backing file %s to %d bytes: %v", path, size, err)
+		return nil, 0, internalf("size backing file %s to %d bytes: %v", path, size, err)
 	}
-	return size, nil
+	return f, size, nil
 }
 
 // foreignBackingFile says why f, the opened backing file at path below root, may be another
