@@ -143,7 +143,10 @@ func TestNodeNoStageOrPublishInsideAVolume(t *testing.T) {
 		e := newNode(t, m, nil)
 		a, b, c := ownerVol{id: "vol-a"}, ownerVol{id: "vol-b"}, ownerVol{id: "vol-c", block: true}
 		sa, ta, sb := filepath.Join(e.dir, "sa"), filepath.Join(e.dir, "pods", "a"), filepath.Join(e.dir, "sb")
+		inside := []string{filepath.Join(sa, "inner"), filepath.Join(ta, "x", "inner")}
+		// The inner paths first: what a wrongly accepted stage or publish mounted there.
 		cleanupMounts(t, m, ta, sa, sb)
+		cleanupMounts(t, m, c.stagedAt(inside[0]), c.stagedAt(inside[1]), inside[0], inside[1])
 		cleanupLoops(t, m, e.srv.blockFile(c.id))
 		_, err := e.srv.NodeStageVolume(ctx, a.stageReq(sa))
 		wantCode(t, err, codes.OK)
@@ -151,7 +154,7 @@ func TestNodeNoStageOrPublishInsideAVolume(t *testing.T) {
 		wantCode(t, err, codes.OK)
 		_, err = e.srv.NodeStageVolume(ctx, b.stageReq(sb))
 		wantCode(t, err, codes.OK)
-		for _, in := range []string{filepath.Join(sa, "inner"), filepath.Join(ta, "x", "inner")} {
+		for _, in := range inside {
 			for _, v := range []ownerVol{{id: "vol-d"}, c} {
 				_, err = e.srv.NodeStageVolume(ctx, v.stageReq(in))
 				wantCode(t, err, codes.FailedPrecondition)
