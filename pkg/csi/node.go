@@ -115,7 +115,8 @@ func NewNodeServer(cfg NodeConfig) *NodeServer {
 // block volume's paths only when they are device nodes (volumepathhandler), and a plain file
 // bind mount left pods that could never be deleted. Staging what is already staged is
 // success, also after a plugin restart (the loop is found again, not attached twice). A
-// failed stage may leave the loop attached: the retry reuses it, NodeUnstageVolume detaches.
+// failed stage leaves no loop device it attached (<staging>/block is checked first, and the
+// device is detached when the bind fails); one attached before stays for its stage.
 //
 // No link below the kubelet root or the data folder is followed (a link there, or a staging
 // path that is a file, is FAILED_PRECONDITION); a mount volume is not staged over a folder
@@ -184,21 +185,35 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	}
 	sd.Close()
 	if isBlock {
-		if _, err := n.ensureBackingFile(id, size, true); err != nil {
+		bf, _, err := n.openBackingFile(id, size, true)
+		if err != nil {
 			return nil, err
 		}
-		lp, err := n.cfg.Mounter.AttachLoop(n.blockFile(id))
+		defer bf.Close()
+		// <staging>/block is checked before a loop device is attached, and a device this
+		// call attached is detached again when the stage fails after all: a refused stage
+		// leaves no device behind for the next attach to miss.
+		target := filepath.Join(staging, stagedBlockFile)
+		if err := n.ensureStagedBlockFile(target); err != nil {
+			return nil, err
+		}
+		_, had, err := n.cfg.Mounter.FindLoop(n.blockFile(id))
+		if err != nil {
+			return nil, internalf("loop device for volume %s: %v", id, err)
+		}
+		lp, err := n.cfg.Mounter.AttachLoopFile(n.blockFile(id), bf)
 		if errors.Is(err, mount.ErrSymlink) {
 			return nil, dataStatus(id, err)
 		}
 		if err != nil {
 			return nil, internalf("loop device for volume %s: %v", id, err)
 		}
-		target := filepath.Join(staging, stagedBlockFile)
-		if err := n.ensureStagedBlockFile(target); err != nil {
-			return nil, err
-		}
 		if err := n.bindOnce(ctx, id, "staging_target_path", lp.Path, target, false, lp.Device); err != nil {
+			if !had {
+				if derr := n.cfg.Mounter.DetachLoop(n.blockFile(id)); derr != nil {
+					klog.FromContext(ctx).Error(derr, "Detaching the loop device of a failed stage", "volumeID", id, "device", lp.Path)
+				}
+			}
 			return nil, err
 		}
 		n.staged.Set(ctx, id, nodestate.Stage{Path: target, Block: true})
@@ -281,8 +296,10 @@ func (n *NodeServer) ensureStagedBlockFile(target string) error {
 // unrecordedStage); anything else (another volume's stage or publish, a folder inside a
 // mount) is left untouched and the call succeeds. <path>/block is touched only for a block
 // stage (the record's access type), and removed only when it is the empty regular file the
-// stage created: for a mount volume it is the pod's data. A link below the kubelet root is
-// FAILED_PRECONDITION, nothing unmounted.
+// stage created: for a mount volume it is the pod's data. While the volume is still
+// published (publishedAt: a target it was published at still holds its mount) the call is
+// FAILED_PRECONDITION and nothing is unmounted or detached (CSI spec: the CO unpublishes
+// first). A link below the kubelet root is FAILED_PRECONDITION, nothing unmounted.
 func (n *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
 	if err := validateNodeUnstageVolumeRequest(req, n.cfg.KubeletRoot); err != nil {
 		return nil, err
@@ -329,6 +346,14 @@ func (n *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstage
 			return &csi.NodeUnstageVolumeResponse{}, nil
 		}
 		isBlock = blk
+	}
+	// CSI spec, NodeUnstageVolume errors: "Volume published to target paths" is
+	// FAILED_PRECONDITION. A loop device detached under a publish would hand its number,
+	// and so the pod's device, to the next volume staged.
+	if at, err := n.publishedAt(id); err != nil {
+		return nil, err
+	} else if at != "" {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is still published at %s: unpublish it before unstaging", id, at)
 	}
 	if isBlock {
 		// Only a block stage has <staging>/block of the plugin's own: for a mount volume that
@@ -440,7 +465,9 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	return &csi.NodePublishVolumeResponse{}, nil
 }
 
-// NodeUnpublishVolume unmounts whatever is mounted at target_path and removes the target
+// NodeUnpublishVolume unmounts what is mounted at target_path when it is this volume's
+// publish (notOwnPublish: its publish record, or a mount that provably shows its data folder
+// or loop device; never a path recorded as any volume's stage), and removes the target
 // when this plugin created it (its publishRecord says so) and it is an empty directory or
 // empty file, as the publish left it. A target without a record (published by a driver
 // before publish records) is removed, under the same emptiness rule, only when this call
@@ -463,6 +490,14 @@ func (n *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpub
 	}
 	if err := n.kubeletRoot().Check(target); err != nil {
 		return nil, pathStatus("target_path", target, err)
+	}
+	if why, err := n.notOwnPublish(id, target, hasRec); err != nil {
+		return nil, err
+	} else if why != "" {
+		// Idempotent (CSI spec): nothing of this volume is published here, so there is
+		// nothing to undo, and what is here (another volume's, a stage) is not touched.
+		klog.FromContext(ctx).Info("Target is not a publish of this volume; nothing to unpublish here", "volumeID", id, "targetPath", target, "found", why)
+		return &csi.NodeUnpublishVolumeResponse{}, nil
 	}
 	unmounted, err := n.unmountAll("target_path", target)
 	if err != nil {

@@ -280,8 +280,10 @@ func TestNodeGetVolumeStatsOnlyForItsVolumes(t *testing.T) {
 		if err := m.Unmount(kubeletMap); err != nil {
 			t.Fatal(err)
 		}
-		for _, tp := range []string{target, btarget} {
-			_, err = e.srv.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-1", TargetPath: tp})
+		// Each target is unpublished with its own volume ID: another volume's unpublish
+		// leaves it (TestNodeUnpublishOnlyThisVolumesPublish).
+		for id, tp := range map[string]string{"vol-1": target, "vol-b": btarget} {
+			_, err = e.srv.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: tp})
 			wantCode(t, err, codes.OK)
 		}
 		for id, sp := range map[string]string{"vol-1": staging, "vol-2": staging2, "vol-b": bstaging} {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -98,11 +99,24 @@ func isReadOnly(c *csi.VolumeCapability, readonlyFlag bool) bool {
 // errors: OUT_OF_RANGE when the file system cannot hold a file that big (EFBIG: ext4 stops
 // just short of 16 TiB), RESOURCE_EXHAUSTED when it is full, INTERNAL otherwise.
 func (n *NodeServer) ensureBackingFile(id string, size int64, create bool) (int64, error) {
+	f, got, err := n.openBackingFile(id, size, create)
+	if err != nil {
+		return 0, err
+	}
+	f.Close()
+	return got, nil
+}
+
+// openBackingFile is ensureBackingFile, returning also the open (read-write) file it
+// checked and sized, which the caller closes: NodeStageVolume attaches the loop device to
+// this descriptor (mount.Mounter.AttachLoopFile), so a file swapped in under the name after
+// the checks is never attached.
+func (n *NodeServer) openBackingFile(id string, size int64, create bool) (_ *os.File, _ int64, retErr error) {
 	path, root := n.blockFile(id), n.dataRoot()
 	if create {
 		var err error
 		if root, err = n.readyDataRoot(); err != nil {
-			return 0, err
+			return nil, 0, err
 		}
 	}
 	created := false
@@ -111,7 +125,7 @@ func (n *NodeServer) ensureBackingFile(id string, size int64, create bool) (int6
 	if create {
 		var dir *os.File
 		if dir, err = root.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-			return 0, dataStatus(id, err)
+			return nil, 0, dataStatus(id, err)
 		}
 		dir.Close()
 		f, err = root.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, 0o640)
@@ -124,25 +138,29 @@ func (n *NodeServer) ensureBackingFile(id string, size int64, create bool) (int6
 	}
 	switch {
 	case !create && errors.Is(err, os.ErrNotExist):
-		return 0, status.Errorf(codes.NotFound, "volume %s has no backing file on this node", id)
+		return nil, 0, status.Errorf(codes.NotFound, "volume %s has no backing file on this node", id)
 	case err != nil:
-		return 0, dataStatus(id, err)
+		return nil, 0, dataStatus(id, err)
 	}
-	defer f.Close()
+	defer func() {
+		if retErr != nil {
+			f.Close()
+		}
+	}()
 	fi, err := f.Stat()
 	if err != nil {
-		return 0, internalf("backing file %s: %v", path, err)
+		return nil, 0, internalf("backing file %s: %v", path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return 0, status.Errorf(codes.FailedPrecondition, "backing file %s of volume %s is not a regular file (%s)", path, id, fi.Mode().Type())
+		return nil, 0, status.Errorf(codes.FailedPrecondition, "backing file %s of volume %s is not a regular file (%s)", path, id, fi.Mode().Type())
 	}
 	if why, err := n.foreignBackingFile(root, path, f); err != nil {
-		return 0, dataStatus(id, err)
+		return nil, 0, dataStatus(id, err)
 	} else if why != "" {
-		return 0, status.Errorf(codes.FailedPrecondition, "backing file %s of volume %s %s: the node sizes and attaches only the volume's own file", path, id, why)
+		return nil, 0, status.Errorf(codes.FailedPrecondition, "backing file %s of volume %s %s: the node sizes and attaches only the volume's own file", path, id, why)
 	}
 	if fi.Size() >= size {
-		return fi.Size(), nil
+		return f, fi.Size(), nil
 	}
 	if err := f.Truncate(size); err != nil {
 		if created {
@@ -150,13 +168,13 @@ func (n *NodeServer) ensureBackingFile(id string, size int64, create bool) (int6
 		}
 		switch {
 		case errors.Is(err, unix.EFBIG):
-			return 0, status.Errorf(codes.OutOfRange, "the node's file system cannot hold a %d-byte volume: %v", size, err)
+			return nil, 0, status.Errorf(codes.OutOfRange, "the node's file system cannot hold a %d-byte volume: %v", size, err)
 		case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
-			return 0, status.Errorf(codes.ResourceExhausted, "no space for a %d-byte volume: %v", size, err)
+			return nil, 0, status.Errorf(codes.ResourceExhausted, "no space for a %d-byte volume: %v", size, err)
 		}
-		return 0, internalf("size backing file %s to %d bytes: %v", path, size, err)
+		return nil, 0, internalf("size backing file %s to %d bytes: %v", path, size, err)
 	}
-	return size, nil
+	return f, size, nil
 }
 
 // foreignBackingFile says why f, the opened backing file at path below root, may be another
@@ -386,10 +404,14 @@ func accessType(block bool) string {
 // volume is recorded as staged at another path (CSI spec, NodeStageVolume errors: a volume
 // staged at a different staging_target_path), when another volume is recorded as staged
 // there, or when a mount there is not this volume's own (a block stage's staging path is a
-// plain folder, a mount stage's the bind of this volume's data folder). The same volume staged
+// plain folder, a mount stage's the bind of this volume's data folder), or when it lies inside
+// a volume's mount (insideVolume). The same volume staged
 // there with the other access type is ALREADY_EXISTS (incompatible volume_capability). It
 // touches nothing.
 func (n *NodeServer) checkStageTarget(id, staging string, isBlock bool) error {
+	if err := n.insideVolume("staging_target_path", staging); err != nil {
+		return err
+	}
 	rec, ok, err := n.staged.Get(id)
 	if err != nil {
 		return internalf("volume %s: %v", id, err)
@@ -542,4 +564,91 @@ func (n *NodeServer) removeStagedBlockFile(p string) (kept string, err error) {
 		return "", root.Remove(p)
 	}
 	return fmt.Sprintf("a file of mode %o and %d bytes", st.Mode, st.Size), nil
+}
+
+// maxDataEntries bounds how many volumes' data folders insideVolume compares a mount with.
+const maxDataEntries = 65536
+
+// insideVolume refuses (FAILED_PRECONDITION) a staging_target_path or target_path p (field
+// names it) that lies inside a volume's mount: a folder above p, below the kubelet root, is
+// a mount point that is a volume's stage (nodestate.Staged) or shows a volume's data folder
+// (mount.Shows; a publish or stage of a mount volume). Creating p there would write into
+// that volume's data, and its unstage or unpublish would take this mount with it. A mount
+// above p that is not one of this plugin's volumes (an emptyDir, a kubelet root on its own
+// file system) is no reason to refuse. It touches nothing.
+func (n *NodeServer) insideVolume(field, p string) error {
+	root := n.kubeletRoot().Dir()
+	var data map[string]*os.File // volume ID -> its data folder, opened when first needed
+	defer func() {
+		for _, f := range data {
+			f.Close()
+		}
+	}()
+	for d := filepath.Dir(p); d != root && strings.HasPrefix(d, root+"/"); d = filepath.Dir(d) {
+		f, err := n.kubeletRoot().Open(d, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return pathStatus(field, p, err)
+		}
+		found, err := n.volumeShownAt(f, d, &data)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		if found != "" {
+			return status.Errorf(codes.FailedPrecondition, "%s %s is inside %s, a mount of volume %s: the node stages and publishes nothing inside a volume", field, cloud.Quote(p), d, found)
+		}
+	}
+	return nil
+}
+
+// volumeShownAt returns the volume whose stage is d, or whose data folder the mount at d
+// (f, opened there) shows, or "" when d is no mount point or none of this plugin's. data
+// caches the opened data folders across calls.
+func (n *NodeServer) volumeShownAt(f *os.File, d string, data *map[string]*os.File) (string, error) {
+	mp, err := n.cfg.Mounter.MountPoint(mount.FdPath(f))
+	if err != nil {
+		return "", internalf("inspect %s: %v", d, err)
+	}
+	if mp == nil {
+		return "", nil
+	}
+	if id, ok, err := n.staged.Owner(d); err != nil {
+		return "", internalf("stage records: %v", err)
+	} else if ok {
+		return id, nil
+	}
+	if *data == nil {
+		*data = map[string]*os.File{}
+		dir, err := os.Open(n.dataRoot().Dir())
+		if errors.Is(err, os.ErrNotExist) {
+			return "", nil
+		}
+		if err != nil {
+			return "", internalf("volume data folder: %v", err)
+		}
+		names, err := dir.Readdirnames(maxDataEntries)
+		dir.Close()
+		if err != nil && !errors.Is(err, io.EOF) {
+			return "", internalf("volume data folder: %v", err)
+		}
+		for _, id := range names {
+			df, err := n.dataRoot().Open(n.dataDir(id), unix.O_PATH|unix.O_DIRECTORY, 0)
+			if err == nil {
+				(*data)[id] = df
+			}
+		}
+	}
+	for id, df := range *data {
+		own, err := n.cfg.Mounter.Shows(mount.FdPath(f), mount.FdPath(df))
+		if err != nil {
+			return "", internalf("inspect %s: %v", d, err)
+		}
+		if own {
+			return id, nil
+		}
+	}
+	return "", nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -38,6 +40,24 @@ type publishedTargets struct {
 
 func newPublishedTargets() *publishedTargets {
 	return &publishedTargets{m: map[string]map[string]bool{}}
+}
+
+// has reports whether volume id is published at target.
+func (p *publishedTargets) has(id, target string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.m[id][target]
+}
+
+// targets returns the targets volume id is published at.
+func (p *publishedTargets) targets(id string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for t := range p.m[id] {
+		out = append(out, t)
+	}
+	return out
 }
 
 // other returns a target other than target the volume is published at, or "".
@@ -76,8 +96,12 @@ func (p *publishedTargets) set(id, target string, on bool) {
 // mount of this volume (a retry); anything else is FAILED_PRECONDITION: the request is
 // well-formed (not INVALID_ARGUMENT), the node's state at that path is what stops it, and
 // the CO may retry once it is cleared. A block target with another mount is left to bindOnce,
-// which replaces only a provably stale one of this volume (else FAILED_PRECONDITION).
+// which replaces only a provably stale one of this volume (else FAILED_PRECONDITION). A
+// target inside a volume's mount is FAILED_PRECONDITION (insideVolume).
 func (n *NodeServer) prepareTarget(ctx context.Context, id, target string, isBlock bool, staged *mount.MountPoint) error {
+	if err := n.insideVolume("target_path", target); err != nil {
+		return err
+	}
 	rec, hasRec, err := n.loadPublishRecord(ctx, id, target)
 	if err != nil {
 		return err
@@ -181,4 +205,99 @@ func (n *NodeServer) removePublishRecord(id, target string) error {
 	}
 	_ = os.Remove(filepath.Dir(n.dir.PublishRecord(id, target))) // only when empty
 	return nil
+}
+
+// notOwnPublish says why target_path is not volume id's publish, or "" when it is: a path
+// recorded as a stage (of any volume) never is; a target with this volume's publish record
+// (hasRec) or published by this process is; without either, only a mount at target that
+// provably is this volume's (its data folder, its loop device, or a bind of its backing
+// file as an older driver published block volumes) is. NodeUnpublishVolume unmounts and
+// removes nothing else.
+func (n *NodeServer) notOwnPublish(id, target string, hasRec bool) (string, error) {
+	if other, ok, err := n.staged.Owner(target); err != nil {
+		return "", internalf("volume %s: %v", id, err)
+	} else if ok {
+		return "the stage of volume " + other, nil
+	}
+	if hasRec || n.published.has(id, target) {
+		return "", nil
+	}
+	f, err := n.kubeletRoot().Open(target, unix.O_PATH, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return "nothing", nil
+	}
+	if err != nil {
+		return "", pathStatus("target_path", target, err)
+	}
+	defer f.Close()
+	mp, err := n.cfg.Mounter.MountPoint(mount.FdPath(f))
+	if err != nil {
+		return "", internalf("inspect %s: %v", target, err)
+	}
+	if mp == nil {
+		return "no mount", nil
+	}
+	own, err := n.isVolumeMount(id, mount.FdPath(f), mp)
+	if err != nil || own {
+		return "", err
+	}
+	if mp.Device == "" {
+		if own, err := n.showsBlockFile(id, "target_path", target); err != nil || own {
+			return "", err
+		}
+	}
+	return fmt.Sprintf("a mount that is not this volume's (root %s of %s, device %q)", mp.Root, mp.Source, mp.Device), nil
+}
+
+// maxPublishRecords bounds how many publish records of one volume publishedAt reads.
+const maxPublishRecords = 4096
+
+// publishedAt returns a target_path where volume id is still published, or "": one this
+// process published it at, or one of its publish records, that still holds a mount of this
+// volume (isVolumeMount). A record or target whose mount is gone does not count, so a
+// failed publish never blocks the unstage.
+func (n *NodeServer) publishedAt(id string) (string, error) {
+	targets := n.published.targets(id)
+	if n.dir.Enabled() {
+		dir := filepath.Dir(n.dir.PublishRecord(id, "/"))
+		d, err := os.Open(dir)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", internalf("publish records of %s: %v", id, err)
+		}
+		if err == nil {
+			names, err := d.Readdirnames(maxPublishRecords)
+			d.Close()
+			if err != nil && !errors.Is(err, io.EOF) {
+				return "", internalf("publish records of %s: %v", id, err)
+			}
+			for _, name := range names {
+				b, err := os.ReadFile(filepath.Join(dir, name))
+				var r publishRecord
+				if err == nil && json.Unmarshal(b, &r) == nil && r.Target != "" {
+					targets = append(targets, r.Target)
+				}
+			}
+		}
+	}
+	for _, t := range targets {
+		f, err := n.kubeletRoot().Open(t, unix.O_PATH, 0)
+		if err != nil {
+			continue // gone, or no longer reachable without a link: nothing published there
+		}
+		mp, err := n.cfg.Mounter.MountPoint(mount.FdPath(f))
+		own := false
+		if err != nil {
+			err = internalf("inspect %s: %v", t, err)
+		} else if mp != nil {
+			own, err = n.isVolumeMount(id, mount.FdPath(f), mp)
+		}
+		f.Close()
+		if err != nil {
+			return "", err
+		}
+		if own {
+			return t, nil
+		}
+	}
+	return "", nil
 }

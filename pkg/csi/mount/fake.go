@@ -130,6 +130,21 @@ func (f *Fake) Mounts() map[string]int {
 	return out
 }
 
+// AttachLoopFile implements Mounter: checked must be the file file names.
+func (f *Fake) AttachLoopFile(file string, checked *os.File) (Loop, error) {
+	if checked != nil {
+		a, err := os.Lstat(file)
+		if err != nil {
+			return Loop{}, fmt.Errorf("attach loop to %s: %w", file, err)
+		}
+		b, err := checked.Stat()
+		if err != nil || !os.SameFile(a, b) {
+			return Loop{}, fmt.Errorf("attach loop to %s: the name no longer names the file checked (%v)", file, err)
+		}
+	}
+	return f.AttachLoop(file)
+}
+
 // AttachLoop implements Mounter.
 func (f *Fake) AttachLoop(file string) (Loop, error) {
 	key, size, err := fakeBacking(file)

@@ -45,12 +45,23 @@ const (
 // the staged and published paths on an unbound device whose number the next attach of any
 // file may reuse. The device lives until DetachLoop. A missing /dev/loopN node (a container
 // whose /dev was populated before the device existed) is created with mknod(2).
-func (l *Linux) AttachLoop(file string) (Loop, error) {
+func (l *Linux) AttachLoop(file string) (Loop, error) { return l.AttachLoopFile(file, nil) }
+
+// AttachLoopFile implements Mounter: with checked set, the device is bound to that open
+// descriptor (LOOP_CONFIGURE takes a descriptor), so what is attached is the file the caller
+// checked, whatever file's name points at meanwhile.
+func (l *Linux) AttachLoopFile(file string, checked *os.File) (Loop, error) {
 	l.loopMu.Lock()
 	defer l.loopMu.Unlock()
 	path, st, err := backingFile(file)
 	if err != nil {
 		return Loop{}, fmt.Errorf("attach loop to %s: %w", file, err)
+	}
+	if checked != nil {
+		var cst unix.Stat_t
+		if err := unix.Fstat(int(checked.Fd()), &cst); err != nil || cst.Ino != st.Ino || cst.Dev != st.Dev {
+			return Loop{}, fmt.Errorf("attach loop to %s: the name no longer names the file checked (%v)", file, err)
+		}
 	}
 	loops, err := l.loopsOf(path, &st)
 	if err != nil {
@@ -59,11 +70,16 @@ func (l *Linux) AttachLoop(file string) (Loop, error) {
 	if len(loops) > 0 {
 		return loops[0], nil
 	}
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return Loop{}, fmt.Errorf("attach loop to %s: %w", file, err)
+	var fd int
+	if checked != nil {
+		fd = int(checked.Fd())
+	} else {
+		fd, err = unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			return Loop{}, fmt.Errorf("attach loop to %s: %w", file, err)
+		}
+		defer unix.Close(fd)
 	}
-	defer unix.Close(fd)
 	var fst unix.Stat_t
 	if err := unix.Fstat(fd, &fst); err != nil || fst.Ino != st.Ino || fst.Dev != st.Dev {
 		return Loop{}, fmt.Errorf("attach loop to %s: the file was replaced while it was opened (%v)", file, err)

@@ -335,3 +335,53 @@ func TestLoopDetachWhileOpen(t *testing.T) {
 		t.Fatalf("%d loops over the file after the last close; want 0", n)
 	}
 }
+
+// TestLoopAttachesTheCheckedFile: AttachLoopFile attaches the descriptor the caller checked;
+// when the name has been swapped since (here for a hard link of another volume's file, the
+// race between the node's link-count check and the attach) it attaches nothing, and the other
+// file gets no loop device. Before, the node's attach looked the name up again and attached
+// the file swapped in.
+func TestLoopAttachesTheCheckedFile(t *testing.T) {
+	testLoopMounters(t, func(t *testing.T, m Mounter, _ func() Mounter, _ bool) {
+		dir := t.TempDir()
+		own, victim := filepath.Join(dir, "block.img"), filepath.Join(dir, "victim.img")
+		writeSized(t, own, 1<<20)
+		writeSized(t, victim, 1<<20)
+		t.Cleanup(func() { _ = m.DetachLoop(own); _ = m.DetachLoop(victim) })
+		checked, err := os.OpenFile(own, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer checked.Close()
+		// The swap: the name now is a hard link of the victim's file.
+		if err := os.Link(victim, own+".tmp"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(own+".tmp", own); err != nil {
+			t.Fatal(err)
+		}
+		if lp, err := m.AttachLoopFile(own, checked); err == nil {
+			t.Errorf("AttachLoopFile after the swap = %+v; want an error", lp)
+		}
+		if lp, ok, err := m.(finder).FindLoop(victim); err != nil || ok {
+			t.Errorf("the swapped-in file got a loop device: %+v, %v, %v", lp, ok, err)
+		}
+		// Unswapped, the checked file is attached.
+		if err := os.Remove(own); err != nil {
+			t.Fatal(err)
+		}
+		writeSized(t, own, 1<<20)
+		again, err := os.OpenFile(own, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer again.Close()
+		lp, err := m.AttachLoopFile(own, again)
+		if err != nil {
+			t.Fatalf("AttachLoopFile of the checked file: %v", err)
+		}
+		if got, ok, err := m.(finder).FindLoop(own); err != nil || !ok || got != lp {
+			t.Errorf("FindLoop(%s) = %+v, %v, %v; want %+v", own, got, ok, err, lp)
+		}
+	})
+}

@@ -61,6 +61,10 @@ type Mounter interface {
 	// file's at attach time (rounded down to 512 bytes) and stays so until ResizeLoop. It
 	// stays attached until DetachLoop, whatever process asks.
 	AttachLoop(file string) (Loop, error)
+	// AttachLoopFile is AttachLoop of checked, file opened (read-write) and checked by the
+	// caller: the device is bound to that descriptor, never to what file names later, and
+	// file must still name it (else an error, nothing attached). checked nil: AttachLoop.
+	AttachLoopFile(file string, checked *os.File) (Loop, error)
 	// DetachLoop detaches every loop device whose backing file is file; none is success. A
 	// device someone still has open is detached by the kernel on its last close.
 	DetachLoop(file string) error
