@@ -266,15 +266,25 @@ func (n *NodeServer) bindOnce(ctx context.Context, id, field, source, target str
 	return nil
 }
 
-// mountAt returns the topmost mount at p (a path below the kubelet root, reached without
-// following a link; field names it in errors), nil when p is no mount point or missing.
-func (n *NodeServer) mountAt(field, p string) (*mount.MountPoint, error) {
+// openTarget opens p (a path below the kubelet root, reached without following a link; field
+// names it in errors) as an O_PATH descriptor; a missing p is (nil, nil). The caller closes it.
+func (n *NodeServer) openTarget(field, p string) (*os.File, error) {
 	f, err := n.kubeletRoot().Open(p, unix.O_PATH, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, pathStatus(field, p, err)
+	}
+	return f, nil
+}
+
+// mountAt returns the topmost mount at p (a path below the kubelet root, reached without
+// following a link; field names it in errors), nil when p is no mount point or missing.
+func (n *NodeServer) mountAt(field, p string) (*mount.MountPoint, error) {
+	f, err := n.openTarget(field, p)
+	if f == nil || err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	mp, err := n.cfg.Mounter.MountPoint(mount.FdPath(f))
@@ -512,12 +522,9 @@ func (n *NodeServer) isVolumeDevice(id string, mp *mount.MountPoint) (bool, erro
 // showsData reports whether p (below the kubelet root, not followed) is a mount of volume
 // id's data folder.
 func (n *NodeServer) showsData(id, field, p string) (bool, error) {
-	f, err := n.kubeletRoot().Open(p, unix.O_PATH, 0)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, pathStatus(field, p, err)
+	f, err := n.openTarget(field, p)
+	if f == nil || err != nil {
+		return false, err
 	}
 	defer f.Close()
 	return n.isVolumeMount(id, mount.FdPath(f), &mount.MountPoint{})
@@ -526,12 +533,9 @@ func (n *NodeServer) showsData(id, field, p string) (bool, error) {
 // showsBlockFile reports whether p (below the kubelet root, not followed) is a bind mount
 // of volume id's backing file itself (a plain file stage of an older driver).
 func (n *NodeServer) showsBlockFile(id, field, p string) (bool, error) {
-	f, err := n.kubeletRoot().Open(p, unix.O_PATH, 0)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, pathStatus(field, p, err)
+	f, err := n.openTarget(field, p)
+	if f == nil || err != nil {
+		return false, err
 	}
 	defer f.Close()
 	b, err := n.dataRoot().Open(n.blockFile(id), unix.O_PATH|unix.O_NOFOLLOW, 0)
