@@ -196,7 +196,7 @@ docs-graph: ## Regenerate docs/packages.md, the package graph (make verify check
 	hack/pkggraph.sh
 
 .PHONY: bench
-bench: ## Benchmarks and the capacity-policy comparison (the README's ratios).
+bench: ## Benchmarks and the capacity-policy comparison (docs/figures.md).
 	hack/bench.sh
 
 .PHONY: clean
