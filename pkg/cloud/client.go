@@ -149,26 +149,24 @@ func WithUserAgent(ua string) Option {
 	}
 }
 
-// wantBaseURL says what CheckBaseURL wants, with an example.
-const wantBaseURL = "want an http:// or https:// URL, e.g. http://127.0.0.1:18080"
+// wantBaseURL says what CheckBaseURL wants, with an example on the fake cloud's default
+// address.
+const wantBaseURL = "want an http:// or https:// URL, e.g. http://127.0.0.1:8080"
 
 // CheckBaseURL reports whether raw can be the fake cloud's base URL for NewClient: an
-// http:// or https:// URL with a host. Its error quotes raw (at most MaxQuotedBytes of it)
-// and says what is wanted, for a flag's message ("--cloud-url: ..."); given host:port
-// without a scheme, which Go's URL parser would read as a scheme or refuse with its own
-// words, it suggests the value with http:// in front.
+// http:// or https:// URL with a host, a port (if any) in 1-65535 and no user, query or
+// fragment (the token goes in its own flag; the API takes no query on its base). Its error
+// quotes raw (at most MaxQuotedBytes of it) and says what is wanted, for a flag's message
+// ("--cloud-url: ..."); given host:port without a scheme, which Go's URL parser would read as
+// a scheme or refuse with its own words, or "http:" without its "//", it suggests the value
+// meant.
 func CheckBaseURL(raw string) error {
 	q := Quote(raw)
 	if raw == "" {
 		return errors.New("empty: " + wantBaseURL)
 	}
 	if !strings.Contains(raw, "://") {
-		msg := q + " has no scheme: " + wantBaseURL
-		// host:port as the flag's value was meant, not a scheme mistyped ("http:/x").
-		if u, err := url.Parse("http://" + raw); err == nil && u.Hostname() != "" && !strings.Contains(raw, ":/") && len(raw) <= MaxQuotedBytes {
-			msg += " (did you mean " + Quote("http://"+raw) + "?)"
-		}
-		return errors.New(msg)
+		return errors.New(q + " " + missingScheme(raw))
 	}
 	u, err := url.Parse(raw)
 	switch {
@@ -182,8 +180,43 @@ func CheckBaseURL(raw string) error {
 		return fmt.Errorf("%s has the scheme %s: %s", q, Quote(u.Scheme), wantBaseURL)
 	case u.Host == "" || u.Hostname() == "":
 		return fmt.Errorf("%s has no host: %s", q, wantBaseURL)
+	case u.User != nil:
+		// Quote the URL without its password: the message goes to logs.
+		return fmt.Errorf("%s has a user name: the cloud's token goes in its own flag, not the URL", Quote(u.Redacted()))
+	case u.RawQuery != "" || u.ForceQuery:
+		return fmt.Errorf("%s has a query: the base URL takes none; %s", q, wantBaseURL)
+	case u.Fragment != "":
+		return fmt.Errorf("%s has a fragment: the base URL takes none; %s", q, wantBaseURL)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%s has the port %s: want 1-65535", q, Quote(p))
+		}
 	}
 	return nil
+}
+
+// missingScheme says what a raw URL without "://" lacks, with the value meant when it can
+// tell: "http:127.0.0.1:8080" lacks the "//", "localhost:8080" the whole scheme. A scheme
+// mistyped some other way ("http:/x" keeps one slash) gets the "//" suggestion too.
+func missingScheme(raw string) string {
+	lower := strings.ToLower(raw)
+	for _, scheme := range []string{"https:", "http:"} {
+		if rest, ok := strings.CutPrefix(lower, scheme); ok {
+			meant := scheme + "//" + strings.TrimLeft(raw[len(scheme):], "/")
+			msg := `lacks the "//" after ` + Quote(raw[:len(scheme)]) + ": " + wantBaseURL
+			if strings.TrimLeft(rest, "/") != "" && len(raw) <= MaxQuotedBytes {
+				msg += " (did you mean " + Quote(meant) + "?)"
+			}
+			return msg
+		}
+	}
+	msg := "has no scheme: " + wantBaseURL
+	// host:port as the flag's value was meant, not a scheme mistyped ("ftp:/x").
+	if u, err := url.Parse("http://" + raw); err == nil && u.Hostname() != "" && !strings.Contains(raw, ":/") && len(raw) <= MaxQuotedBytes {
+		msg += " (did you mean " + Quote("http://"+raw) + "?)"
+	}
+	return msg
 }
 
 // NewClient returns a client of the fake cloud at baseURL (e.g. "http://127.0.0.1:8080").

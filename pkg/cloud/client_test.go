@@ -241,7 +241,7 @@ func TestNewClientRejectsBadInput(t *testing.T) {
 }
 
 func TestCheckBaseURL(t *testing.T) {
-	const want = "want an http:// or https:// URL, e.g. http://127.0.0.1:18080"
+	const want = "want an http:// or https:// URL, e.g. http://127.0.0.1:8080"
 	long := "localhost:" + strings.Repeat("8", 2*cloud.MaxQuotedBytes)
 	tests := []struct {
 		name, raw string
@@ -258,7 +258,20 @@ func TestCheckBaseURL(t *testing.T) {
 		// url.Parse refuses it: "first path segment in URL cannot contain colon".
 		{"an address with a slash, no scheme", "127.0.0.1:18080/",
 			`"127.0.0.1:18080/" has no scheme: ` + want + ` (did you mean "http://127.0.0.1:18080/"?)`},
-		{"a mistyped scheme: no guess", "http:/127.0.0.1:18080", `"http:/127.0.0.1:18080" has no scheme: ` + want},
+		// A newcomer's "http:127.0.0.1:18080" was told it had no scheme.
+		{"http: without //", "http:127.0.0.1:18080",
+			`"http:127.0.0.1:18080" lacks the "//" after "http:": ` + want + ` (did you mean "http://127.0.0.1:18080"?)`},
+		{"https: with one slash", "https:/127.0.0.1:18080",
+			`"https:/127.0.0.1:18080" lacks the "//" after "https:": ` + want + ` (did you mean "https://127.0.0.1:18080"?)`},
+		{"http: alone: no guess", "http:", `"http:" lacks the "//" after "http:": ` + want},
+		{"a mistyped scheme: no guess", "htp:/127.0.0.1:18080", `"htp:/127.0.0.1:18080" has no scheme: ` + want},
+		// These passed the start-up check and failed at the first request, or never.
+		{"a port over 65535", "http://127.0.0.1:70000", `"http://127.0.0.1:70000" has the port "70000": want 1-65535`},
+		{"port 0", "http://127.0.0.1:0", `"http://127.0.0.1:0" has the port "0": want 1-65535`},
+		{"a query", "http://127.0.0.1:8080/?token=x", `"http://127.0.0.1:8080/?token=x" has a query: the base URL takes none; ` + want},
+		{"an empty query", "http://127.0.0.1:8080?", `"http://127.0.0.1:8080?" has a query: the base URL takes none; ` + want},
+		{"a fragment", "http://127.0.0.1:8080/#ui", `"http://127.0.0.1:8080/#ui" has a fragment: the base URL takes none; ` + want},
+		{"a user", "http://admin:secret@127.0.0.1:8080", `"http://admin:xxxxx@127.0.0.1:8080" has a user name: the cloud's token goes in its own flag, not the URL`},
 		{"another scheme", "ftp://127.0.0.1:21", `"ftp://127.0.0.1:21" has the scheme "ftp": ` + want},
 		{"unix socket", "unix:///run/cloud.sock", `"unix:///run/cloud.sock" has the scheme "unix": ` + want},
 		{"no host", "http://", `"http://" has no host: ` + want},

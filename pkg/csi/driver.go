@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/backoff"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/nodestate"
@@ -286,6 +287,20 @@ func (d *Driver) Run(ctx context.Context) error {
 	return err
 }
 
+// cloudWaitMessage says why checkCloud's call failed, for its log line: a cloud that answers
+// 401 is reachable, and "not reachable" would send the reader to the network instead of to
+// --cloud-token-file.
+func cloudWaitMessage(err error, tokenFile string) string {
+	switch {
+	case cloud.CodeOf(err) != cloud.CodeUnauthenticated:
+		return "Cloud not reachable yet"
+	case tokenFile == "":
+		return "Cloud refused the controller: no --cloud-token-file was given"
+	default:
+		return "Cloud refused the token in --cloud-token-file"
+	}
+}
+
 // checkCloud lists one volume until the cloud answers, so that Probe turns ready without
 // waiting for the first controller RPC.
 func (d *Driver) checkCloud(ctx context.Context) {
@@ -299,7 +314,8 @@ func (d *Driver) checkCloud(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		klog.FromContext(ctx).Error(err, "Cloud not reachable yet", "retryIn", wait)
+		klog.FromContext(ctx).Error(err, cloudWaitMessage(err, d.opts.CloudTokenFile), "retryIn", wait,
+			"tokenFile", d.opts.CloudTokenFile)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

@@ -3,6 +3,7 @@ package csi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -299,5 +300,29 @@ func TestDriverRunsTheRefresherAndFeedsTheLiveCount(t *testing.T) {
 	case <-c.stopped:
 	default:
 		t.Error("the refresher was still running after Run returned")
+	}
+}
+
+// The controller's start-up wait for the cloud names a missing or refused token instead of
+// the network when the cloud answered 401 (a newcomer started it without --cloud-token-file
+// and read "Cloud not reachable yet ... Unauthenticated").
+func TestCloudWaitMessage(t *testing.T) {
+	refused := fmt.Errorf("list volumes: %w", cloud.ErrUnauthenticated)
+	down := fmt.Errorf("list volumes: %w", &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded})
+	for _, tc := range []struct {
+		name, tokenFile string
+		err             error
+		want            string
+	}{
+		{"no token", "", refused, "Cloud refused the controller: no --cloud-token-file was given"},
+		{"a refused token", "/run/token", refused, "Cloud refused the token in --cloud-token-file"},
+		{"the network", "/run/token", down, "Cloud not reachable yet"},
+		{"the network, no token", "", down, "Cloud not reachable yet"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := cloudWaitMessage(tc.err, tc.tokenFile); got != tc.want {
+				t.Errorf("cloudWaitMessage = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

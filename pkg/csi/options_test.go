@@ -51,7 +51,7 @@ func TestOptionsFlagsAndValidate(t *testing.T) {
 		{name: "bad mode", args: []string{"--mode=both"}, wantErr: []string{"--mode"}},
 		// Go's URL parser reads "localhost" as a scheme, and refuses the other with its own words.
 		{name: "cloud url without a scheme", args: []string{"--node-id=i-1", "--cloud-url=localhost:18080"},
-			wantErr: []string{`--cloud-url: "localhost:18080" has no scheme: want an http:// or https:// URL, e.g. http://127.0.0.1:18080 (did you mean "http://localhost:18080"?)`}},
+			wantErr: []string{`--cloud-url: "localhost:18080" has no scheme: want an http:// or https:// URL, e.g. http://127.0.0.1:8080 (did you mean "http://localhost:18080"?)`}},
 		{name: "cloud url address and slash", args: []string{"--node-id=i-1", "--cloud-url=127.0.0.1:18080/"},
 			wantErr: []string{`--cloud-url: "127.0.0.1:18080/" has no scheme: want an http:// or https:// URL`}},
 		{name: "cloud url without a host", args: []string{"--node-id=i-1", "--cloud-url=https://"},

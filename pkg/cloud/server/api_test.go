@@ -150,3 +150,22 @@ func TestEveryRouteIsDocumented(t *testing.T) {
 		t.Errorf("openapi.json documents %d operations, the router serves %d", total, documented)
 	}
 }
+
+// An If-Match without its quotes is named as sent: quoting it in the message made `4` look
+// like the valid `"4"` (a newcomer's finding).
+func TestIfMatchMessages(t *testing.T) {
+	tc := startCloud(t, server.Config{})
+	for _, tt := range []struct{ header, want string }{
+		{`4`, `If-Match 4 lacks the quotes of an ETag: send "4" (quotes included), as the ETag header gave it`},
+		{`W/4`, `If-Match 4 lacks the quotes of an ETag: send "4" (quotes included), as the ETag header gave it`},
+		{`"abc"`, `If-Match "\"abc\"" is not a revision ETag like "12" (quotes included)`},
+		{`-4`, `If-Match "-4" is not a revision ETag like "12" (quotes included)`},
+	} {
+		t.Run(tt.header, func(t *testing.T) {
+			r := tc.do(t, "PATCH", "/v1/quotas", adminToken, `{"volumes":5}`, "If-Match", tt.header)
+			if e := r.errorBody(t); r.status != 400 || e.Message != tt.want {
+				t.Errorf("got %d %q, want 400 %q", r.status, e.Message, tt.want)
+			}
+		})
+	}
+}

@@ -354,6 +354,10 @@ func ifMatch(r *http.Request) (*uint64, error) {
 	tag, weak := strings.CutPrefix(h, "W/")
 	rev, ok := quotedRevision(tag)
 	switch {
+	case !ok && isRevision(tag):
+		// Printed bare: quoting it, as below, made `4` read as the valid `"4"`.
+		return nil, cloud.NewError(cloud.CodeInvalidArgument,
+			"If-Match %s lacks the quotes of an ETag: send \"%s\" (quotes included), as the ETag header gave it", tag, tag)
 	case !ok:
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "If-Match %s is not a revision ETag like \"12\" (quotes included)", cloud.Quote(h))
 	case weak:
@@ -361,6 +365,12 @@ func ifMatch(r *http.Request) (*uint64, error) {
 			"If-Match %s is a weak tag, which never matches (If-Match compares strongly, RFC 9110 section 13.1.1); send the ETag as given, like \"12\"", cloud.Quote(h))
 	}
 	return &rev, nil
+}
+
+// isRevision reports whether s is a bare revision, 12: digits only, at most a uint64.
+func isRevision(s string) bool {
+	_, err := strconv.ParseUint(s, 10, 64)
+	return err == nil
 }
 
 // quotedRevision reads an entity tag that is a revision in double quotes, `"12"`.

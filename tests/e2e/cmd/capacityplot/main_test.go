@@ -23,7 +23,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"every problem at once", []string{"--kubeconfig=k", "--cloud-url=http://127.0.0.1:1", "--duration=0s", "--interval=1ms", "--quota-share=half", "--driver="},
 			[]string{"--duration must be > 0", "interval must be ≥ 100ms", "quota share must be none or even", "driver name is required"}},
 		{"a cloud URL without a scheme", []string{"--kubeconfig=k", "--cloud-url=localhost:18080"},
-			[]string{`--cloud-url: "localhost:18080" has no scheme: want an http:// or https:// URL, e.g. http://127.0.0.1:18080`}},
+			[]string{`--cloud-url: "localhost:18080" has no scheme: want an http:// or https:// URL, e.g. http://127.0.0.1:8080`}},
 		{"bad plugin URL", []string{"--plugin-url=node-1"}, []string{"expected NODE=URL"}},
 		{"stray argument", []string{"--kubeconfig=k", "extra"}, []string{"unexpected arguments [extra]"}},
 		{"bad scenario", []string{"--scenario=../../../../examples/seed.yaml"}, []string{"seed.yaml: scenario: ", "unknown field"}},
