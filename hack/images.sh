@@ -25,12 +25,15 @@ ldflags="-s -w -X github.com/fakecloud/fakecloud-csi/pkg/version.Version=$VERSIO
 
 # kindctl lives in its own module (hack/kind) so go-containerregistry stays out of go.mod.
 kindctl=$out/bin/kindctl
-(cd hack/kind && go build -o "$kindctl" ./cmd/kindctl)
+# Through hack/progress.sh (a line every 30 s): on a cold cache these builds take minutes
+# (go-containerregistry, then client-go, gRPC and the Prometheus client for the driver).
+(cd hack/kind && "$root/hack/progress.sh" "go build kindctl" go build -v -o "$kindctl" ./cmd/kindctl)
 
 for b in driver fakecloud volumecheck; do
   pkg=./cmd/$b dir=.
   [[ $b == volumecheck ]] && pkg=./cmd/volumecheck dir=tests/e2e
-  (cd "$dir" && CGO_ENABLED=0 GOOS=linux GOARCH=$ARCH go build -trimpath -ldflags "$ldflags" -o "$out/bin/$b" "$pkg")
+  (cd "$dir" && CGO_ENABLED=0 GOOS=linux GOARCH=$ARCH "$root/hack/progress.sh" "go build $b" \
+    go build -v -trimpath -ldflags "$ldflags" -o "$out/bin/$b" "$pkg")
   "$kindctl" image --binary="$out/bin/$b" --ref="localhost/fakecloud-csi/$b:$IMAGE_TAG" \
     --arch="$ARCH" --version="$VERSION" --commit="$COMMIT" --out="$out/$b.tar"
 done
