@@ -8,7 +8,8 @@
 #      overlay whose only change is the images (kustomize `images:`, a registry's names);
 #   3. a short check through it (kindctl check): a claim and a pod on one node, attached
 #      through the fake cloud; the node's out-of-band slots raised with the fake cloud's API
-#      and its CSINode count following, then back; everything deleted, the cloud volume too.
+#      (to one slot fewer than its count) and its CSINode count following, then back;
+#      everything deleted, the cloud volume too.
 # The local cluster runs the driver, the fake cloud and the sidecars as processes (its hollow
 # kubelets run no containers), so step 3 exercises deploy/base's CSIDriver, StorageClass and
 # RBAC with those processes; the applied Deployments and DaemonSet get pods but no container

@@ -2,8 +2,8 @@
 // deploy-check-local` runs after applying deploy/base, and that docs/real-cluster.md gives as
 // kubectl and curl commands: a claim and a pod on one node, attached through the fake cloud;
 // the node's limit lowered in the fake cloud and its CSINode count following within the
-// CSIDriver's nodeAllocatableUpdatePeriodSeconds (KEP-4876); the limit restored; the pod and
-// claim deleted, and the volume gone from the fake cloud too.
+// CSIDriver's nodeAllocatableUpdatePeriodSeconds (KEP-4876); the limit restored and the count
+// back; the pod and claim deleted, and the volume gone from the fake cloud too.
 package smoke
 
 import (
@@ -124,7 +124,18 @@ func (c *Check) Run(ctx context.Context) (err error) {
 		return err
 	}
 
-	if err := c.patchOutOfBand(ctx, node, inst.OutOfBandSlots+1); err != nil {
+	// The count may be bound by the slots or by the attachment quota's headroom
+	// (docs/how-it-fits.md): out-of-band slots that leave one slot fewer than the count now make
+	// the slots the bound, so the count must fall by exactly one either way.
+	count, err = c.currentCount(ctx, node)
+	if err != nil {
+		return err
+	}
+	lowered, err := loweredOutOfBand(inst.AttachLimit, inst.OutOfBandSlots, count)
+	if err != nil {
+		return fmt.Errorf("node %s: %w", node, err)
+	}
+	if err := c.patchOutOfBand(ctx, node, lowered); err != nil {
 		return err
 	}
 	restored := false
@@ -136,7 +147,8 @@ func (c *Check) Run(ctx context.Context) (err error) {
 			err = rerr
 		}
 	}()
-	c.logf("fake cloud: %s's out-of-band slots %d -> %d", node, inst.OutOfBandSlots, inst.OutOfBandSlots+1)
+	c.logf("fake cloud: %s's out-of-band slots %d -> %d (slots %d -> %d, one below the count %d)",
+		node, inst.OutOfBandSlots, lowered, inst.AttachLimit-inst.OutOfBandSlots, inst.AttachLimit-lowered, count)
 	if err := c.waitCount(ctx, node, count-1); err != nil {
 		return err
 	}
@@ -275,6 +287,33 @@ func (c *Check) attach(ctx context.Context, node string) (string, error) {
 	}
 	c.logf("pod Running; VolumeAttachment attached; %s", state)
 	return volumeID, nil
+}
+
+// loweredOutOfBand is the out-of-band slot count that leaves an instance of attach limit limit
+// (and oob out-of-band slots now) exactly count-1 slots, so that a CSINode count of count,
+// whether bound by the slots or by the quota's headroom, must fall to count-1. Errors: count below 2
+// (the count never goes below 1), or a count above the instance's slots now.
+func loweredOutOfBand(limit, oob int, count int32) (int, error) {
+	if count < 2 {
+		return 0, fmt.Errorf("CSINode count %d; lowering it by one needs 2 or more", count)
+	}
+	if slots := limit - oob; int(count) > slots {
+		return 0, fmt.Errorf("CSINode count %d is above the instance's %d slots (limit %d, %d out-of-band)", count, slots, limit, oob)
+	}
+	return limit - int(count) + 1, nil
+}
+
+// currentCount is node's CSINode count for the driver now.
+func (c *Check) currentCount(ctx context.Context, node string) (int32, error) {
+	n, err := c.cs.StorageV1().CSINodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("CSINode %s: %w", node, err)
+	}
+	count, ok := driverCount(n)
+	if !ok {
+		return 0, fmt.Errorf("CSINode %s no longer lists %s with a count", node, DriverName)
+	}
+	return count, nil
 }
 
 // waitCount waits until node's CSINode count for the driver is want.

@@ -141,3 +141,35 @@ func TestCloudRequests(t *testing.T) {
 		t.Fatalf("patch of a missing instance: %v, want HTTP 404", err)
 	}
 }
+
+func TestLoweredOutOfBand(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		limit, oob int
+		count      int32
+		want       int
+		wantErr    string
+	}{
+		{name: "bound by the slots", limit: 8, oob: 1, count: 7, want: 2},
+		{name: "bound by the quota headroom", limit: 16, oob: 0, count: 4, want: 13},
+		{name: "no out-of-band slot yet", limit: 8, oob: 0, count: 8, want: 1},
+		{name: "at the floor", limit: 8, oob: 7, count: 1, wantErr: "needs 2 or more"},
+		{name: "count above the slots", limit: 8, oob: 4, count: 5, wantErr: "above the instance's 4 slots"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := loweredOutOfBand(tc.limit, tc.oob, tc.count)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("loweredOutOfBand(%d, %d, %d) = %d, %v; want %d", tc.limit, tc.oob, tc.count, got, err, tc.want)
+			}
+			if slots := tc.limit - got; slots != int(tc.count)-1 {
+				t.Fatalf("leaves %d slots, want the count minus one, %d", slots, tc.count-1)
+			}
+		})
+	}
+}
