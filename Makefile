@@ -163,11 +163,11 @@ localcluster: ## Build bin/localcluster, the local cluster tool of tests/e2e.
 	@cd tests/e2e && $(CURDIR)/hack/progress.sh "go build bin/localcluster" $(GO) build -v -o $(LOCALCLUSTER_BIN) ./localcluster/cmd/localcluster
 
 .PHONY: deploy-check-local
-deploy-check-local: e2e-local-build ## CI's check of deploy/kind: dry run on a local API server.
+deploy-check-local: e2e-local-build ## CI's check of deploy/: dry runs, then deploy/base applied and checked.
 	hack/deploy-check-local.sh
 
 .PHONY: deploy-dry-run
-deploy-dry-run: ## Server-side dry run of every deploy/kind manifest against KUBECONFIG.
+deploy-dry-run: ## Server-side dry run of deploy/base, kind, kind-offline against KUBECONFIG.
 	hack/deploy-dry-run.sh
 
 .PHONY: kind-up

@@ -58,7 +58,7 @@ fi
 
 printf '\n== 7. e2e suite\n'
 mkdir -p "$ARTIFACTS"
-# The driver on kind runs the local cluster's capacity flags (deploy/kind/node-daemonset.yaml),
+# The driver on kind runs the local cluster's capacity flags (deploy/kind/node-daemonset-patch.yaml),
 # so the suite's defaults for -rise-allowance and -stale-after hold.
 # shellcheck disable=SC2086 # E2E_ARGS is a list of go test flags
 if ! (cd tests/e2e && go test -count=1 -timeout=40m -v . \

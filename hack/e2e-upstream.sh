@@ -30,7 +30,7 @@ E2E_UPSTREAM_ARGS=${E2E_UPSTREAM_ARGS:-}
 localcluster=(go -C "$root/tests/e2e" run ./localcluster/cmd/localcluster)
 driver='External Storage \[Driver: disk\.fakecloud\.dev\]'
 # The scheduler's preventPodSchedulingIfMissing (KEP-4876's VolumeLimitScaling), which
-# deploy/kind/csidriver.yaml sets: CSIDriver objects and pods only, no container. The other CSI
+# deploy/base/csidriver.yaml sets: CSIDriver objects and pods only, no container. The other CSI
 # Mock specs deploy the mock driver's images and test Kubernetes, not this driver.
 mock_scaling='CSI Mock VolumeLimitScaling scheduling'
 # The suites whose specs need no container: they check API objects, scheduling, attach,

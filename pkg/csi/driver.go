@@ -174,7 +174,7 @@ func listen(endpoint string) (net.Listener, error) {
 	if network == "unix" {
 		// The owner's and its group's, whatever the umask: the sidecars of a pod share the
 		// group (runAsGroup) but not always the user (the kind controller's driver runs as root
-		// to read every volume's data for snapshots; deploy/kind/controller-deployment.yaml).
+		// to read every volume's data for snapshots; deploy/base/controller-deployment.yaml).
 		if err := os.Chmod(addr, 0o660); err != nil {
 			_ = lis.Close()
 			return nil, fmt.Errorf("socket %s: %w", addr, err)

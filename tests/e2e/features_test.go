@@ -14,7 +14,7 @@ import (
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
 
-// vacName is deploy/kind/volumeattributesclass.yaml's class: type ssd, 3000 IOPS.
+// vacName is deploy/base/volumeattributesclass.yaml's class: type ssd, 3000 IOPS.
 const vacName = "fakecloud-fast"
 
 // S18: a clone of a bound claim (CLONE_VOLUME): a claim whose dataSource is
@@ -54,8 +54,8 @@ func TestS18CloneOfBoundClaim(t *testing.T) {
 	t.Logf("S18: clone %s of %s (zone %s) Running on %s", id, src, c.Zone, node)
 }
 
-// ensureVAC creates deploy/kind's VolumeAttributesClass when the cluster
-// lacks it; deploy/kind applies it, the local cluster applies it too
+// ensureVAC creates deploy/base's VolumeAttributesClass when the cluster
+// lacks it; deploy/base (and so deploy/kind) applies it, the local cluster applies it too
 // (localcluster deployFiles), so this only matters on another cluster.
 func ensureVAC(t *testing.T) {
 	t.Helper()

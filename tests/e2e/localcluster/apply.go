@@ -18,10 +18,10 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 )
 
-// DriverNamespace is where deploy/kind puts the driver's namespaced objects.
+// DriverNamespace is where deploy/base puts the driver's namespaced objects.
 const DriverNamespace = "fakecloud-csi"
 
-// deployFiles are the deploy/kind files the local cluster applies: the
+// deployFiles are the deploy/base files the local cluster applies: the
 // cluster-level objects of the driver, with the RBAC of every sidecar
 // (provisioner, attacher, resizer, snapshotter) and of the node plugin, and the
 // VolumeAttributesClass (S19 modifies a claim to it). The

@@ -44,7 +44,7 @@ type Node struct {
 // Options configure a local cluster. The zero value is not usable; start
 // from DefaultOptions.
 type Options struct {
-	// RepoRoot is the clone (cmd/fakecloud, cmd/driver, deploy/kind).
+	// RepoRoot is the clone (cmd/fakecloud, cmd/driver, deploy/base).
 	RepoRoot string
 	// BinDir holds the component binaries (Build).
 	BinDir string
@@ -300,14 +300,14 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		{"scheduler", "system:kube-scheduler", ""},
 		// A client certificate for the ServiceAccount's user name: RBAC matches
 		// ServiceAccount subjects by user name, so the sidecars run with exactly
-		// the permissions of deploy/kind/rbac-*.yaml, as in a cluster.
+		// the permissions of deploy/base/rbac-*.yaml, as in a cluster.
 		{"sidecars", "system:serviceaccount:fakecloud-csi:fakecloud-csi-controller", "system:serviceaccounts"},
 		// The node plugins' cluster check (API server and kubelet versions,
 		// the CSIDriver's update period, a Warning Event) under the node
-		// ServiceAccount's RBAC (deploy/kind/rbac-node-*.yaml).
+		// ServiceAccount's RBAC (deploy/base/rbac-node-*.yaml).
 		{"node-plugin", "system:serviceaccount:fakecloud-csi:fakecloud-csi-node", "system:serviceaccounts"},
 		// snapshot-controller under the RBAC of the external-snapshotter
-		// release (rbac-snapshot-controller.yaml), as deploy/kind/snapshot
+		// release (rbac-snapshot-controller.yaml), as deploy/base/snapshot
 		// runs it.
 		{"snapshot-controller", "system:serviceaccount:" + SnapshotControllerNamespace + ":snapshot-controller", "system:serviceaccounts"},
 	} {
@@ -388,10 +388,10 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	}
 	step("kube-controller-manager and kube-scheduler started")
 
-	if err := applyDeploy(ctx, admin, filepath.Join(o.RepoRoot, "deploy", "kind")); err != nil {
+	if err := applyDeploy(ctx, admin, filepath.Join(o.RepoRoot, "deploy", "base")); err != nil {
 		return nil, err
 	}
-	step("applied deploy/kind (namespace, RBAC, CSIDriver, StorageClass)")
+	step("applied deploy/base (namespace, RBAC, CSIDriver, StorageClass)")
 	release, err := findSnapshotRelease(ctx, filepath.Join(o.RepoRoot, "tests", "e2e", "localcluster", "tools"))
 	if err != nil {
 		return nil, err
@@ -400,7 +400,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := applySnapshotSupport(ctx, admin, dyn, release, filepath.Join(o.RepoRoot, "deploy", "kind")); err != nil {
+	if err := applySnapshotSupport(ctx, admin, dyn, release, filepath.Join(o.RepoRoot, "deploy", "base")); err != nil {
 		return nil, err
 	}
 	step("applied the snapshot CRDs, snapshot-controller RBAC and VolumeSnapshotClass")

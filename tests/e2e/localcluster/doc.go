@@ -14,13 +14,13 @@
 // Start generates a CA, client certificates and kubeconfigs, starts the
 // control plane, the fake cloud (seeded with one instance per node, the node
 // name being the instance ID), the driver's controller plugin with its
-// sidecars (authenticated as the ServiceAccount of deploy/kind, so RBAC is
+// sidecars (authenticated as the ServiceAccount of deploy/base, so RBAC is
 // exercised), csi-resizer, csi-snapshotter and snapshot-controller (with the
 // VolumeSnapshot CRDs and the snapshot-controller RBAC of the release the
 // tools module pins), and per node a hollow kubelet, a node plugin (its HTTP
 // endpoints on a free port, Info.PluginURLs; its cluster check under the
 // node ServiceAccount's RBAC) and the kubelet plugin registration service
-// that node-driver-registrar would serve (pkg/csi/registration). It applies deploy/kind's RBAC,
+// that node-driver-registrar would serve (pkg/csi/registration). It applies deploy/base's RBAC,
 // CSIDriver and StorageClass, and returns when every node is Ready and its
 // CSINode reports the driver with a count. Options.StartBatch starts the nodes a batch
 // at a time (make scale: 10), and Start first checks that the hollow kubelets will get

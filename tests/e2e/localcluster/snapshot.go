@@ -27,7 +27,7 @@ import (
 // Module paths of the external-snapshotter release the tools module pins (and
 // builds csi-snapshotter and snapshot-controller from): the CRDs are in the
 // client module's config/crd, the snapshot-controller's RBAC in the main
-// module's deploy/kubernetes/snapshot-controller, as deploy/kind/snapshot
+// module's deploy/kubernetes/snapshot-controller, as deploy/base/snapshot
 // takes them.
 const (
 	snapshotterModule       = "github.com/kubernetes-csi/external-snapshotter/v8"
@@ -108,7 +108,7 @@ func splitYAML(data []byte) ([][]byte, error) {
 // applySnapshotSupport installs what the snapshottable suites need before
 // csi-snapshotter and snapshot-controller start: the release's CRDs (waiting
 // until each is Established), the snapshot-controller's RBAC and
-// deploy/kind/volumesnapshotclass.yaml. Objects that exist are left alone.
+// deploy/base/volumesnapshotclass.yaml. Objects that exist are left alone.
 func applySnapshotSupport(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, r snapshotRelease, deployDir string) error {
 	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	vscGVR := schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshotclasses"}

@@ -63,9 +63,9 @@ func TestEstablished(t *testing.T) {
 }
 
 // The local cluster applies the RBAC of every sidecar it runs, from the same
-// files as kind.
+// files as deploy/base (and so kind).
 func TestDeployFilesCoverTheSidecars(t *testing.T) {
-	dir := filepath.Join("..", "..", "..", "deploy", "kind")
+	dir := filepath.Join("..", "..", "..", "deploy", "base")
 	files, err := deployFiles(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func TestFindSnapshotRelease(t *testing.T) {
 			t.Errorf("ServiceAccount %s/%s, want %s/snapshot-controller", sa.Namespace, sa.Name, SnapshotControllerNamespace)
 		}
 	}
-	for _, f := range append(r.CRDFiles, filepath.Join("..", "..", "..", "deploy", "kind", "volumesnapshotclass.yaml")) {
+	for _, f := range append(r.CRDFiles, filepath.Join("..", "..", "..", "deploy", "base", "volumesnapshotclass.yaml")) {
 		obj, err := readUnstructured(f)
 		if err != nil {
 			t.Fatal(err)

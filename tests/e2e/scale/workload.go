@@ -19,7 +19,7 @@ import (
 // Namespace holds the workload's pods and claims.
 const Namespace = "scale"
 
-// storageClass is deploy/kind's StorageClass of the driver (WaitForFirstConsumer).
+// storageClass is deploy/base's StorageClass of the driver (WaitForFirstConsumer).
 const storageClass = "fakecloud-disk"
 
 // podImage is any name: the hollow kubelets' runtime is fake.

@@ -1,6 +1,6 @@
 // Package testdriverclaims checks that tests/e2e/upstream/testdriver.yaml, the
 // description of disk.fakecloud.dev that Kubernetes' storage e2e reads, claims
-// exactly what the driver advertises over CSI and what deploy/kind sets up.
+// exactly what the driver advertises over CSI and what deploy/base (and so deploy/kind) sets up.
 // The upstream suites skip every spec whose capability is false, so a claim
 // that is too modest hides specs, and one that is too bold fails them.
 package testdriverclaims
@@ -115,15 +115,15 @@ func TestTestDriverClaims(t *testing.T) {
 			StorageCapacity *bool  `json:"storageCapacity"`
 		} `json:"spec"`
 	}
-	if err := yaml.Unmarshal(repoFile(t, "deploy/kind/csidriver.yaml"), &csiDriver); err != nil {
+	if err := yaml.Unmarshal(repoFile(t, "deploy/base/csidriver.yaml"), &csiDriver); err != nil {
 		t.Fatal(err)
 	}
 	a := loadAdvertised(t)
 	publishesCapacity := csiDriver.Spec.StorageCapacity != nil && *csiDriver.Spec.StorageCapacity
 	// The group snapshot suite creates VolumeGroupSnapshots, which need the group snapshot CRDs,
 	// a VolumeGroupSnapshotClass and the snapshotter and snapshot-controller with group
-	// snapshots enabled; deploy/kind sets up none of it while it has no such class.
-	_, err := os.Stat(filepath.Join("..", "..", "..", "deploy", "kind", "volumegroupsnapshotclass.yaml"))
+	// snapshots enabled; deploy/base sets up none of it while it has no such class.
+	_, err := os.Stat(filepath.Join("..", "..", "..", "deploy", "base", "volumegroupsnapshotclass.yaml"))
 	deploysGroupSnapshots := err == nil
 
 	// Each claim the advertised capabilities decide, and from what.
@@ -175,8 +175,8 @@ func TestTestDriverClaims(t *testing.T) {
 			t.Errorf("TopologyKeys %v, want [%s]", td.DriverInfo.TopologyKeys, driver.TopologyZoneKey)
 		}
 		for _, c := range []struct{ got, file string }{
-			{td.StorageClass.FromExistingClassName, "deploy/kind/storageclass.yaml"},
-			{td.SnapshotClass.FromExistingClassName, "deploy/kind/volumesnapshotclass.yaml"},
+			{td.StorageClass.FromExistingClassName, "deploy/base/storageclass.yaml"},
+			{td.SnapshotClass.FromExistingClassName, "deploy/base/volumesnapshotclass.yaml"},
 		} {
 			var obj struct {
 				Metadata struct {

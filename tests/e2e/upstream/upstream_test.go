@@ -45,7 +45,7 @@ import (
 	// The CSI mock specs. Most deploy the mock driver's images and so test
 	// Kubernetes, not this driver; hack/e2e-upstream.sh selects only "CSI Mock
 	// VolumeLimitScaling scheduling" (no container: the scheduler's
-	// preventPodSchedulingIfMissing, which deploy/kind/csidriver.yaml relies on).
+	// preventPodSchedulingIfMissing, which deploy/base/csidriver.yaml relies on).
 	_ "k8s.io/kubernetes/test/e2e/storage/csimock"
 
 	// What upstream's test/e2e/e2e_test.go links in to reconfigure the

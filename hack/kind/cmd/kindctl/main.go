@@ -11,6 +11,8 @@
 //	kindctl wait [--kubeconfig=K] [--timeout=D] DIR...
 //	kindctl snapshotter --deploy=DIR --out=DIR
 //	kindctl get [--token=T] [--out=F] [--timeout=D] URL
+//	kindctl check [--kubeconfig=K] --cloud-url=URL --token-file=F [--node=N] [--namespace=NS]
+//	    [--name=N] [--storage-class=SC] [--pod-image=I] [--timeout=D]
 package main
 
 import (

@@ -10,20 +10,23 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fakecloud/fakecloud-csi/hack/kind/internal/kindconfig"
 	"github.com/fakecloud/fakecloud-csi/hack/kind/internal/manifests"
 	"github.com/fakecloud/fakecloud-csi/hack/kind/internal/ociimage"
+	"github.com/fakecloud/fakecloud-csi/hack/kind/internal/smoke"
 )
 
 // run dispatches one subcommand; see the package comment.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: kindctl image|kind-config|render|apply|wait|snapshotter|get [flags] (see hack/kind/cmd/kindctl)")
+		return errors.New("usage: kindctl image|kind-config|render|apply|wait|snapshotter|get|check [flags] (see hack/kind/cmd/kindctl)")
 	}
 	fs := flag.NewFlagSet("kindctl "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -51,6 +54,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runSnapshotter(ctx, fs, args[1:], stdout)
 	case "get":
 		return runGet(ctx, fs, args[1:], stdout)
+	case "check":
+		return runCheck(ctx, fs, args[1:], stdout)
 	default:
 		return fmt.Errorf("unknown subcommand %q", args[0])
 	}
@@ -179,7 +184,7 @@ func runCluster(ctx context.Context, verb string, fs *flag.FlagSet, args []strin
 }
 
 func runSnapshotter(ctx context.Context, fs *flag.FlagSet, args []string, stdout io.Writer) error {
-	deploy := fs.String("deploy", "deploy/kind", "kustomization whose csi-snapshotter sidecar tag picks the release")
+	deploy := fs.String("deploy", "deploy/kind", "kustomization whose csi-snapshotter sidecar tag picks the release (deploy/base or an overlay of it)")
 	out := fs.String("out", "_output/external-snapshotter", "where to put crd/ and snapshot-controller/")
 	goBin := fs.String("go", "go", "go command")
 	if err := fs.Parse(args); err != nil {
@@ -198,6 +203,51 @@ func runSnapshotter(ctx context.Context, fs *flag.FlagSet, args []string, stdout
 	}
 	abs, _ := filepath.Abs(*out)
 	_, err = fmt.Fprintf(stdout, "external-snapshotter %s in %s\n", version, abs)
+	return err
+}
+
+// runCheck runs the short end-to-end check of a deployed driver (package smoke).
+func runCheck(ctx context.Context, fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster (env KUBECONFIG)")
+	o := smoke.Options{Log: stdout}
+	fs.StringVar(&o.Namespace, "namespace", "default", "namespace of the check's claim and pod")
+	fs.StringVar(&o.Name, "name", "fakecloud-csi-check", "name of the check's claim and pod (neither may exist)")
+	fs.StringVar(&o.Node, "node", "", "node to run the pod on; empty: the first whose CSINode count is 2 or more")
+	fs.StringVar(&o.StorageClass, "storage-class", "fakecloud-disk", "the claim's StorageClass")
+	fs.StringVar(&o.PodImage, "pod-image", "registry.k8s.io/pause:3.10", "image of the pod's container")
+	fs.StringVar(&o.CloudURL, "cloud-url", "", "the fake cloud's URL, e.g. http://127.0.0.1:8080 (kubectl port-forward)")
+	tokenFile := fs.String("token-file", "", "file holding a fake-cloud admin token")
+	fs.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "how long each waiting step may take")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *kubeconfig == "" {
+		return errors.New("--kubeconfig (or KUBECONFIG) is required")
+	}
+	if *tokenFile == "" {
+		return errors.New("--token-file is required")
+	}
+	tok, err := os.ReadFile(*tokenFile)
+	if err != nil {
+		return fmt.Errorf("token file: %w", err)
+	}
+	o.AdminToken = strings.TrimSpace(string(tok))
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig %s: %w", *kubeconfig, err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	c, err := smoke.New(cs, &http.Client{}, o)
+	if err != nil {
+		return err
+	}
+	if err := c.Run(ctx); err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
+	_, err = fmt.Fprintln(stdout, "check passed: attach through the fake cloud, CSINode count followed the cloud's limit down and back, clean delete")
 	return err
 }
 

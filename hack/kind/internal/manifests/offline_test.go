@@ -2,7 +2,6 @@ package manifests_test
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -221,7 +220,7 @@ func mapValues(m map[string]string) []string {
 // TestOfflineSnapshotOverlay renders deploy/kind-offline/snapshot against the
 // external-snapshotter release of the csi-snapshotter sidecar (fetched like
 // TestSnapshotRelease, into a temporary tree): the snapshot-controller is the one built here,
-// at deploy/kind/snapshot's tag.
+// at deploy/base/snapshot's tag.
 func TestOfflineSnapshotOverlay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("downloads the external-snapshotter module; skipped under -short")
@@ -230,23 +229,7 @@ func TestOfflineSnapshotOverlay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tree := t.TempDir()
-	for _, d := range []string{filepath.Join("kind", "snapshot"), filepath.Join("kind-offline", "snapshot")} {
-		k, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", d, "kustomization.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir := filepath.Join(tree, "deploy", d)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), k, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := manifests.FetchSnapshotter(context.Background(), "go", sidecar, filepath.Join(tree, "_output", "external-snapshotter")); err != nil {
-		t.Fatal(err)
-	}
+	tree := snapshotTree(t, sidecar, filepath.Join("base", "snapshot"), filepath.Join("kind", "snapshot"), filepath.Join("kind-offline", "snapshot"))
 	objs, err := manifests.Render(filepath.Join(tree, "deploy", "kind-offline", "snapshot"))
 	if err != nil {
 		t.Fatal(err)

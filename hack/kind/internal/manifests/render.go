@@ -1,7 +1,8 @@
-// Package manifests renders the kustomizations under deploy/kind (kustomize API, no kubectl),
-// applies them to a cluster with server-side apply (optionally as a server-side dry run),
-// waits for their workloads to roll out, and fetches the external-snapshotter release whose
-// CRDs and snapshot-controller deploy/kind/snapshot installs.
+// Package manifests renders the kustomizations under deploy/ (deploy/base and its overlays
+// deploy/kind and deploy/kind-offline; kustomize API, no kubectl), applies them to a cluster
+// with server-side apply (optionally as a server-side dry run), waits for their workloads to
+// roll out, and fetches the external-snapshotter release whose CRDs and snapshot-controller
+// deploy/base/snapshot installs.
 package manifests
 
 import (

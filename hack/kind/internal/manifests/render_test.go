@@ -40,24 +40,31 @@ func repoRoot(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(root, "deploy", "kind", "kustomization.yaml")); err != nil {
+	if _, err := os.Stat(filepath.Join(root, "deploy", "base", "kustomization.yaml")); err != nil {
 		t.Fatalf("not the repository root: %s: %v", root, err)
 	}
 	return root
 }
 
+// deployDir is deploy/kind, the overlay kind clusters apply.
 func deployDir(t *testing.T) string { return filepath.Join(repoRoot(t), "deploy", "kind") }
 
-// rendered is deploy/kind rendered, decoded into typed objects where the kind is built in
-// (strictly: an unknown field is an error), keyed by manifests.ID.
+// baseDir is deploy/base, what any cluster applies (deploy/kind's base).
+func baseDir(t *testing.T) string { return filepath.Join(repoRoot(t), "deploy", "base") }
+
+// rendered is a kustomization rendered, decoded into typed objects where the kind is built
+// in (strictly: an unknown field is an error), keyed by manifests.ID.
 type rendered struct {
 	objs  []*unstructured.Unstructured
 	typed map[string]runtime.Object
 }
 
-func render(t *testing.T) rendered {
+// render renders deploy/kind.
+func render(t *testing.T) rendered { t.Helper(); return renderDir(t, deployDir(t)) }
+
+func renderDir(t *testing.T, dir string) rendered {
 	t.Helper()
-	objs, err := manifests.Render(deployDir(t))
+	objs, err := manifests.Render(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +87,7 @@ func get[T runtime.Object](t *testing.T, r rendered, id string) T {
 	t.Helper()
 	o, ok := r.typed[id].(T)
 	if !ok {
-		t.Fatalf("rendered deploy/kind has no %s (have %v)", id, ids(r))
+		t.Fatalf("rendering has no %s (have %v)", id, ids(r))
 	}
 	return o
 }
@@ -93,34 +100,52 @@ func ids(r rendered) []string {
 	return out
 }
 
-// TestOneResourcePerFile: every YAML file of deploy/kind is one object and is listed in the
-// kustomization (kind-config.yaml, the cluster config, excepted), so nothing is forgotten.
+// TestOneResourcePerFile: every YAML file of deploy/base is one object and is listed in its
+// kustomization's resources, and every YAML file of deploy/kind (kind-config.yaml, the
+// cluster config, excepted) is one patch listed in its patches, so nothing is forgotten.
 func TestOneResourcePerFile(t *testing.T) {
-	dir := deployDir(t)
-	var k struct {
-		Resources []string `json:"resources"`
-	}
-	data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(data, &k); err != nil {
-		t.Fatal(err)
-	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		base := filepath.Base(f)
-		if base == "kustomization.yaml" || base == "kind-config.yaml" {
-			continue
+	for _, tc := range []struct {
+		dir   string
+		field string
+	}{
+		{baseDir(t), "resources"},
+		{deployDir(t), "patches"},
+	} {
+		var k struct {
+			Resources []string `json:"resources"`
+			Patches   []struct {
+				Path string `json:"path"`
+			} `json:"patches"`
 		}
-		if !slices.Contains(k.Resources, base) {
-			t.Errorf("%s is not listed in deploy/kind/kustomization.yaml", base)
+		data, err := os.ReadFile(filepath.Join(tc.dir, "kustomization.yaml"))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if n := countDocs(t, f); n != 1 {
-			t.Errorf("%s holds %d objects, want exactly 1", base, n)
+		if err := yaml.Unmarshal(data, &k); err != nil {
+			t.Fatal(err)
+		}
+		listed := k.Resources
+		if tc.field == "patches" {
+			listed = nil
+			for _, p := range k.Patches {
+				listed = append(listed, p.Path)
+			}
+		}
+		files, err := filepath.Glob(filepath.Join(tc.dir, "*.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			base := filepath.Base(f)
+			if base == "kustomization.yaml" || base == "kind-config.yaml" {
+				continue
+			}
+			if !slices.Contains(listed, base) {
+				t.Errorf("%s is not among the %s of %s/kustomization.yaml", base, tc.field, tc.dir)
+			}
+			if n := countDocs(t, f); n != 1 {
+				t.Errorf("%s/%s holds %d objects, want exactly 1", tc.dir, base, n)
+			}
 		}
 	}
 }
@@ -151,10 +176,16 @@ func countDocs(t *testing.T, path string) int {
 	}
 }
 
-// TestRenderedObjects checks what the cluster would get: namespaces, references between
-// objects, the CSIDriver and StorageClass fields KEP-4876 depends on, and privileges.
+// TestRenderedObjects checks what the cluster would get from deploy/base and from
+// deploy/kind: namespaces, references between objects, the CSIDriver and StorageClass fields
+// KEP-4876 depends on, and privileges.
 func TestRenderedObjects(t *testing.T) {
-	r := render(t)
+	for name, dir := range map[string]string{"base": baseDir(t), "kind": deployDir(t)} {
+		t.Run(name, func(t *testing.T) { checkRenderedObjects(t, renderDir(t, dir)) })
+	}
+}
+
+func checkRenderedObjects(t *testing.T, r rendered) {
 	clusterScoped := map[string]bool{"Namespace": true, "CSIDriver": true, "StorageClass": true, "ClusterRole": true,
 		"ClusterRoleBinding": true, "VolumeSnapshotClass": true, "VolumeAttributesClass": true}
 	for _, o := range r.objs {
@@ -199,7 +230,7 @@ func TestRenderedObjects(t *testing.T) {
 		}
 		for _, ref := range refs {
 			if !have[ref] {
-				t.Errorf("%s refers to %s, which deploy/kind does not render", id, ref)
+				t.Errorf("%s refers to %s, which is not rendered", id, ref)
 			}
 		}
 	}
@@ -212,13 +243,13 @@ func TestRenderedObjects(t *testing.T) {
 				ref = kind + " " + o.GetNamespace() + "/" + name
 			}
 			if !have[ref] {
-				t.Errorf("%s binds %s, which deploy/kind does not render", manifests.ID(o), ref)
+				t.Errorf("%s binds %s, which is not rendered", manifests.ID(o), ref)
 			}
 			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
 			for _, s := range subjects {
 				m := s.(map[string]any)
 				if ref := fmt.Sprintf("ServiceAccount %s/%s", m["namespace"], m["name"]); m["kind"] == "ServiceAccount" && !have[ref] {
-					t.Errorf("%s binds %s, which deploy/kind does not render", manifests.ID(o), ref)
+					t.Errorf("%s binds %s, which is not rendered", manifests.ID(o), ref)
 				}
 			}
 		}
@@ -278,9 +309,14 @@ func podRefs(p corev1.PodSpec) []string {
 }
 
 // TestImages: sidecars pinned to released tags (csi-attacher new enough to record
-// errorCode), our images named as hack/images.sh builds them.
+// errorCode), our images named as hack/images.sh builds them, in deploy/base and deploy/kind.
 func TestImages(t *testing.T) {
-	r := render(t)
+	for name, dir := range map[string]string{"base": baseDir(t), "kind": deployDir(t)} {
+		t.Run(name, func(t *testing.T) { checkImages(t, renderDir(t, dir)) })
+	}
+}
+
+func checkImages(t *testing.T, r rendered) {
 	images := manifests.Images(r.objs)
 	for where, image := range images {
 		if !strings.Contains(image, ":") || strings.HasSuffix(image, ":latest") {
@@ -429,45 +465,67 @@ func TestKindConfig(t *testing.T) {
 }
 
 // TestSnapshotRelease fetches the external-snapshotter release of the csi-snapshotter sidecar
-// (through the Go module proxy) and renders deploy/kind/snapshot against it: the v1 snapshot
-// CRDs are there and the snapshot-controller runs the sidecar's version.
+// (through the Go module proxy) and renders deploy/base/snapshot and deploy/kind/snapshot
+// against it: the v1 snapshot CRDs are there, the snapshot-controller runs the sidecar's
+// version, and kind runs one replica of it.
 func TestSnapshotRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("downloads the external-snapshotter module; skipped under -short")
 	}
-	r := render(t)
-	sidecar, err := manifests.ImageTag(r.objs, "csi-snapshotter")
+	sidecar, err := manifests.ImageTag(render(t).objs, "csi-snapshotter")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The kustomization points at ../../../_output/external-snapshotter: rebuild that layout
-	// in a temporary tree so the test does not write into the checkout.
-	tree := t.TempDir()
-	k, err := os.ReadFile(filepath.Join(deployDir(t), "snapshot", "kustomization.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kdir := filepath.Join(tree, "deploy", "kind", "snapshot")
-	if err := os.MkdirAll(kdir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(kdir, "kustomization.yaml"), k, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := manifests.FetchSnapshotter(context.Background(), "go", sidecar, filepath.Join(tree, "_output", "external-snapshotter")); err != nil {
-		t.Fatal(err)
-	}
-	objs, err := manifests.Render(kdir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, crd := range []string{"volumesnapshotclasses", "volumesnapshotcontents", "volumesnapshots"} {
-		id := "CustomResourceDefinition " + crd + ".snapshot.storage.k8s.io"
-		if !slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return manifests.ID(o) == id }) {
-			t.Errorf("release %s renders no %s", sidecar, id)
+	tree := snapshotTree(t, sidecar, filepath.Join("base", "snapshot"), filepath.Join("kind", "snapshot"))
+	for _, d := range []string{"base", "kind"} {
+		objs, err := manifests.Render(filepath.Join(tree, "deploy", d, "snapshot"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, crd := range []string{"volumesnapshotclasses", "volumesnapshotcontents", "volumesnapshots"} {
+			id := "CustomResourceDefinition " + crd + ".snapshot.storage.k8s.io"
+			if !slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return manifests.ID(o) == id }) {
+				t.Errorf("%s: release %s renders no %s", d, sidecar, id)
+			}
+		}
+		if tag, err := manifests.ImageTag(objs, "snapshot-controller"); err != nil || tag != sidecar {
+			t.Errorf("%s: snapshot-controller tag %q (%v), want the csi-snapshotter sidecar's %s", d, tag, err, sidecar)
+		}
+		if d != "kind" {
+			continue
+		}
+		for _, o := range objs {
+			if o.GetKind() == "Deployment" && o.GetName() == "snapshot-controller" {
+				if n, _, _ := unstructured.NestedInt64(o.Object, "spec", "replicas"); n != 1 {
+					t.Errorf("kind: snapshot-controller replicas %d, want 1", n)
+				}
+			}
 		}
 	}
-	if tag, err := manifests.ImageTag(objs, "snapshot-controller"); err != nil || tag != sidecar {
-		t.Errorf("snapshot-controller tag %q (%v), want the csi-snapshotter sidecar's %s", tag, err, sidecar)
+}
+
+// snapshotTree rebuilds, in a temporary tree, the layout the snapshot kustomizations of dirs
+// (under deploy/, e.g. "kind/snapshot") point at: their kustomization.yaml files and the
+// external-snapshotter release of version in _output/external-snapshotter, so that the
+// tests do not write into the checkout. It returns the tree's root.
+func snapshotTree(t *testing.T, version string, dirs ...string) string {
+	t.Helper()
+	tree := t.TempDir()
+	for _, d := range dirs {
+		k, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", d, "kustomization.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(tree, "deploy", d)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), k, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
+	if err := manifests.FetchSnapshotter(context.Background(), "go", version, filepath.Join(tree, "_output", "external-snapshotter")); err != nil {
+		t.Fatal(err)
+	}
+	return tree
 }
