@@ -98,7 +98,7 @@ test-all: build ## Everything CI tests (.ci/run calls it, as root); ~20 min cold
 	@$(BIN)/testsummary -total=$(SUMMARY) -also='csi-sanity binary (mount and block), docs curl lines and links, alert rules'
 
 .PHONY: verify
-verify: ## The main module's gate: gofmt, go vet, go.mod, logcheck, docs/packages.md.
+verify: ## The main module's gate: gofmt, go vet, go.mod, logcheck, generated docs.
 	hack/verify.sh main
 
 .PHONY: verify-all
@@ -190,6 +190,10 @@ images: ## Driver and fake cloud OCI archives in _output/images, no Docker.
 	hack/images.sh
 
 ##@ Develop
+
+.PHONY: docs-errors
+docs-errors: ## Regenerate the matrix in docs/errors.md (make verify checks).
+	go test ./pkg/cloud -run '^TestErrorsDoc$$' -count=1 -update
 
 .PHONY: docs-graph
 docs-graph: ## Regenerate docs/packages.md, the package graph (make verify checks).

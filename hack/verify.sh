@@ -4,7 +4,7 @@
 #   main (default; make verify, make test): gofmt of every Go file of the repo; go vet and
 #        go mod tidy -diff of the main module; structured and contextual logging in it
 #        (logcheck); no tool in its go.mod; make help's lines under 100 columns;
-#        docs/packages.md current.
+#        docs/packages.md and the matrix of docs/errors.md current.
 #   modules: go vet and go mod tidy -diff of every other module (hack/kind, tests/e2e,
 #        tests/browser, the tool modules, ...): make test-all, which CI runs.
 #   all (make verify-all): both.
@@ -89,6 +89,9 @@ if [[ $scope != modules ]]; then
   if ! diff -q <(hack/pkggraph.sh -) docs/packages.md >/dev/null; then
     echo "docs/packages.md is stale (run: make docs-graph)"; fail=1
   fi
+  # So is the error matrix of docs/errors.md, from pkg/cloud's error tables (make docs-errors).
+  echo "== .: docs/errors.md (TestErrorsDoc)"
+  go test -run '^TestErrorsDoc$' ./pkg/cloud || { echo "docs/errors.md is stale (run: make docs-errors)"; fail=1; }
 fi
 
 if [[ $scope != main ]]; then

@@ -38,41 +38,9 @@ const (
 )
 
 // cloudClass is the class label for err, an error straight from a cloud call (before it is
-// turned into a status error, which keeps only the message), read from cloud.ClassOf.
-func cloudClass(err error) string {
-	switch cloud.ClassOf(err) {
-	case cloud.ClassNone:
-		return classNone
-	case cloud.ClassAttachCapacity, cloud.ClassStorageQuota:
-		return classCapacity
-	case cloud.ClassPermission:
-		return classPermission
-	case cloud.ClassAuth:
-		return classAuth
-	case cloud.ClassTopology:
-		return classTopology
-	case cloud.ClassConflict, cloud.ClassTransition:
-		return classConflict
-	case cloud.ClassObjectNotFound, cloud.ClassInstanceNotFound, cloud.ClassNoRoute:
-		return classNotFound
-	case cloud.ClassThrottled:
-		return classThrottled
-	case cloud.ClassInternal, cloud.ClassUnavailable:
-		return classServer
-	case cloud.ClassInstanceHealth:
-		return classHealth
-	case cloud.ClassTimeout:
-		return classTimeout
-	case cloud.ClassCanceled:
-		return classCanceled
-	case cloud.ClassNetwork, cloud.ClassLocal:
-		// Not a cloud answer: the cloud was not reached, or its answer was lost.
-		return classNetwork
-	default:
-		// ClassAlreadyExists, ClassInvalid, ClassOther, ClassUnknownCode.
-		return classOther
-	}
-}
+// turned into a status error, which keeps only the message): the Metric column of the row of
+// its class (cloud.ClassOf, cloud.Class.Handling), one of the constants above.
+func cloudClass(err error) string { return cloud.ClassOf(err).Handling().Metric }
 
 // controllerMetrics are the controller's attach series (docs/metrics.md).
 type controllerMetrics struct {

@@ -153,8 +153,9 @@ func TestControllerMetricsShowOpenWindowsAndInflight(t *testing.T) {
 	}
 }
 
-// TestCloudClassCoversEveryCode: every code of the cloud's error table has a class label
-// decided here, so a new code cannot land in a label by accident (docs/errors.md).
+// TestCloudClassCoversEveryCode: the class label of every code of the cloud's error table as
+// of this test (docs/errors.md). A code added later gets its class's Metric column
+// (cloud.Class.Handling), which TestMetricColumnIsALabel checks.
 func TestCloudClassCoversEveryCode(t *testing.T) {
 	want := map[cloud.Code]string{
 		cloud.CodeAttachmentLimitExceeded: classCapacity, cloud.CodeAttachmentQuotaExceeded: classCapacity,
@@ -170,17 +171,26 @@ func TestCloudClassCoversEveryCode(t *testing.T) {
 		cloud.CodeThrottled: classThrottled, cloud.CodeInternalError: classServer, cloud.CodeUnavailable: classServer,
 		cloud.CodeIncorrectState: classConflict,
 	}
-	for _, c := range cloud.Codes() {
-		w, ok := want[c]
-		if !ok {
-			t.Errorf("cloud code %s has no expected class label", c)
-			continue
-		}
+	for c, w := range want {
 		if got := cloudClass(cloud.NewError(c, "x")); got != w {
 			t.Errorf("cloudClass(%s) = %q, want %q", c, got, w)
 		}
 	}
 	if got := cloudClass(&cloud.Error{Code: "SomethingNew", HTTPStatus: 502}); got != classOther {
 		t.Errorf("cloudClass(unknown code) = %q, want %q", got, classOther)
+	}
+}
+
+// TestMetricColumnIsALabel: the Metric column of every row of the error matrix is one of the
+// class labels documented above cloudClass (and in docs/metrics.md), so the label set stays
+// bounded and known.
+func TestMetricColumnIsALabel(t *testing.T) {
+	labels := map[string]bool{classNone: true, classCapacity: true, classPermission: true, classAuth: true,
+		classTopology: true, classConflict: true, classNotFound: true, classThrottled: true, classServer: true,
+		classHealth: true, classTimeout: true, classCanceled: true, classNetwork: true, classOther: true}
+	for _, c := range cloud.Classes() {
+		if m := c.Handling().Metric; !labels[m] {
+			t.Errorf("class %q: metric label %q is not one of the labels of cloudClass", c, m)
+		}
 	}
 }

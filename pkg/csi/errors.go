@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -12,8 +13,8 @@ import (
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/treecopy"
 )
 
-// cloudOp says which kind of RPC a cloud error comes from; it selects the few rows of the
-// error matrix that differ by call.
+// cloudOp says which kind of RPC a cloud error comes from; it selects the gRPC column of the
+// error matrix (cloud.Handling: GRPC, GRPCGone, GRPCPage).
 type cloudOp int
 
 const (
@@ -29,8 +30,10 @@ const (
 
 // cloudCode is the gRPC column of the error matrix (docs/errors.md): the code for an error
 // returned by the cloud (or by the transport, or the context) during an RPC of kind op,
-// read from the error's class (cloud.ClassOf). codes.OK means the error is success for that
-// call (a missing object on delete/unpublish).
+// read from the row of the error's class (cloud.ClassOf, cloud.Class.Handling: GRPC,
+// GRPCGone, GRPCPage). codes.OK means the error is success for that call (a missing object
+// on delete/unpublish). An error that is not a cloud answer but a gRPC status error passed
+// along keeps its code.
 //
 // Only real capacity shortages are RESOURCE_EXHAUSTED: attach slots (publish) and the
 // storage quotas (create, expand). Throttling is UNAVAILABLE, never RESOURCE_EXHAUSTED, so
@@ -43,48 +46,26 @@ func cloudCode(op cloudOp, err error) codes.Code {
 			return s.Code()
 		}
 	}
-	switch class {
-	case cloud.ClassNone:
-		return codes.OK
-	case cloud.ClassAttachCapacity, cloud.ClassStorageQuota:
-		return codes.ResourceExhausted
-	case cloud.ClassPermission:
-		return codes.PermissionDenied
-	case cloud.ClassAuth:
-		return codes.Unauthenticated
-	case cloud.ClassTopology, cloud.ClassConflict:
-		return codes.FailedPrecondition
-	case cloud.ClassObjectNotFound, cloud.ClassInstanceNotFound:
-		if op == opGone {
-			return codes.OK
-		}
-		return codes.NotFound
-	case cloud.ClassAlreadyExists:
-		return codes.AlreadyExists
-	case cloud.ClassInvalid:
-		if op == opPage {
-			return codes.Aborted
-		}
-		return codes.InvalidArgument
-	case cloud.ClassThrottled, cloud.ClassUnavailable, cloud.ClassNetwork:
-		return codes.Unavailable
-	case cloud.ClassTransition:
-		// The volume is in the cloud's opposite transition (attach while detaching): CSI's
-		// "operation pending for volume", which the caller retries with backoff.
-		return codes.Aborted
-	case cloud.ClassInstanceHealth:
-		// An impaired or stopped instance is not full: UNAVAILABLE makes the
-		// external-attacher retry, and the kubelet fails no pod for it.
-		return codes.Unavailable
-	case cloud.ClassTimeout:
-		return codes.DeadlineExceeded
-	case cloud.ClassCanceled:
-		return codes.Canceled
+	h := class.Handling()
+	switch op {
+	case opGone:
+		return grpcCode(h.GRPCGone)
+	case opPage:
+		return grpcCode(h.GRPCPage)
 	default:
-		// ClassInternal, ClassNoRoute (a wrong route), ClassOther, ClassUnknownCode (a newer
-		// cloud), ClassLocal (a bug).
+		return grpcCode(h.GRPC)
+	}
+}
+
+// grpcCode is the code of a canonical name of the error matrix's gRPC columns
+// (RESOURCE_EXHAUSTED); INTERNAL for a name that is none (TestGRPCColumnsAreCodes).
+func grpcCode(name string) codes.Code {
+	var c codes.Code
+	// The JSON form of a code is its quoted canonical name.
+	if err := c.UnmarshalJSON([]byte(strconv.Quote(name))); err != nil {
 		return codes.Internal
 	}
+	return c
 }
 
 // cloudStatus wraps err as a status error with the code cloudCode gives it and a message of

@@ -46,37 +46,13 @@ const (
 )
 
 // Classify is the retry policy of ControllerPublishVolume: the class of the error of the
-// cloud's attach (a *cloud.Error, a transport or context error, wrapped or not), read from
-// its cloud class (cloud.ClassOf, docs/errors.md) and never from the gRPC code it became.
-// Final errors (the request or the state of the objects must change first) are ClassNone.
-func Classify(err error) Class {
-	switch cloud.ClassOf(err) {
-	case cloud.ClassAttachCapacity:
-		return ClassCapacity
-	case cloud.ClassStorageQuota:
-		// Never an attach's answer unless a fault rule makes it one; answered
-		// RESOURCE_EXHAUSTED like attach capacity, so it opens the same window.
-		return ClassCapacity
-	case cloud.ClassThrottled, cloud.ClassUnavailable, cloud.ClassInternal, cloud.ClassInstanceHealth,
-		cloud.ClassNetwork, cloud.ClassTimeout:
-		return ClassRetryable
-	case cloud.ClassNoRoute, cloud.ClassOther, cloud.ClassUnknownCode, cloud.ClassLocal:
-		// Answered INTERNAL: nothing says the next try fails the same way, and a window
-		// keeps a broken cloud from being asked at the external-attacher's full rate.
-		return ClassRetryable
-	case cloud.ClassPermission, cloud.ClassAuth, cloud.ClassTopology, cloud.ClassConflict,
-		cloud.ClassObjectNotFound, cloud.ClassInstanceNotFound, cloud.ClassAlreadyExists, cloud.ClassInvalid:
-		// Final: the request, the token or the objects must change first.
-		return ClassNone
-	case cloud.ClassTransition:
-		// An attach while the volume detaches (ABORTED): it ends by itself, and the retry
-		// must reach the cloud as soon as it has.
-		return ClassNone
-	default:
-		// ClassNone (success) and ClassCanceled (the caller gave up; the cloud said nothing).
-		return ClassNone
-	}
-}
+// cloud's attach (a *cloud.Error, a transport or context error, wrapped or not), the Backoff
+// column of the row of its cloud class (cloud.ClassOf, cloud.Class.Handling; docs/errors.md),
+// never the gRPC code it became. Final errors (the request or the state of the objects must
+// change first) are ClassNone, and so are the cloud's opposite transition (it ends by
+// itself, and the retry must reach the cloud as soon as it has) and a canceled call (the
+// caller gave up; the cloud said nothing).
+func Classify(err error) Class { return Class(cloud.ClassOf(err).Handling().Backoff) }
 
 // Config sets the windows. A window after n consecutive failures of a class lasts
 // min(Max, Initial·2^(n−1)), shortened by a random share of up to Jitter of itself so that

@@ -353,7 +353,8 @@ func TestConfigValidate(t *testing.T) {
 }
 
 // TestClassify is the retry policy's table: a class for every code of the cloud's error
-// table (a code added without a row here fails) and for the errors that are not answers.
+// table as of this test and for the errors that are not answers. A code added later gets its
+// class's Backoff column (cloud.Class.Handling), which TestBackoffColumnIsAClass checks.
 func TestClassify(t *testing.T) {
 	codeRows := map[cloud.Code]Class{
 		cloud.CodeAttachmentLimitExceeded: ClassCapacity, cloud.CodeAttachmentQuotaExceeded: ClassCapacity,
@@ -368,12 +369,7 @@ func TestClassify(t *testing.T) {
 		cloud.CodeNotFound: ClassRetryable, cloud.CodeFaultNotFound: ClassRetryable,
 		cloud.CodeServerLimitExceeded: ClassRetryable, cloud.CodeMethodNotAllowed: ClassRetryable,
 	}
-	for _, c := range cloud.Codes() {
-		want, ok := codeRows[c]
-		if !ok {
-			t.Errorf("cloud code %s has no row: decide whether it opens a window", c)
-			continue
-		}
+	for c, want := range codeRows {
 		if got := Classify(fmt.Errorf("attach vol-1 to i-1: %w", cloud.NewError(c, "x"))); got != want {
 			t.Errorf("Classify(%s) = %q, want %q", c, got, want)
 		}
@@ -419,5 +415,17 @@ func TestOpenCountsOnlyWindowsInForce(t *testing.T) {
 	}
 	if n, v := b.Len(); n != 1 || v != 2 {
 		t.Errorf("Len = %d, %d; want the expired windows still remembered (1, 2)", n, v)
+	}
+}
+
+// TestBackoffColumnIsAClass: the Backoff column of every row of the error matrix is one of the
+// classes Classify returns.
+func TestBackoffColumnIsAClass(t *testing.T) {
+	for _, c := range cloud.Classes() {
+		switch b := Class(c.Handling().Backoff); b {
+		case ClassNone, ClassCapacity, ClassRetryable:
+		default:
+			t.Errorf("cloud class %q: backoff %q is not a Class", c, b)
+		}
 	}
 }

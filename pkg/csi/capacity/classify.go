@@ -27,43 +27,17 @@ const (
 	ClassOther         ErrorClass = "other"         // any other cloud code
 )
 
-// Classify returns the class of a lookup error, read from cloud.ClassOf; ClassNone for nil.
+// Classify returns the class of a lookup error: the Capacity column of the row of its class
+// (cloud.ClassOf, cloud.Class.Handling), or its Capacity5xx column for an answer with a 5xx
+// status when that is set (a code this driver does not know still says the cloud failed);
+// ClassNone for nil.
 func Classify(err error) ErrorClass {
-	switch cloud.ClassOf(err) {
-	case cloud.ClassNone:
-		return ClassNone
-	case cloud.ClassAttachCapacity:
-		return ClassCapacity
-	case cloud.ClassPermission:
-		return ClassPermission
-	case cloud.ClassAuth:
-		return ClassAuth
-	case cloud.ClassInstanceNotFound, cloud.ClassNoRoute:
-		return ClassNotFound
-	case cloud.ClassThrottled:
-		return ClassThrottled
-	case cloud.ClassInternal, cloud.ClassUnavailable:
-		return ClassServer
-	case cloud.ClassUnknownCode:
-		// A code this driver does not know: a 5xx still says the cloud failed.
-		var ce *cloud.Error
-		if errors.As(err, &ce) && ce.HTTPStatus >= 500 {
-			return ClassServer
-		}
-		return ClassOther
-	case cloud.ClassTimeout:
-		return ClassTimeout
-	case cloud.ClassCanceled:
-		return ClassCanceled
-	case cloud.ClassNetwork, cloud.ClassLocal:
-		// Not a cloud answer: the cloud was not reached, or the answer was lost.
-		return ClassNetwork
-	default:
-		// The storage quotas, topology, conflicts, volume and snapshot lookups, invalid
-		// requests, instance health (an attach answer; a capacity reading carries the
-		// instance's health instead): nothing a capacity lookup of an instance should see.
-		return ClassOther
+	h := cloud.ClassOf(err).Handling()
+	var ce *cloud.Error
+	if h.Capacity5xx != "" && errors.As(err, &ce) && ce.HTTPStatus >= 500 {
+		return ErrorClass(h.Capacity5xx)
 	}
+	return ErrorClass(h.Capacity)
 }
 
 // lowersCapacity reports whether an error of class c is a reachable cloud saying there are

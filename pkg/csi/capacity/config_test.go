@@ -103,9 +103,10 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-// TestClassifyCoversEveryCode: every code of the cloud's error table has a lookup class
-// decided here; only the attach-capacity codes are ClassCapacity, the one class that lowers
-// the value (docs/errors.md).
+// TestClassifyCoversEveryCode: the lookup class of every code of the cloud's error table as of
+// this test; only the attach-capacity codes are ClassCapacity, the one class that lowers the
+// value (docs/errors.md). A code added later gets its class's Capacity column
+// (cloud.Class.Handling), which TestCapacityColumnIsAClass checks.
 func TestClassifyCoversEveryCode(t *testing.T) {
 	want := map[cloud.Code]ErrorClass{
 		cloud.CodeAttachmentLimitExceeded: ClassCapacity, cloud.CodeAttachmentQuotaExceeded: ClassCapacity,
@@ -121,14 +122,29 @@ func TestClassifyCoversEveryCode(t *testing.T) {
 		cloud.CodeThrottled: ClassThrottled, cloud.CodeInternalError: ClassServer, cloud.CodeUnavailable: ClassServer,
 		cloud.CodeIncorrectState: ClassOther,
 	}
-	for _, c := range cloud.Codes() {
-		w, ok := want[c]
-		if !ok {
-			t.Errorf("cloud code %s has no expected lookup class", c)
-			continue
-		}
+	for c, w := range want {
 		if got := Classify(cloud.NewError(c, "x")); got != w {
 			t.Errorf("Classify(%s) = %q, want %q", c, got, w)
+		}
+	}
+}
+
+// TestCapacityColumnIsAClass: the Capacity and Capacity5xx columns of every row of the error
+// matrix are lookup classes of a cloud call (not staleRevision or invalid, which are the
+// reading's), and only attachCapacity's is ClassCapacity.
+func TestCapacityColumnIsAClass(t *testing.T) {
+	known := map[ErrorClass]bool{ClassNone: true, ClassCapacity: true, ClassPermission: true, ClassAuth: true,
+		ClassNotFound: true, ClassThrottled: true, ClassServer: true, ClassTimeout: true, ClassCanceled: true,
+		ClassNetwork: true, ClassOther: true}
+	for _, c := range cloud.Classes() {
+		h := c.Handling()
+		for _, v := range []ErrorClass{ErrorClass(h.Capacity), ErrorClass(h.Capacity5xx)} {
+			if !known[v] {
+				t.Errorf("cloud class %q: capacity lookup class %q is not one of a cloud call", c, v)
+			}
+			if v.lowersCapacity() && c != cloud.ClassAttachCapacity {
+				t.Errorf("cloud class %q: lowers the capacity; only attachCapacity does", c)
+			}
 		}
 	}
 }
