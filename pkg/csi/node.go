@@ -299,7 +299,8 @@ func (n *NodeServer) ensureStagedBlockFile(target string) error {
 // stage created: for a mount volume it is the pod's data. While the volume is still
 // published (publishedAt: a target it was published at still holds its mount) the call is
 // FAILED_PRECONDITION and nothing is unmounted or detached (CSI spec: the CO unpublishes
-// first). A link below the kubelet root is FAILED_PRECONDITION, nothing unmounted.
+// first); so is a volume with more than maxPublishRecords publish records, of which the node
+// cannot tell. A link below the kubelet root is FAILED_PRECONDITION, nothing unmounted.
 func (n *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
 	if err := validateNodeUnstageVolumeRequest(req, n.cfg.KubeletRoot); err != nil {
 		return nil, err

@@ -570,24 +570,25 @@ func (n *NodeServer) removeStagedBlockFile(p string) (kept string, err error) {
 	return fmt.Sprintf("a file of mode %o and %d bytes", st.Mode, st.Size), nil
 }
 
-// maxDataEntries bounds how many volumes' data folders insideVolume compares a mount with.
+// maxDataEntries bounds how many entries of the volumes' data folder insideVolume reads to
+// compare a mount with: past it, the node cannot tell whether the mount is a volume's and
+// refuses the call (FAILED_PRECONDITION).
 const maxDataEntries = 65536
 
 // insideVolume refuses (FAILED_PRECONDITION) a staging_target_path or target_path p (field
 // names it) that lies inside a volume's mount: a folder above p, below the kubelet root, is
 // a mount point that is a volume's stage (nodestate.Staged) or shows a volume's data folder
-// (mount.Shows; a publish or stage of a mount volume). Creating p there would write into
-// that volume's data, and its unstage or unpublish would take this mount with it. A mount
-// above p that is not one of this plugin's volumes (an emptyDir, a kubelet root on its own
-// file system) is no reason to refuse. It touches nothing.
+// (the same device and inode: mount.Mounter.ShownFile; a publish or stage of a mount volume).
+// Creating p there would write into that volume's data, and its unstage or unpublish would
+// take this mount with it. A mount above p that is not one of this plugin's volumes (an
+// emptyDir, a kubelet root on its own file system) is no reason to refuse. When it cannot
+// tell, it refuses too: more than maxDataEntries entries in the data folder
+// (FAILED_PRECONDITION), a data folder or mount it cannot inspect (INTERNAL). It touches
+// nothing, and holds no descriptor per data folder (one stat each), so the process's
+// descriptor limit does not decide the answer.
 func (n *NodeServer) insideVolume(field, p string) error {
 	root := n.kubeletRoot().Dir()
-	var data map[string]*os.File // volume ID -> its data folder, opened when first needed
-	defer func() {
-		for _, f := range data {
-			f.Close()
-		}
-	}()
+	var data map[mount.FileID]string // data folder -> its volume's ID, read when first needed
 	for d := filepath.Dir(p); d != root && strings.HasPrefix(d, root+"/"); d = filepath.Dir(d) {
 		f, err := n.kubeletRoot().Open(d, unix.O_PATH|unix.O_DIRECTORY, 0)
 		if errors.Is(err, os.ErrNotExist) {
@@ -596,7 +597,7 @@ func (n *NodeServer) insideVolume(field, p string) error {
 		if err != nil {
 			return pathStatus(field, p, err)
 		}
-		found, err := n.volumeShownAt(f, d, &data)
+		found, err := n.volumeShownAt(f, d, field, p, &data)
 		f.Close()
 		if err != nil {
 			return err
@@ -610,8 +611,9 @@ func (n *NodeServer) insideVolume(field, p string) error {
 
 // volumeShownAt returns the volume whose stage is d, or whose data folder the mount at d
 // (f, opened there) shows, or "" when d is no mount point or none of this plugin's. data
-// caches the opened data folders across calls.
-func (n *NodeServer) volumeShownAt(f *os.File, d string, data *map[string]*os.File) (string, error) {
+// caches the data folders' identities across calls (dataFolders); field and p name the
+// request path for its errors.
+func (n *NodeServer) volumeShownAt(f *os.File, d, field, p string, data *map[mount.FileID]string) (string, error) {
 	mp, err := n.cfg.Mounter.MountPoint(mount.FdPath(f))
 	if err != nil {
 		return "", internalf("inspect %s: %v", d, err)
@@ -624,35 +626,55 @@ func (n *NodeServer) volumeShownAt(f *os.File, d string, data *map[string]*os.Fi
 	} else if ok {
 		return id, nil
 	}
+	shown, ok, err := n.cfg.Mounter.ShownFile(mount.FdPath(f))
+	if err != nil {
+		return "", internalf("inspect %s: %v; cannot tell whether %s %s is inside a volume", d, err, field, cloud.Quote(p))
+	}
+	if !ok {
+		return "", nil // unmounted since MountPoint: nothing above p there any more
+	}
 	if *data == nil {
-		*data = map[string]*os.File{}
-		dir, err := os.Open(n.dataRoot().Dir())
-		if errors.Is(err, os.ErrNotExist) {
-			return "", nil
-		}
-		if err != nil {
-			return "", internalf("volume data folder: %v", err)
-		}
-		names, err := dir.Readdirnames(maxDataEntries)
-		dir.Close()
-		if err != nil && !errors.Is(err, io.EOF) {
-			return "", internalf("volume data folder: %v", err)
-		}
-		for _, id := range names {
-			df, err := n.dataRoot().Open(n.dataDir(id), unix.O_PATH|unix.O_DIRECTORY, 0)
-			if err == nil {
-				(*data)[id] = df
-			}
+		if *data, err = n.dataFolders(field, p); err != nil {
+			return "", err
 		}
 	}
-	for id, df := range *data {
-		own, err := n.cfg.Mounter.Shows(mount.FdPath(f), mount.FdPath(df))
-		if err != nil {
-			return "", internalf("inspect %s: %v", d, err)
-		}
-		if own {
-			return id, nil
-		}
+	return (*data)[shown], nil
+}
+
+// dataFolders maps the identity of every volume's data folder (<data root>/<id>/data, a
+// folder reached without a link) to the volume's ID, by one stat each. An entry of the data
+// root without such a folder (a block volume's, one being removed, or not the plugin's) is
+// no data folder. More than maxDataEntries entries is FAILED_PRECONDITION, an entry it
+// cannot stat INTERNAL: either way insideVolume cannot tell (field and p name the request
+// path), and refuses.
+func (n *NodeServer) dataFolders(field, p string) (map[mount.FileID]string, error) {
+	out := map[mount.FileID]string{}
+	dir, err := os.Open(n.dataRoot().Dir())
+	if errors.Is(err, os.ErrNotExist) {
+		return out, nil
 	}
-	return "", nil
+	if err != nil {
+		return nil, internalf("volume data folder: %v; cannot tell whether %s %s is inside a volume", err, field, cloud.Quote(p))
+	}
+	names, err := dir.Readdirnames(maxDataEntries + 1)
+	dir.Close()
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, internalf("volume data folder: %v; cannot tell whether %s %s is inside a volume", err, field, cloud.Quote(p))
+	}
+	if len(names) > maxDataEntries {
+		return nil, status.Errorf(codes.FailedPrecondition, "the volume data folder %s has more than %d entries: the node cannot tell whether %s %s is inside a volume, and refuses", n.dataRoot().Dir(), maxDataEntries, field, cloud.Quote(p))
+	}
+	for _, id := range names {
+		st, err := n.dataRoot().Lstat(n.dataDir(id))
+		switch {
+		case errors.Is(err, os.ErrNotExist), errors.Is(err, unix.ENOTDIR), errors.Is(err, mount.ErrSymlink):
+			continue // no data folder the node would use (it follows no link below the data root)
+		case err != nil:
+			return nil, internalf("data folder of volume %s: %v; cannot tell whether %s %s is inside a volume", id, err, field, cloud.Quote(p))
+		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+			continue
+		}
+		out[mount.FileIDOf(&st)] = id
+	}
+	return out, nil
 }

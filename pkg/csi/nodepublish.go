@@ -249,7 +249,9 @@ func (n *NodeServer) notOwnPublish(id, target string, hasRec bool) (string, erro
 	return fmt.Sprintf("a mount that is not this volume's (root %s of %s, device %q)", mp.Root, mp.Source, mp.Device), nil
 }
 
-// maxPublishRecords bounds how many publish records of one volume publishedAt reads.
+// maxPublishRecords bounds how many publish records of one volume publishedAt reads: past
+// it, the node cannot tell whether the volume is still published and refuses the unstage
+// (FAILED_PRECONDITION).
 const maxPublishRecords = 4096
 
 // publishedAt returns a target_path where volume id is still published, or "": one this
@@ -265,10 +267,13 @@ func (n *NodeServer) publishedAt(id string) (string, error) {
 			return "", internalf("publish records of %s: %v", id, err)
 		}
 		if err == nil {
-			names, err := d.Readdirnames(maxPublishRecords)
+			names, err := d.Readdirnames(maxPublishRecords + 1)
 			d.Close()
 			if err != nil && !errors.Is(err, io.EOF) {
 				return "", internalf("publish records of %s: %v", id, err)
+			}
+			if len(names) > maxPublishRecords {
+				return "", status.Errorf(codes.FailedPrecondition, "volume %s has more than %d publish records in %s: the node cannot tell whether it is still published, and refuses", id, maxPublishRecords, dir)
 			}
 			for _, name := range names {
 				b, err := os.ReadFile(filepath.Join(dir, name))

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Fake is an in-memory Mounter for unit tests. It checks what the kernel would (source and
@@ -117,6 +119,23 @@ func (f *Fake) Shows(path, source string) (bool, error) {
 		return false, err
 	}
 	return mp.Root == filepath.Clean(fdTarget(source)), nil
+}
+
+// ShownFile implements Mounter: the identity of the topmost mount's root path, as the file
+// system has it now. A root that is gone (its source removed while mounted, which the kernel
+// allows) shows a file no path names any more: an identity that matches no file (inode 0).
+func (f *Fake) ShownFile(path string) (FileID, bool, error) {
+	mp, err := f.MountPoint(path)
+	if err != nil || mp == nil {
+		return FileID{}, false, err
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(mp.Root, &st); errors.Is(err, unix.ENOENT) {
+		return FileID{}, true, nil
+	} else if err != nil {
+		return FileID{}, false, fmt.Errorf("stat the root %s of the mount at %s: %w", mp.Root, path, err)
+	}
+	return FileIDOf(&st), true, nil
 }
 
 // Mounts returns how many mounts are stacked at each mount point.

@@ -85,7 +85,23 @@ type Mounter interface {
 	// the node proves that a mount is of one volume's data folder or backing file, and not
 	// of anything else (another volume's, or what someone else mounted).
 	Shows(path, source string) (bool, error)
+	// ShownFile returns the identity (device and inode) of the file the topmost mount at
+	// path shows, its mounted root, as Shows compares it, and false when path is not a mount
+	// point (or does not exist). path may be a FdPath; its last element is never followed.
+	// A caller that compares one mount with many candidate files stats each candidate
+	// (FileIDOf) and holds no descriptor per candidate.
+	ShownFile(path string) (FileID, bool, error)
 }
+
+// FileID is a file's identity on this machine: the device of its file system and its inode
+// number (stat(2)'s st_dev and st_ino). Two paths with the same FileID are the same file; a
+// bind mount's root has its source's.
+type FileID struct {
+	Dev, Ino uint64
+}
+
+// FileIDOf is the FileID of a stat(2) result.
+func FileIDOf(st *unix.Stat_t) FileID { return FileID{Dev: uint64(st.Dev), Ino: st.Ino} }
 
 // Linux is the real Mounter: mount(2) with MS_BIND, and MS_BIND|MS_REMOUNT|MS_RDONLY for a
 // read-only bind (the kernel ignores MS_RDONLY on the first bind call), and the loop ioctls
@@ -122,6 +138,19 @@ func (l *Linux) Shows(path, source string) (bool, error) {
 		return false, err
 	}
 	return at.Dev == src.Dev && at.Ino == src.Ino, nil
+}
+
+// ShownFile implements Mounter: the file opened at the mount point path is the mount's root.
+func (l *Linux) ShownFile(path string) (FileID, bool, error) {
+	mp, err := l.MountPoint(path)
+	if err != nil || mp == nil {
+		return FileID{}, false, err
+	}
+	st, err := statNoFollow(path)
+	if err != nil {
+		return FileID{}, false, err
+	}
+	return FileIDOf(&st), true, nil
 }
 
 // statNoFollow stats p without following its last element, or, for a FdPath, the
