@@ -45,9 +45,10 @@ go test -run '^$' -bench . -benchtime "$BENCHTIME" ./bench/cloud/ 2>/dev/null | 
 require _output/bench/cloud.txt durable/bare
 require _output/bench/cloud.txt cpu-bare/durable
 echo
-echo "== driver: NodeGetInfo (warm cache, production lookup interval) vs a bare gRPC health check (grpc.health.v1 Check, the echo-* figures), both on a unix socket: p99-ratio is nodeinfo-p99-ns / echo-p99-ns; ControllerPublishVolume through driver + cloud (publishes/s)"
+echo "== driver: NodeGetInfo (warm cache, production lookup interval) vs a bare gRPC health check (grpc.health.v1 Check), all on unix sockets: p99-ratio is nodeinfo-p99-ns / echo-p99-ns (gRPC's default server), p99-ratio-workers is nodeinfo-p99-ns / workers-p99-ns (a bare server with the driver's stream workers); ControllerPublishVolume through driver + cloud (publishes/s)"
 go test -run '^$' -bench . -benchtime "$BENCHTIME" ./bench/driver/ 2>/dev/null | rows | tee _output/bench/driver.txt
 require _output/bench/driver.txt p99-ratio
+require _output/bench/driver.txt p99-ratio-workers
 require _output/bench/driver.txt publishes/s
 echo
 echo "== capacity policy: static vs naive vs ours on the same traces (seeded, deterministic)"

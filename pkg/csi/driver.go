@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -209,7 +210,13 @@ func (d *Driver) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(logInterceptor, d.metrics.interceptor))
+	// Stream workers (as many as Ps) serve calls on goroutines whose stacks have grown
+	// already: a new goroutine per call, gRPC's default, grew its stack (runtime.morestack,
+	// a copy of the stack) on every NodeGetInfo, the largest part of the handler's cost after
+	// the timeout it no longer sets. A call finding every worker busy still gets a goroutine
+	// of its own, so concurrency is unchanged.
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(logInterceptor, d.metrics.interceptor),
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))))
 	csi.RegisterIdentityServer(srv, d.identity)
 	if d.controller != nil {
 		csi.RegisterControllerServer(srv, d.controller)

@@ -82,6 +82,8 @@ type NodeServer struct {
 	topo      *Topology
 	published *publishedTargets
 	inflight  *inflight
+	// cached is cfg.Capacity when it answers from memory (NodeGetInfo's fast path), else nil.
+	cached cachedCapacity
 }
 
 var _ csi.NodeServer = (*NodeServer)(nil)
@@ -104,7 +106,9 @@ func NewNodeServer(cfg NodeConfig) *NodeServer {
 	if topo == nil {
 		topo = NewTopology(cfg.NodeID, dir, cfg.Cloud, cfg.TopologyReady)
 	}
-	return &NodeServer{cfg: cfg, dir: dir, staged: staged, topo: topo, published: newPublishedTargets(), inflight: newInflight()}
+	cached, _ := cfg.Capacity.(cachedCapacity)
+	return &NodeServer{cfg: cfg, dir: dir, staged: staged, topo: topo, published: newPublishedTargets(), inflight: newInflight(),
+		cached: cached}
 }
 
 // NodeStageVolume makes the volume's backing data visible at staging_target_path: a
@@ -671,7 +675,17 @@ func (n *NodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabiliti
 // docs/design.md, rules 2 and 3). Bounded by ctx, or by DefaultNodeInfoTimeout without a deadline;
 // when the zone or the capacity cannot be had in time the call fails (UNAVAILABLE,
 // DEADLINE_EXCEEDED, ...) rather than guess.
+//
+// The kubelet's periodic call finds the zone known and, with a capacity reporter that
+// implements cachedCapacity, no lookup due: it is answered from memory, with neither the
+// timeout (a timer and a child of the call's context, the largest part of the handler's
+// cost; nothing waits) nor a new topology map.
 func (n *NodeServer) NodeGetInfo(ctx context.Context, _ *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
+	if topo, ok := n.topo.accessible(); ok && n.cached != nil {
+		if slots, ok := n.cached.CachedMaxVolumesPerNode(ctx); ok {
+			return n.nodeInfo(ctx, topo, slots), nil
+		}
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultNodeInfoTimeout)
@@ -685,16 +699,25 @@ func (n *NodeServer) NodeGetInfo(ctx context.Context, _ *csi.NodeGetInfoRequest)
 	if err != nil {
 		return nil, cloudStatus(opDefault, err, "node capacity of %s", n.cfg.NodeID)
 	}
+	return n.nodeInfo(ctx, &csi.Topology{Segments: map[string]string{TopologyZoneKey: zone}}, slots), nil
+}
+
+// nodeInfo is NodeGetInfo's answer for topo and the reporter's slots.
+func (n *NodeServer) nodeInfo(ctx context.Context, topo *csi.Topology, slots int64) *csi.NodeGetInfoResponse {
 	if slots < 1 {
 		// A reporter bug must not turn into "unlimited".
 		klog.FromContext(ctx).Error(fmt.Errorf("capacity reporter returned %d", slots), "Reporting 1 instead", "nodeID", n.cfg.NodeID)
 		slots = 1
 	}
-	return &csi.NodeGetInfoResponse{
-		NodeId:             n.cfg.NodeID,
-		MaxVolumesPerNode:  slots,
-		AccessibleTopology: &csi.Topology{Segments: map[string]string{TopologyZoneKey: zone}},
-	}, nil
+	return &csi.NodeGetInfoResponse{NodeId: n.cfg.NodeID, MaxVolumesPerNode: slots, AccessibleTopology: topo}
+}
+
+// cachedCapacity is the part of a CapacityReporter that answers NodeGetInfo from memory:
+// CachedMaxVolumesPerNode returns what MaxVolumesPerNode would, with ok true, when that needs
+// no I/O and no wait (no cloud lookup due); otherwise ok is false and it does nothing.
+// *capacity.Reporter and *capacity.Static implement it.
+type cachedCapacity interface {
+	CachedMaxVolumesPerNode(ctx context.Context) (slots int64, ok bool)
 }
 
 func (n *NodeServer) lock(key string) (func(), error) {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
 
@@ -33,13 +34,14 @@ type Topology struct {
 	// identityRead (guarded by it) is set once the persisted identity was looked at.
 	sem          chan struct{}
 	identityRead bool
-	// mu guards the zone, whether it is known, where it came from (zoneSource*) and whether
-	// the cloud has been compared with it (checked).
+	// mu guards the zone, whether it is known, where it came from (zoneSource*), whether
+	// the cloud has been compared with it (checked) and the zone as accessible topology.
 	mu      sync.Mutex
 	zone    string
 	known   bool
 	source  string
 	checked bool
+	topo    *csi.Topology
 }
 
 // NewTopology returns the topology of instance nodeID, persisted in dir, learnt from c;
@@ -113,6 +115,16 @@ func (t *Topology) setZone(zone, source string, checked bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.zone, t.known, t.source, t.checked = zone, true, source, checked
+	t.topo = &csi.Topology{Segments: map[string]string{TopologyZoneKey: zone}}
+}
+
+// accessible returns the known zone as NodeGetInfo's accessible_topology, without I/O or
+// waiting; ok is false until the zone is known. Every caller gets the same message (the zone
+// never changes): read it, never modify it.
+func (t *Topology) accessible() (*csi.Topology, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.topo, t.known
 }
 
 func (t *Topology) knownZone() (string, bool) {

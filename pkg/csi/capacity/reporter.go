@@ -243,6 +243,17 @@ func (r *Reporter) MaxVolumesPerNode(ctx context.Context) (int64, error) {
 	return r.current(ctx).Value, nil
 }
 
+// CachedMaxVolumesPerNode is MaxVolumesPerNode when no cloud lookup is due, the answer of
+// almost every kubelet call: the current policy value (logged and published as by
+// MaxVolumesPerNode), with ok true, without I/O or waiting. When a lookup is due it does
+// nothing and ok is false: MaxVolumesPerNode makes it.
+func (r *Reporter) CachedMaxVolumesPerNode(ctx context.Context) (slots int64, ok bool) {
+	if r.due() {
+		return 0, false
+	}
+	return r.current(ctx).Value, true
+}
+
 // Refresh makes a lookup if one is due and waits for it (no answer bound), for a background
 // refresher. It returns ctx.Err() if ctx ends first.
 func (r *Reporter) Refresh(ctx context.Context) error {

@@ -68,6 +68,14 @@ func NewStatic(src Source, instanceID, reason string, lookupTimeout time.Duratio
 	return s, nil
 }
 
+// CachedMaxVolumesPerNode returns the static count, with ok true, once a lookup has
+// succeeded; before that it does nothing and ok is false (MaxVolumesPerNode looks up).
+func (s *Static) CachedMaxVolumesPerNode(context.Context) (slots int64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.value, s.value > 0
+}
+
 // MaxVolumesPerNode returns the static count (≥ 1). Until a lookup has succeeded each call
 // looks the cloud up and returns its error (a *cloud.Error or a transport or context error,
 // wrapped), so that NodeGetInfo fails with a retryable code and the kubelet retries the
