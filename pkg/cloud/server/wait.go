@@ -78,7 +78,7 @@ func parseVolumeWait(r *http.Request) (*volumeWait, error) {
 	default:
 		msg := "waitFor must be attached or detached, got " + cloud.Quote(v)
 		for _, s := range []string{string(cloud.StateAttached), string(cloud.StateDetached)} {
-			if l := strings.ToLower(v); l != s && len(l) >= 6 && strings.HasPrefix(s, l[:6]) {
+			if l := strings.ToLower(v); len(l) >= 6 && strings.HasPrefix(s, l[:6]) {
 				msg += "; did you mean " + strconv.Quote(s) + "?"
 				break
 			}
