@@ -87,8 +87,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"connections served at once, idle keep-alive ones included; more wait in the accept backlog")
 	fs.IntVar(&o.MaxHeavyReads, "max-heavy-reads", server.DefaultMaxHeavyReads,
 		"answers that grow with the fleet (/metrics, GET /v1/instances) rendered and written at once; more readers wait up to 5 s, then get 429 Throttled")
-	fs.IntVar(&o.MaxWaits, "max-waits", server.DefaultMaxWaits,
-		"waits for an attach or detach (GET /v1/volumes/{id}?waitFor=) open at once; one more gets 429 Throttled at once")
+	fs.IntVar(&o.MaxWaits, "max-waits", 0,
+		"waits for an attach or detach (GET /v1/volumes/{id}?waitFor=) open at once; one more gets 429 Throttled at once (0: half of --max-connections)")
 	fs.BoolVar(&o.MetricsOpen, "metrics-open", false, "serve /metrics without a token (by default it needs a reader token, as every read)")
 	fs.DurationVar(&o.ReadHeaderTimeout, "read-header-timeout", server.DefaultReadHeaderTimeout,
 		"time to read a request's headers; a slower client's connection is closed")
@@ -142,11 +142,14 @@ func (o *Options) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"max-connections", int64(o.MaxConnections)}, {"max-heavy-reads", int64(o.MaxHeavyReads)}, {"max-waits", int64(o.MaxWaits)}, {"max-fault-rules", int64(o.MaxFaultRules)}, {"max-instances", int64(o.MaxInstances)},
+	}{{"max-connections", int64(o.MaxConnections)}, {"max-heavy-reads", int64(o.MaxHeavyReads)}, {"max-fault-rules", int64(o.MaxFaultRules)}, {"max-instances", int64(o.MaxInstances)},
 		{"max-events", int64(o.MaxEvents)}, {"max-event-bytes", o.MaxEventBytes}} {
 		if f.v <= 0 {
 			errs = append(errs, fmt.Errorf("--%s must be > 0, got %d", f.name, f.v))
 		}
+	}
+	if o.MaxWaits < 0 {
+		errs = append(errs, fmt.Errorf("--max-waits must be >= 0 (0: half of --max-connections), got %d", o.MaxWaits))
 	}
 	if o.MaxEventBytes > 0 && o.MaxEventBytes < store.MaxEventRecordBytes {
 		errs = append(errs, fmt.Errorf("--max-event-bytes must hold one event (%d bytes), got %d", store.MaxEventRecordBytes, o.MaxEventBytes))

@@ -106,7 +106,8 @@ type Config struct {
 	// a turn, then gets 429 Throttled with Retry-After. Default DefaultMaxHeavyReads.
 	MaxHeavyReads int
 	// MaxWaits caps the waits of GET /v1/volumes/{id}?waitFor= open at once; one more is
-	// answered 429 Throttled at once. Default DefaultMaxWaits.
+	// answered 429 Throttled at once. Default: half of MaxConnections, at least 1
+	// (DefaultMaxWaits with the default MaxConnections).
 	MaxWaits int
 	// MetricsOpen serves GET /metrics without a token (the --metrics-open flag); by default
 	// it needs the reader role like every other read, since its answer names every
@@ -263,7 +264,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxHeavyReads = DefaultMaxHeavyReads
 	}
 	if cfg.MaxWaits == 0 {
-		cfg.MaxWaits = DefaultMaxWaits
+		cfg.MaxWaits = max(1, cfg.MaxConnections/2)
 	}
 	if cfg.ReadHeaderTimeout == 0 {
 		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout

@@ -11,9 +11,9 @@ import (
 )
 
 // DefaultMaxWaits is how many waits of GET /v1/volumes/{id}?waitFor= are open at once unless
-// Config.MaxWaits says otherwise: half the connections served at once
-// (DefaultMaxConnections), so waiting callers can never hold every connection. A wait
-// beyond it is answered 429 Throttled at once, with X-Wait: busy.
+// Config.MaxWaits says otherwise, with the default connection bound: half the connections
+// served at once (Config.MaxConnections, at least 1), so waiting callers can never hold
+// every connection. A wait beyond it is answered 429 Throttled at once, with X-Wait: busy.
 const DefaultMaxWaits = DefaultMaxConnections / 2
 
 // volumeWaitQuery is the query of GET /v1/volumes/{id}: without waitFor a plain read, with
