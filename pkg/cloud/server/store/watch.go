@@ -48,13 +48,6 @@ func (s *Store) WatchVolume(id string) (changed <-chan struct{}, stop func()) {
 	}
 }
 
-// Watched is how many volumes have watchers, for tests that check that none is left behind.
-func (s *Store) Watched() int {
-	s.watch.mu.Lock()
-	defer s.watch.mu.Unlock()
-	return len(s.watch.vols)
-}
-
 // notify wakes the watchers of the volumes a commit changed, or of all when all is set.
 func (w *watchers) notify(ids []string, all bool) {
 	if len(ids) == 0 && !all {

@@ -78,7 +78,7 @@ func TestWatchVolume(t *testing.T) {
 			stops[i]()
 			stops[i]() // a second stop is harmless
 		}
-		if n := s.Watched(); n != 0 {
+		if n := store.Watched(s); n != 0 {
 			t.Fatalf("%s: %d volumes still watched after every watch ended", st.name, n)
 		}
 	}
@@ -89,12 +89,12 @@ func TestWatchVolume(t *testing.T) {
 		stops = append(stops, stop)
 	}
 	for i, stop := range stops {
-		if n := s.Watched(); n != 1 {
+		if n := store.Watched(s); n != 1 {
 			t.Fatalf("%d of 100 watches ended: %d volumes watched, want 1", i, n)
 		}
 		stop()
 	}
-	if n := s.Watched(); n != 0 {
+	if n := store.Watched(s); n != 0 {
 		t.Fatalf("%d volumes watched after every watch ended, want 0", n)
 	}
 }
