@@ -257,3 +257,19 @@ func TestWaitsLeaveNoGoroutines(t *testing.T) {
 		t.Fatalf("%d goroutines after 64 waits ended, %d before:\n%s", n, base, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// TestWaitMeetsGetVolumeFaults: a fault rule on GetVolume acts on a wait as on a read, before
+// any wait: its error is the wait's answer, and the next wait, the rule spent, waits.
+func TestWaitMeetsGetVolumeFaults(t *testing.T) {
+	c := startCloud(t, server.Config{AttachDuration: 20 * time.Millisecond})
+	id, _ := stuckVolume(t, c, cloud.OperationAttachVolume)
+	ctx := context.Background()
+	must[*cloud.FaultRule](t)(c.admin.CreateFault(ctx, cloud.FaultRule{Operation: cloud.OperationGetVolume, VolumeID: id, Error: cloud.CodeUnavailable, Count: 1}))
+	w := cloud.VolumeWait{For: cloud.StateAttached, InstanceID: "node-a", Timeout: 10 * time.Millisecond}
+	_, err := c.reader.WaitVolume(ctx, id, w)
+	wantCode(t, err, cloud.CodeUnavailable)
+	v := must[*cloud.Volume](t)(c.reader.WaitVolume(ctx, id, w))
+	if v.State != cloud.StateAttaching {
+		t.Fatalf("wait after the rule: %+v, want still attaching", v)
+	}
+}
