@@ -45,11 +45,13 @@ go test -run '^$' -bench . -benchtime "$BENCHTIME" ./bench/cloud/ 2>/dev/null | 
 require _output/bench/cloud.txt durable/bare
 require _output/bench/cloud.txt cpu-bare/durable
 echo
-echo "== driver: NodeGetInfo (warm cache, production lookup interval) vs a bare gRPC health check (grpc.health.v1 Check), all on unix sockets: p99-ratio is nodeinfo-p99-ns / echo-p99-ns (gRPC's default server), p99-ratio-workers is nodeinfo-p99-ns / workers-p99-ns (a bare server with the driver's stream workers); ControllerPublishVolume through driver + cloud (publishes/s)"
+echo "== driver: NodeGetInfo (warm cache, production lookup interval) vs a bare gRPC health check (grpc.health.v1 Check), all on unix sockets: p99-ratio is nodeinfo-p99-ns / echo-p99-ns (gRPC's default server), p99-ratio-workers is nodeinfo-p99-ns / workers-p99-ns (a bare server with the driver's stream workers); ControllerPublishVolume through driver + cloud (publishes/s); publish and unpublish latency with 300 ms and 0 ms cloud transitions, and each call's lag behind the cloud's transition (publish-lag-p50-ms, ...; target within 10 ms)"
 go test -run '^$' -bench . -benchtime "$BENCHTIME" ./bench/driver/ 2>/dev/null | rows | tee _output/bench/driver.txt
 require _output/bench/driver.txt p99-ratio
 require _output/bench/driver.txt p99-ratio-workers
 require _output/bench/driver.txt publishes/s
+require _output/bench/driver.txt publish-lag-p50-ms
+require _output/bench/driver.txt unpublish-lag-p99-ms
 echo
 echo "== capacity policy: static vs naive vs ours on the same traces (seeded, deterministic)"
 go run ./bench/policy

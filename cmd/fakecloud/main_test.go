@@ -31,9 +31,9 @@ func TestOptionsValidate(t *testing.T) {
 		{"bounds set", []string{"--auth=none", "--max-connections=10", "--read-header-timeout=1s", "--read-timeout=2s",
 			"--idle-timeout=5s", "--max-fault-rules=5", "--max-events=100", "--max-event-bytes=65536"}, nil},
 		{"every bound refused at once", []string{"--auth=none", "--max-connections=0", "--read-header-timeout=0s", "--read-timeout=-1s",
-			"--idle-timeout=0s", "--max-fault-rules=-1", "--max-events=0", "--max-event-bytes=10"},
+			"--idle-timeout=0s", "--max-fault-rules=-1", "--max-events=0", "--max-event-bytes=10", "--max-waits=-1"},
 			[]string{"--max-connections", "--read-header-timeout", "--read-timeout", "--idle-timeout", "--max-fault-rules", "--max-events",
-				"--max-event-bytes must hold one event"}},
+				"--max-event-bytes must hold one event", "--max-waits must be >= 0"}},
 		{"transition durations out of range", []string{"--auth=none", "--attach-duration=-1s", "--detach-duration=2h"},
 			[]string{"--attach-duration must be in [0, 1h0m0s]", "--detach-duration"}},
 		{"synchronous transitions", []string{"--auth=none", "--attach-duration=0s", "--detach-duration=0s"}, nil},
@@ -81,13 +81,13 @@ func TestBoundFlagsHaveDefaultsAndReachTheConfig(t *testing.T) {
 	o.AddFlags(fs)
 	for name, want := range map[string]string{"max-connections": "1024", "read-header-timeout": "5s", "read-timeout": "10s",
 		"idle-timeout": "2m0s", "max-fault-rules": "1000", "max-instances": "10000", "max-events": "10000", "max-event-bytes": "4194304", "max-body-bytes": "1048576",
-		"attach-duration": "300ms", "detach-duration": "300ms", "max-heavy-reads": "4", "metrics-open": "false"} {
+		"attach-duration": "300ms", "detach-duration": "300ms", "max-heavy-reads": "4", "max-waits": "0", "metrics-open": "false"} {
 		f := fs.Lookup(name)
 		if f == nil || f.DefValue != want {
 			t.Errorf("--%s: %+v, want default %s", name, f, want)
 		}
 	}
-	if err := fs.Parse([]string{"--auth=none", "--max-connections=7", "--read-timeout=3s", "--max-fault-rules=9", "--max-heavy-reads=2", "--metrics-open"}); err != nil {
+	if err := fs.Parse([]string{"--auth=none", "--max-connections=7", "--read-timeout=3s", "--max-fault-rules=9", "--max-heavy-reads=2", "--max-waits=3", "--metrics-open"}); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := o.Config()
@@ -95,7 +95,7 @@ func TestBoundFlagsHaveDefaultsAndReachTheConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.MaxConnections != 7 || cfg.ReadTimeout != 3*time.Second || cfg.MaxFaultRules != 9 || cfg.MaxEvents != 10000 ||
-		cfg.MaxHeavyReads != 2 || !cfg.MetricsOpen {
+		cfg.MaxHeavyReads != 2 || cfg.MaxWaits != 3 || !cfg.MetricsOpen {
 		t.Fatalf("config %+v", cfg)
 	}
 	if err := fs.Parse([]string{"--console-node=node-a1=http://127.0.0.1:9809/"}); err != nil {

@@ -40,6 +40,8 @@ type Options struct {
 	// MaxHeavyReads caps the answers that grow with the fleet (/metrics, GET /v1/instances)
 	// written at once.
 	MaxHeavyReads int
+	// MaxWaits caps the waits of GET /v1/volumes/{id}?waitFor= open at once.
+	MaxWaits int
 	// MetricsOpen serves /metrics without a token.
 	MetricsOpen bool
 	// ReadHeaderTimeout, ReadTimeout and IdleTimeout bound reading a request's headers, a
@@ -85,6 +87,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"connections served at once, idle keep-alive ones included; more wait in the accept backlog")
 	fs.IntVar(&o.MaxHeavyReads, "max-heavy-reads", server.DefaultMaxHeavyReads,
 		"answers that grow with the fleet (/metrics, GET /v1/instances) rendered and written at once; more readers wait up to 5 s, then get 429 Throttled")
+	fs.IntVar(&o.MaxWaits, "max-waits", 0,
+		"waits for an attach or detach (GET /v1/volumes/{id}?waitFor=) open at once; one more gets 429 Throttled at once (0: half of --max-connections)")
 	fs.BoolVar(&o.MetricsOpen, "metrics-open", false, "serve /metrics without a token (by default it needs a reader token, as every read)")
 	fs.DurationVar(&o.ReadHeaderTimeout, "read-header-timeout", server.DefaultReadHeaderTimeout,
 		"time to read a request's headers; a slower client's connection is closed")
@@ -143,6 +147,9 @@ func (o *Options) Validate() error {
 		if f.v <= 0 {
 			errs = append(errs, fmt.Errorf("--%s must be > 0, got %d", f.name, f.v))
 		}
+	}
+	if o.MaxWaits < 0 {
+		errs = append(errs, fmt.Errorf("--max-waits must be >= 0 (0: half of --max-connections), got %d", o.MaxWaits))
 	}
 	if o.MaxEventBytes > 0 && o.MaxEventBytes < store.MaxEventRecordBytes {
 		errs = append(errs, fmt.Errorf("--max-event-bytes must hold one event (%d bytes), got %d", store.MaxEventRecordBytes, o.MaxEventBytes))
@@ -216,6 +223,7 @@ func (o *Options) Config() (server.Config, error) {
 		MaxBodyBytes:        o.MaxBodyBytes,
 		MaxConnections:      o.MaxConnections,
 		MaxHeavyReads:       o.MaxHeavyReads,
+		MaxWaits:            o.MaxWaits,
 		MetricsOpen:         o.MetricsOpen,
 		ReadHeaderTimeout:   o.ReadHeaderTimeout,
 		ReadTimeout:         o.ReadTimeout,

@@ -269,6 +269,12 @@ func readToken(path string) (string, error) {
 // do sends one request with an optional JSON body and decodes a 2xx JSON answer into out
 // (when non-nil). Any other answer becomes a *Error through responseError.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any, header http.Header) error {
+	return c.doHeader(ctx, method, path, query, in, out, header, nil)
+}
+
+// doHeader is do that also stores the answer's header in *respHeader when it is non-nil,
+// for an error answer too (it stays nil when no answer came).
+func (c *Client) doHeader(ctx context.Context, method, path string, query url.Values, in, out any, header http.Header, respHeader *http.Header) error {
 	// path is already escaped (see esc), so it is appended to the URL text, not to URL.Path.
 	target := strings.TrimSuffix(c.base.String(), "/") + path
 	if len(query) > 0 {
@@ -311,6 +317,9 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
 		_ = resp.Body.Close()
 	}()
+	if respHeader != nil {
+		*respHeader = resp.Header
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return fmt.Errorf("%s %s: %w", method, path, responseError(resp))
 	}

@@ -7,13 +7,17 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
 
 // How ControllerPublishVolume and ControllerUnpublishVolume wait for the cloud's attach or
-// detach (docs/attach.md, "Driver"): they look at the volume after transitionPollMin, then
-// ever less often, up to transitionPollMax between two looks.
+// detach (docs/attach.md, "Driver"): through the cloud's wait (cloud.Client.WaitVolume, a GET
+// the cloud answers when the transition ends), so that the answer comes within milliseconds
+// of the cloud's transition. Against a cloud without waits (an older fake cloud) or one
+// holding all the waits it may, they look at the volume instead, after transitionPollMin,
+// then ever less often, up to transitionPollMax between two looks.
 const (
 	transitionPollMin = 50 * time.Millisecond
 	transitionPollMax = time.Second
@@ -42,26 +46,62 @@ func waitContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithDeadline(ctx, deadline.Add(-min(answerMargin, left/10)))
 }
 
-// waitTransition looks at the volume until it has left state from on nodeID (attaching or
+// waitTransition waits until the volume has left state from on nodeID (attaching or
 // detaching) and returns it as last seen, errStillRunning when the wait's deadline came
-// first, or the cloud's error of a look. The cloud completes the transition whether or not
+// first, or the cloud's error of a look. It waits through the cloud's wait, again and again
+// while the cloud answers that its bound came first; it polls GetVolume instead once the
+// cloud said it has no waits (remembered: the cloud does not change without a restart of
+// this process's peer, and a poll is still right then), and for one look after the cloud
+// said it holds all the waits it may. The cloud completes the transition whether or not
 // anyone waits, so giving up here abandons nothing.
 func (s *ControllerServer) waitTransition(ctx context.Context, volID, nodeID string, from cloud.AttachState) (*cloud.Volume, error) {
 	wctx, cancel := waitContext(ctx)
 	defer cancel()
+	want := cloud.StateAttached
+	if from == cloud.StateDetaching {
+		want = cloud.StateDetached
+	}
 	timer := time.NewTimer(transitionPollMin)
 	defer timer.Stop()
 	delay := transitionPollMin
+	// poll: the next look is a GetVolume after delay, not a wait at once.
+	poll := s.noWait.Load()
 	for {
-		select {
-		case <-wctx.Done():
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+		if poll {
+			timer.Reset(delay)
+			select {
+			case <-wctx.Done():
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				return nil, errStillRunning
+			case <-timer.C:
 			}
-			return nil, errStillRunning
-		case <-timer.C:
+			delay = min(2*delay, transitionPollMax)
 		}
-		v, err := s.cloud.GetVolume(wctx, volID)
+		var (
+			v   *cloud.Volume
+			err error
+		)
+		if poll {
+			v, err = s.cloud.GetVolume(wctx, volID)
+			poll = s.noWait.Load()
+		} else {
+			deadline, _ := wctx.Deadline()
+			v, err = s.cloud.WaitVolume(wctx, volID, cloud.VolumeWait{For: want, InstanceID: nodeID, Timeout: time.Until(deadline)})
+			switch {
+			case errors.Is(err, cloud.ErrWaitUnsupported):
+				if !s.noWait.Swap(true) {
+					klog.FromContext(ctx).Info("The cloud does not support waiting for an attach or detach; polling instead", "volumeID", volID)
+				}
+				poll = true
+				continue
+			case errors.Is(err, cloud.ErrWaitBusy):
+				klog.FromContext(ctx).V(4).Info("The cloud holds all the waits it may; polling once", "volumeID", volID, "nodeID", nodeID)
+				poll = true
+				continue
+			}
+		}
 		if err := s.ok(err); err != nil {
 			if wctx.Err() != nil && ctx.Err() == nil {
 				return nil, errStillRunning
@@ -71,8 +111,6 @@ func (s *ControllerServer) waitTransition(ctx context.Context, volID, nodeID str
 		if v.State != from || v.AttachedTo != nodeID {
 			return v, nil
 		}
-		delay = min(2*delay, transitionPollMax)
-		timer.Reset(delay)
 	}
 }
 

@@ -13,6 +13,10 @@ import (
 type ControllerCloud interface {
 	CreateVolume(ctx context.Context, req cloud.CreateVolumeRequest) (*cloud.Volume, error)
 	GetVolume(ctx context.Context, id string) (*cloud.Volume, error)
+	// WaitVolume waits, within ctx, for the end of the volume's attach or detach to an
+	// instance (cloud.Client.WaitVolume); cloud.ErrWaitUnsupported and cloud.ErrWaitBusy say
+	// it did not wait, and the caller polls GetVolume instead.
+	WaitVolume(ctx context.Context, id string, w cloud.VolumeWait) (*cloud.Volume, error)
 	ListVolumes(ctx context.Context, maxResults int, pageToken string) (*cloud.VolumeList, error)
 	DeleteVolume(ctx context.Context, id string) error
 	// Attach attaches in the request's mode (cloud.AttachRequest.ReadOnly).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -66,6 +67,9 @@ type ControllerServer struct {
 	// snapData keeps each snapshot's data for the volumes restored from it; the zero value
 	// keeps none (set by New from --volume-data-dir).
 	snapData snapshotData
+	// noWait is set once the cloud answered a wait without waiting (an older fake cloud):
+	// publish and unpublish then poll (waitTransition).
+	noWait atomic.Bool
 }
 
 var _ csi.ControllerServer = (*ControllerServer)(nil)

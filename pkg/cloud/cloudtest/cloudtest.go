@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
@@ -23,6 +24,7 @@ import (
 type Cloud interface {
 	CreateVolume(ctx context.Context, req cloud.CreateVolumeRequest) (*cloud.Volume, error)
 	GetVolume(ctx context.Context, id string) (*cloud.Volume, error)
+	WaitVolume(ctx context.Context, id string, w cloud.VolumeWait) (*cloud.Volume, error)
 	DeleteVolume(ctx context.Context, id string) error
 	AttachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error)
 	Attach(ctx context.Context, volumeID string, req cloud.AttachRequest) (*cloud.Attachment, error)
@@ -84,11 +86,12 @@ const (
 	opDeleteGroup              // DeleteGroupSnapshot(group)
 	opRestore                  // CreateVolume(vol, size) from the snapshot snap
 	opAttachRO                 // Attach(vol, inst) read-only
+	opWait                     // WaitVolume(vol, inst, waitFor)
 )
 
 func (o op) String() string {
 	return [...]string{"create", "attach", "detach", "delete", "resize", "modify", "volume", "instance", "capacity", "quotas",
-		"snapshot", "get snapshot", "delete snapshot", "group", "get group", "delete group", "restore", "attach read-only"}[o]
+		"snapshot", "get snapshot", "delete snapshot", "group", "get group", "delete group", "restore", "attach read-only", "wait"}[o]
 }
 
 // slots is the capacity a step expects: the facts and the slot formulas of cloud.Capacity.
@@ -121,6 +124,8 @@ type step struct {
 	on    string
 	// ro is the mode an attach or volume step expects of the attachment.
 	ro bool
+	// waitFor is the end a wait step waits for (attached or detached).
+	waitFor cloud.AttachState
 	// same: the create must return the volume created before under the name; unchanged:
 	// the modify must leave the revision as it was.
 	same, unchanged bool
@@ -166,6 +171,17 @@ func cases() []testCase {
 	quotaWorld := world()
 	quotaWorld.AttachmentQuota, quotaWorld.VolumeQuota, quotaWorld.CapacityQuota = 1, 2, 300
 	return []testCase{
+		{name: "a wait with nothing under way answers the volume as it is", world: world(), steps: []step{
+			{op: opCreate, vol: "v1", size: 100},
+			{op: opWait, vol: "v1", inst: "node-1", waitFor: cloud.StateAttached, state: cloud.StateDetached},
+			{op: opAttach, vol: "v1", inst: "node-1", state: cloud.StateAttached, on: "node-1"},
+			{op: opWait, vol: "v1", inst: "node-1", waitFor: cloud.StateAttached, state: cloud.StateAttached, on: "node-1"},
+			{op: opWait, vol: "v1", inst: "node-2", waitFor: cloud.StateDetached, state: cloud.StateAttached, on: "node-1"},
+			{op: opDetach, vol: "v1", inst: "node-1", state: cloud.StateDetached},
+			{op: opWait, vol: "v1", inst: "node-1", waitFor: cloud.StateDetached, state: cloud.StateDetached},
+			{op: opWait, vol: "v1", inst: "node-1", waitFor: cloud.StateAttaching, code: cloud.CodeInvalidArgument},
+			{op: opWait, vol: "missing", inst: "node-1", waitFor: cloud.StateAttached, code: cloud.CodeVolumeNotFound},
+		}},
 		{name: "create is idempotent by name", world: world(), steps: []step{
 			{op: opCreate, vol: "v1", size: 100, wantZone: DefaultZone, wantSize: 100},
 			{op: opCreate, vol: "v1", size: 100, same: true},
@@ -483,6 +499,10 @@ func (r *runner) step(i int, s step) {
 		}
 	case opVolume:
 		v, err = r.c.GetVolume(ctx, r.id(s.vol))
+	case opWait:
+		// The contract's clouds complete transitions within the request, so a wait finds
+		// nothing under way and answers at once, however long it may wait.
+		v, err = r.c.WaitVolume(ctx, r.id(s.vol), cloud.VolumeWait{For: s.waitFor, InstanceID: s.inst, Timeout: time.Minute})
 	case opInstance:
 		r.instance(i, s)
 		return

@@ -169,10 +169,19 @@ func (s *Server) listVolumes(r *http.Request, _ caller) (*reply, error) {
 	return ok(list, 0), nil
 }
 
+// getVolume reads a volume, or with waitFor waits for the end of its attach or detach
+// (waitVolume). Fault rules on GetVolume act on both, before any wait.
 func (s *Server) getVolume(r *http.Request, _ caller) (*reply, error) {
 	id := pathVar(r, "id")
+	wait, err := parseVolumeWait(r)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.inject(r.Context(), faults.Call{Operation: cloud.OperationGetVolume, VolumeID: id}); err != nil {
 		return nil, err
+	}
+	if wait != nil {
+		return s.waitVolume(r, id, wait)
 	}
 	return s.volumeReply(s.store.GetVolume(id))
 }

@@ -36,6 +36,13 @@ type reply struct {
 	// serve, when set, writes the answer itself (GET /metrics: promhttp, with its content
 	// negotiation); status and body are then unused.
 	serve http.Handler
+	// header is added to the answer, an error answer included: a handler that returns an
+	// error may return a reply for its header and route alone.
+	header http.Header
+	// route, when set, names the request in the metrics and the log instead of the route's
+	// name: a wait (GET /v1/volumes/{id}?waitFor=) is waitVolume, so that its seconds do
+	// not count as getVolume's latency.
+	route string
 }
 
 // routeOpts are a route's options.
@@ -95,8 +102,12 @@ func (s *Server) route(name string, need Role, opts routeOpts, h handlerFunc) ht
 		if leave != nil {
 			leave()
 		}
-		s.metrics.observe(name, status, cloud.CodeOf(err), s.now().Sub(start))
-		s.logRequest(klog.FromContext(r.Context()), r, name, status, reqID, s.now().Sub(start), err)
+		routeName := name
+		if rep != nil && rep.route != "" {
+			routeName = rep.route
+		}
+		s.metrics.observe(routeName, status, cloud.CodeOf(err), s.now().Sub(start))
+		s.logRequest(klog.FromContext(r.Context()), r, routeName, status, reqID, s.now().Sub(start), err)
 	})
 }
 
@@ -131,6 +142,11 @@ func (s *Server) logRequest(logger klog.Logger, r *http.Request, name string, st
 
 // write sends rep as JSON, or err in the single error shape, and returns the status sent.
 func (s *Server) write(w http.ResponseWriter, r *http.Request, reqID string, rep *reply, err error) int {
+	if rep != nil {
+		for k, v := range rep.header {
+			w.Header()[k] = v
+		}
+	}
 	if err != nil {
 		return writeError(w, reqID, err)
 	}

@@ -105,6 +105,10 @@ type Config struct {
 	// GET /v1/instances) rendered and written at once; a reader beyond it waits up to 5 s for
 	// a turn, then gets 429 Throttled with Retry-After. Default DefaultMaxHeavyReads.
 	MaxHeavyReads int
+	// MaxWaits caps the waits of GET /v1/volumes/{id}?waitFor= open at once; one more is
+	// answered 429 Throttled at once. Default: half of MaxConnections, at least 1
+	// (DefaultMaxWaits with the default MaxConnections).
+	MaxWaits int
 	// MetricsOpen serves GET /metrics without a token (the --metrics-open flag); by default
 	// it needs the reader role like every other read, since its answer names every
 	// instance and grows with the fleet.
@@ -155,7 +159,7 @@ func (c *Config) Validate() error {
 		name string
 		v    int64
 	}{{"max events", int64(c.MaxEvents)}, {"max event bytes", c.MaxEventBytes}, {"max fault rules", int64(c.MaxFaultRules)}, {"max instances", int64(c.MaxInstances)},
-		{"max connections", int64(c.MaxConnections)}, {"max heavy reads", int64(c.MaxHeavyReads)}} {
+		{"max connections", int64(c.MaxConnections)}, {"max heavy reads", int64(c.MaxHeavyReads)}, {"max waits", int64(c.MaxWaits)}} {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("%s must be > 0 (0: the default), got %d", f.name, f.v))
 		}
@@ -228,6 +232,8 @@ type Server struct {
 	order *volumeOrder
 	// heavy bounds the answers that grow with the fleet written at once.
 	heavy *gate
+	// waits holds a token per open wait of GET /v1/volumes/{id}?waitFor= (Config.MaxWaits).
+	waits chan struct{}
 	// life is Serve's base context, which ends when shutdown begins (nil before Serve): an
 	// attach or detach runs until then even when its caller has left (operationContext).
 	life atomic.Pointer[context.Context]
@@ -257,6 +263,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxHeavyReads == 0 {
 		cfg.MaxHeavyReads = DefaultMaxHeavyReads
 	}
+	if cfg.MaxWaits == 0 {
+		cfg.MaxWaits = max(1, cfg.MaxConnections/2)
+	}
 	if cfg.ReadHeaderTimeout == 0 {
 		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
 	}
@@ -272,7 +281,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, faults: faults.NewWithLimit(cfg.Now, cfg.MaxFaultRules), tokens: map[string]Role{}, logger: klog.Background(),
 		wake: newWaker(), reqlog: newRequestLog(cfg.Now), order: newVolumeOrder(),
-		heavy: newGate(cfg.MaxHeavyReads, heavyReadWait)}
+		heavy: newGate(cfg.MaxHeavyReads, heavyReadWait), waits: make(chan struct{}, cfg.MaxWaits)}
 	if cfg.Logger != nil {
 		s.logger = *cfg.Logger
 	}

@@ -12,3 +12,11 @@ func LastTxID(s *Store) (int, error) {
 	})
 	return id, err
 }
+
+// Watched is how many volumes have watchers (WatchVolume), so tests can check that none is
+// left behind.
+func Watched(s *Store) int {
+	s.watch.mu.Lock()
+	defer s.watch.mu.Unlock()
+	return len(s.watch.vols)
+}

@@ -167,13 +167,15 @@ type Store struct {
 	epoch string
 	// recs caches the decoded JSON records every attach reads.
 	recs *recCaches
+	// watch wakes the callers of WatchVolume after a commit changed their volume.
+	watch *watchers
 }
 
 // Open opens (creating if needed) the store in dir/fakecloud.db. With dir == "" it uses a
 // temporary file that Close removes: the same code path, but nothing persists, so commits
 // skip fdatasync.
 func Open(dir string, opts Options) (*Store, error) {
-	s := &Store{now: opts.Now, maxEvents: uint64(opts.MaxEvents), zones: slices.Clone(opts.Zones), recs: newRecCaches(),
+	s := &Store{now: opts.Now, maxEvents: uint64(opts.MaxEvents), zones: slices.Clone(opts.Zones), recs: newRecCaches(), watch: newWatchers(),
 		attachDuration: max(0, opts.AttachDuration), detachDuration: max(0, opts.DetachDuration)}
 	if s.now == nil {
 		s.now = time.Now
@@ -320,6 +322,10 @@ type txn struct {
 	rev    uint64
 	bumped bool
 	wrote  bool
+	// touched names the volumes whose state or phase the mutation wrote, touchedAll says it
+	// replaced them all (a reset): their watchers are woken after the commit (watchers).
+	touched    []string
+	touchedAll bool
 }
 
 // update runs fn as one mutation, committed (and fsynced) together with the concurrent
@@ -332,10 +338,14 @@ type txn struct {
 func (s *Store) update(fn func(t *txn) error) error {
 	alone := s.inFlight.Add(1) == 1
 	defer s.inFlight.Add(-1)
-	var rejected error
+	var (
+		rejected error
+		last     *txn
+	)
 	run := func(tx *bolt.Tx) error {
 		rejected = nil
 		t := &txn{s: s, tx: tx, now: s.now().UTC(), rev: getUint(tx.Bucket(bucketMeta), keyRevision)}
+		last = t
 		err := fn(t)
 		var ce *cloud.Error
 		if err != nil && !alone && !t.wrote && errors.As(err, &ce) {
@@ -354,6 +364,10 @@ func (s *Store) update(fn func(t *txn) error) error {
 	}
 	if err != nil {
 		return err
+	}
+	if rejected == nil && last != nil {
+		// Committed: the run that counts is the last one (Batch may have run fn again).
+		s.watch.notify(last.touched, last.touchedAll)
 	}
 	return rejected
 }
@@ -459,6 +473,7 @@ func getUint(b *bolt.Bucket, key []byte) uint64 {
 
 func (t *txn) put(bucket, key, value []byte) error {
 	t.wrote = true
+	t.touch(bucket, key)
 	if err := t.tx.Bucket(bucket).Put(key, value); err != nil {
 		return fmt.Errorf("put %s/%s: %w", bucket, key, err)
 	}
@@ -479,6 +494,7 @@ func (t *txn) putJSON(bucket, key []byte, v any) error {
 
 func (t *txn) delete(bucket, key []byte) error {
 	t.wrote = true
+	t.touch(bucket, key)
 	if err := t.tx.Bucket(bucket).Delete(key); err != nil {
 		return fmt.Errorf("delete %s/%s: %w", bucket, key, err)
 	}
@@ -488,6 +504,7 @@ func (t *txn) delete(bucket, key []byte) error {
 // emptyBucket replaces bucket with an empty one.
 func (t *txn) emptyBucket(bucket []byte) error {
 	t.wrote = true
+	t.touchAll(bucket)
 	if err := t.tx.DeleteBucket(bucket); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
 		return fmt.Errorf("drop bucket %s: %w", bucket, err)
 	}

@@ -47,6 +47,9 @@ type Fake struct {
 	// the transitions started (a repeat that joins one starts none).
 	async   bool
 	started int
+	// changed is closed, and forgotten, at every change of a volume's attachment or its
+	// deletion, waking the WaitVolume calls (nil: nobody waits).
+	changed chan struct{}
 }
 
 // Operations the cloud's fault rules do not name but the fake lets tests fail or hook.
@@ -55,6 +58,10 @@ const (
 	OperationGetSnapshot cloud.Operation = "GetSnapshot"
 	// OperationGetGroupSnapshot is GetGroupSnapshot, which no fault rule names either.
 	OperationGetGroupSnapshot cloud.Operation = "GetGroupSnapshot"
+	// OperationWaitVolume is WaitVolume (the real cloud's fault rules see it as GetVolume):
+	// its own, so that tests tell a wait from a look. FailNext with cloud.ErrWaitUnsupported
+	// plays an older cloud, with an error wrapping cloud.ErrWaitBusy a full one.
+	OperationWaitVolume cloud.Operation = "WaitVolume"
 )
 
 // DefaultZone is the zone of volumes created without one (the real cloud's
@@ -454,6 +461,59 @@ func (f *Fake) GetVolume(ctx context.Context, id string) (*cloud.Volume, error) 
 	return &c, nil
 }
 
+// WaitVolume returns the volume once it is no longer attaching (w.For: attached) or
+// detaching (w.For: detached) to w.InstanceID, which it may be at once, or as it still is
+// after w.Timeout (at most cloud.MaxWaitMS ms), as the real cloud's wait does. Errors:
+// VolumeNotFound (also when deleted during the wait), InvalidArgument for another w.For,
+// the context's error when ctx ends first.
+func (f *Fake) WaitVolume(ctx context.Context, id string, w cloud.VolumeWait) (*cloud.Volume, error) {
+	from := cloud.StateAttaching
+	switch w.For {
+	case cloud.StateAttached:
+	case cloud.StateDetached:
+		from = cloud.StateDetaching
+	default:
+		return nil, cloud.NewError(cloud.CodeInvalidArgument, "wait for %q: want attached or detached", w.For)
+	}
+	if err := f.begin(ctx, OperationWaitVolume); err != nil {
+		return nil, err
+	}
+	timer := time.NewTimer(min(max(w.Timeout, 0), cloud.MaxWaitMS*time.Millisecond))
+	defer timer.Stop()
+	for {
+		f.mu.Lock()
+		v, err := f.volumeLocked(id)
+		if err != nil {
+			f.mu.Unlock()
+			return nil, err
+		}
+		c := *v
+		if f.changed == nil {
+			f.changed = make(chan struct{})
+		}
+		changed := f.changed
+		f.mu.Unlock()
+		if c.State != from || c.AttachedTo != w.InstanceID {
+			return &c, nil
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return &c, nil
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s: %w", OperationWaitVolume, ctx.Err())
+		}
+	}
+}
+
+// notifyLocked wakes the WaitVolume calls: a volume's attachment changed or it went.
+func (f *Fake) notifyLocked() {
+	if f.changed != nil {
+		close(f.changed)
+		f.changed = nil
+	}
+}
+
 // pageBounds turns a page token (a decimal offset) and a page size (0: 100) into slice bounds;
 // a malformed or out-of-range token is cloud.ErrInvalidArgument, like the real server.
 func pageBounds(n, maxResults int, token string) (int, int, string, error) {
@@ -506,6 +566,7 @@ func (f *Fake) DeleteVolume(ctx context.Context, id string) error {
 	}
 	f.revision++
 	delete(f.volumes, id)
+	f.notifyLocked()
 	f.quotas.Volumes.Used--
 	f.quotas.CapacityBytes.Used -= v.SizeBytes
 	return nil
@@ -570,6 +631,7 @@ func (f *Fake) Attach(ctx context.Context, volumeID string, req cloud.AttachRequ
 	if f.async {
 		v.State = cloud.StateAttaching
 	}
+	f.notifyLocked()
 	return attachmentOf(v, in.ID), nil
 }
 
@@ -597,6 +659,7 @@ func (f *Fake) TransitionsStarted() int {
 func (f *Fake) Complete(fail cloud.Code) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.notifyLocked()
 	n := 0
 	for _, v := range f.volumes {
 		if !v.State.Transient() {
@@ -654,6 +717,7 @@ func (f *Fake) DetachVolume(ctx context.Context, volumeID, instanceID string) (*
 	f.revision++
 	f.started++
 	v.Revision = f.revision
+	f.notifyLocked()
 	if f.async {
 		v.State = cloud.StateDetaching
 		return attachmentOf(v, instanceID), nil
