@@ -104,9 +104,9 @@ steps:
 	}
 }
 
-// TestParseBoundsItsProblems: a file of many refused values costs a bounded number of
-// decodings, and says that more may follow: at most 20 refused values, and fewer in a large
-// file (one decoding of a file of MaxFileBytes).
+// TestParseBoundsItsProblems: a file of many values that do not fit gets the first 20 and a
+// line saying that more may follow, however large the file (one check of the parsed file
+// finds them all; there is no decoding again per problem).
 func TestParseBoundsItsProblems(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -114,9 +114,7 @@ func TestParseBoundsItsProblems(t *testing.T) {
 		min, max  int // problems reported before the line saying more may follow
 	}{
 		{"a small file: 20", 0, 20, 20},
-		// The file left once a value is dropped is rendered with wider indentation: a
-		// second decoding would pass the bound.
-		{"a file of MaxFileBytes: 1", scenario.MaxFileBytes - 100, 1, 1},
+		{"a file of MaxFileBytes: 20", scenario.MaxFileBytes - 100, 20, 20},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -31,9 +31,8 @@ import (
 	"time"
 
 	yamlv3 "go.yaml.in/yaml/v3"
-	"sigs.k8s.io/yaml"
 
-	"github.com/fakecloud/fakecloud-csi/internal/yamlline"
+	"github.com/fakecloud/fakecloud-csi/internal/yamlcheck"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
 
@@ -96,8 +95,8 @@ type durationError struct {
 
 func (e *durationError) msg() string {
 	t := e.text
-	if len(t) > yamlline.MaxQuotedBytes {
-		t = t[:yamlline.MaxQuotedBytes] + "..."
+	if len(t) > yamlcheck.MaxQuotedBytes {
+		t = t[:yamlcheck.MaxQuotedBytes] + "..."
 	}
 	return fmt.Sprintf("want a duration with its unit like 30s, 2m or 1m30s, got %q", t)
 }
@@ -227,26 +226,24 @@ func refNote(ref string) string {
 
 // Parse reads a scenario from YAML, checks it and expands quota noise into timed Quotas
 // steps, sorted by At. Every problem of the file is reported at once, one a line, in file
-// order, each with its line and step where known: the values the decoder refuses (an unknown
-// field, with the field likely meant; a value of the wrong type; a duration without its unit;
-// up to maxDecodeProblems of them, fewer in a file so large that looking for them would cost
-// more than maxDecodeWork), then the checks of the steps that decoded.
+// order, each with its line and step where known: the values that do not fit their fields
+// (an unknown field, with the field likely meant; a value of the wrong type; a duration
+// without its unit; up to maxDecodeProblems of them), then the checks of the steps left.
 func Parse(data []byte) (*Scenario, error) {
 	if len(data) > MaxFileBytes {
 		return nil, fmt.Errorf("scenario: %d bytes, at most %d", len(data), MaxFileBytes)
 	}
-	// The strict decoder below expands every alias into JSON before it refuses anything: one
-	// large string aliased thousands of times became gigabytes. Measure first, without
-	// expanding.
+	// The strict decoder below expands every alias into JSON: one large string aliased
+	// thousands of times became gigabytes. Measure first, without expanding.
 	doc, err := checkExpansion(data)
 	if err != nil {
 		return nil, fmt.Errorf("scenario: %w", err)
 	}
-	sc, problems := decode(data, doc)
+	sc, problems := decode(doc)
 	if sc == nil {
-		return nil, fmt.Errorf("scenario: %w", inFileOrder(data, problems, nil))
+		return nil, fmt.Errorf("scenario: %w", inFileOrder(doc, problems, nil))
 	}
-	if err := inFileOrder(data, problems, sc.validate(problems)); err != nil {
+	if err := inFileOrder(doc, problems, sc.validate(problems)); err != nil {
 		if len(problems) > 0 {
 			return nil, fmt.Errorf("scenario: %w", err)
 		}
@@ -260,20 +257,13 @@ func Parse(data []byte) (*Scenario, error) {
 	return sc, nil
 }
 
-// Bounds of looking for more than one refused value: each look decodes the whole file again
-// (a strict decoding, a YAML parse and a rendering of what is left).
-const (
-	// maxDecodeProblems bounds the refused values reported.
-	maxDecodeProblems = 20
-	// maxDecodeWork bounds the bytes decoded looking for them, the first decoding included
-	// (what is left is rendered anew, with wider indentation than most files have): one
-	// decoding of a file of MaxFileBytes, twenty of one under 100 KiB.
-	maxDecodeWork = 2 * MaxFileBytes
-)
+// maxDecodeProblems bounds the values that do not fit reported: past it, a file is more
+// likely another kind of file than a scenario with typos.
+const maxDecodeProblems = 20
 
-// decodeProblem is a value the decoder refused, in the file's terms.
+// decodeProblem is a value that does not fit its field, in the file's terms.
 type decodeProblem struct {
-	// line is the problem's line in the file as read, 0 when not known.
+	// line is the problem's line in the file, 0 when not known.
 	line int
 	// path is what was dropped to go on ("steps[2].quotas", "name"); "" when decoding
 	// stopped there.
@@ -284,113 +274,48 @@ type decodeProblem struct {
 	err   error
 }
 
-// errMoreNotLooked is the last problem of a file whose refused values were not all looked
-// for (maxDecodeProblems, maxDecodeWork).
+// errMoreNotLooked is the last problem of a file with more than maxDecodeProblems.
 var errMoreNotLooked = errors.New("more problems may follow: fix these and parse again")
 
-// decode decodes data strictly. At each value the decoder refuses, it notes the problem,
-// drops that value from doc (data parsed; nil when it does not parse) and decodes what is
-// left, until it decodes: sc is then the file without the refused values; nil when decoding
-// stopped at a problem it cannot drop (a syntax error, say) or at a bound (then the last
-// problem is errMoreNotLooked). A problem's line and step are doc's, whose nodes keep the
-// lines of the file as read, taken before its value is dropped.
-func decode(data []byte, doc *yamlv3.Node) (*Scenario, []decodeProblem) {
-	if doc == nil {
-		doc = &yamlv3.Node{}
-	}
+// decode checks doc (the file, parsed) against Scenario (yamlcheck.Check), then decodes what
+// is left once the values that do not fit are dropped from doc: sc is nil when that does not
+// decode, or there were more than maxDecodeProblems (then the last problem is
+// errMoreNotLooked).
+func decode(doc *yamlv3.Node) (*Scenario, []decodeProblem) {
 	var problems []decodeProblem
-	cur, work := data, 0
-	for {
-		var sc Scenario
-		work += len(cur)
-		err := yaml.UnmarshalStrict(cur, &sc)
-		if err == nil {
-			return &sc, problems
+	found := yamlcheck.Check(doc, &Scenario{}, maxDecodeProblems+1)
+	for _, p := range found[:min(len(found), maxDecodeProblems)] {
+		if p.Field == "" {
+			problems = append(problems, decodeProblem{line: p.Line, path: p.Path, err: &p})
+			continue
 		}
-		p := explain(doc, cur, err, &sc)
-		if p.path == "" && len(problems) > 0 {
-			// Not a value of the file: what a drop broke (an alias whose anchor went
-			// with a dropped value, say). The problems found are the file's.
-			return nil, problems
-		}
-		problems = append(problems, p)
-		if p.path == "" || !yamlline.Drop(doc, p.path) {
-			return nil, problems
-		}
-		next, merr := yamlv3.Marshal(doc)
-		if merr != nil {
-			return nil, problems
-		}
-		if len(problems) >= maxDecodeProblems || work+len(next) > maxDecodeWork {
-			return nil, append(problems, decodeProblem{line: math.MaxInt, err: errMoreNotLooked})
-		}
-		cur = next
-	}
-}
-
-// explain is err, the error of decoding cur (the file, or the file with refused values
-// dropped, rendered from doc), in the terms of the file as read: its line there (doc's), and
-// the step, or the field's path.
-func explain(doc *yamlv3.Node, cur []byte, err error, sc *Scenario) decodeProblem {
-	var de *durationError
-	if field := unknownField(err); field != "" && yamlline.Line(cur, err) > 0 {
-		// The mapping the field is in, in cur: the same path in doc.
-		e := yamlline.Explain(cur, err, sc)
-		var ye *yamlline.Error
-		if !errors.As(e, &ye) {
-			return decodeProblem{err: e}
-		}
-		path := join(ye.Path, field)
-		line := yamlline.KeyLineOf(doc, path)
-		where := fmt.Sprintf("line %d", line)
-		if step := stepAt(doc, line); step != "" {
+		// An unknown field is named with its step, as the checks name steps.
+		where := fmt.Sprintf("line %d", p.Line)
+		if step := stepAt(doc, p.Line); step != "" {
 			where += ", " + step
 		}
-		p := decodeProblem{line: line, path: path, err: fmt.Errorf("%s: %w", where, &yamlline.Error{Msg: ye.Msg, Err: err})}
-		if s := meantIn(ye.Msg); s != "" {
-			p.meant = join(ye.Path, s)
+		dp := decodeProblem{line: p.Line, path: join(p.Path, p.Field), err: fmt.Errorf("%s: %s", where, p.Msg)}
+		if p.Meant != "" {
+			dp.meant = join(p.Path, p.Meant)
 		}
-		return p
+		problems = append(problems, dp)
 	}
-	if errors.As(err, &de) {
-		// A duration's own parsing error names no field: find the value.
-		path, _ := yamlline.Locate(cur, func(path, v string) bool {
-			return v == de.text && (strings.HasSuffix(path, ".at") || strings.HasSuffix(path, ".every") || strings.HasSuffix(path, ".for"))
-		})
-		line := yamlline.KeyLineOf(doc, path)
-		return decodeProblem{line: line, path: path, err: &yamlline.Error{Line: line, Path: path, Msg: de.msg(), Err: err}}
+	if len(found) > maxDecodeProblems {
+		return nil, append(problems, decodeProblem{line: math.MaxInt, err: errMoreNotLooked})
 	}
-	e := yamlline.Explain(cur, err, sc)
-	var ye *yamlline.Error
-	if !errors.As(e, &ye) || ye.Path == "" {
-		return decodeProblem{line: lineOf(e), err: e} // a syntax error: its line is the file's
+	for _, p := range problems {
+		yamlcheck.Drop(doc, p.path)
 	}
-	line := yamlline.KeyLineOf(doc, ye.Path)
-	return decodeProblem{line: line, path: ye.Path, err: &yamlline.Error{Line: line, Path: ye.Path, Msg: ye.Msg, Err: err}}
-}
-
-// meantIn is the field an explained unknown field's message suggests (yamlline.Explain:
-// `unknown field "idd" (did you mean "id"?)`), "" when it suggests none.
-func meantIn(msg string) string {
-	_, rest, ok := strings.Cut(msg, ` (did you mean "`)
-	if !ok {
-		return ""
+	var sc Scenario
+	if err := yamlcheck.Decode(doc, &sc); err != nil {
+		if len(problems) > 0 {
+			// What a drop broke (an alias whose anchor went with a dropped value, say): the
+			// problems found are the file's.
+			return nil, problems
+		}
+		return nil, []decodeProblem{{err: err}}
 	}
-	s, _, _ := strings.Cut(rest, `"`)
-	return s
-}
-
-// unknownField is the field an "unknown field" decoding error names, "" for another error.
-func unknownField(err error) string {
-	_, rest, ok := strings.Cut(err.Error(), `unknown field "`)
-	if !ok {
-		return ""
-	}
-	field, _, ok := strings.Cut(rest, `"`)
-	if !ok {
-		return ""
-	}
-	return field
+	return &sc, problems
 }
 
 func join(path, key string) string {
@@ -400,19 +325,10 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-// lineOf is the line an explained error names, 0 when none.
-func lineOf(err error) int {
-	var ye *yamlline.Error
-	if errors.As(err, &ye) {
-		return ye.Line
-	}
-	return 0
-}
-
 // inFileOrder joins the decoding problems and the checks' errors (each one problem; nil
 // for none) in file order: by line, those with none first (the file's as a whole), then in
 // the order found. nil when there is none.
-func inFileOrder(data []byte, problems []decodeProblem, checks []error) error {
+func inFileOrder(doc *yamlv3.Node, problems []decodeProblem, checks []error) error {
 	type located struct {
 		line int
 		err  error
@@ -422,7 +338,7 @@ func inFileOrder(data []byte, problems []decodeProblem, checks []error) error {
 		all = append(all, located{p.line, p.err})
 	}
 	for _, c := range checks {
-		c = yamlline.AtLines(data, c)
+		c = yamlcheck.AtLines(doc, c)
 		line := 0
 		_, _ = fmt.Sscanf(c.Error(), "line %d,", &line)
 		all = append(all, located{line, c})
@@ -649,19 +565,16 @@ func stepAt(doc *yamlv3.Node, line int) string {
 	return ""
 }
 
-// checkExpansion returns data's YAML document (nil when it does not parse), and refuses YAML
-// whose aliases expand past MaxExpandedBytes (ErrExpandedTooLarge), measured on the node tree go.yaml.in/yaml/v3 builds, which keeps an
-// alias as a pointer to its anchor's node: each node's expanded size is computed once, so the
-// walk costs the file's size however far the aliases would expand. YAML that this parser
-// refuses is refused here too when it holds an alias ('*'), so that no other parser expands
-// what was not measured; without one, the strict decoder reports the error with its line.
+// checkExpansion parses data with go.yaml.in/yaml/v3 (its error, with its line, for YAML that
+// does not parse) and refuses YAML whose aliases expand past MaxExpandedBytes
+// (ErrExpandedTooLarge), measured on the node tree, which keeps an alias as a pointer to its
+// anchor's node: each node's expanded size is computed once, so the walk costs the file's
+// size however far the aliases would expand. Only this tree is decoded after (decode), so
+// nothing expands what was not measured.
 func checkExpansion(data []byte) (*yamlv3.Node, error) {
 	var doc yamlv3.Node
 	if err := yamlv3.Unmarshal(data, &doc); err != nil {
-		if bytes.IndexByte(data, '*') >= 0 {
-			return nil, fmt.Errorf("%w: the YAML holds an alias and does not parse: %v", ErrExpandedTooLarge, err)
-		}
-		return nil, nil
+		return nil, yamlcheck.Syntax(data, err)
 	}
 	m := expansion{sizes: map[*yamlv3.Node]int64{}, open: map[*yamlv3.Node]bool{}}
 	size, err := m.size(&doc)

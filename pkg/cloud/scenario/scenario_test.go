@@ -30,7 +30,7 @@ func TestParseRefuses(t *testing.T) {
 		{"a mistyped field of a fault step", "name: x\nsteps:\n  - at: 1s\n    fault: {operation: AttachVolume, eror: Throttled}\n",
 			[]string{`unknown field "eror" (did you mean "error"?)`}},
 		{"a tab for indentation", "name: x\nsteps:\n  - at: 1s\n\treset: true\n",
-			[]string{"scenario: line 4: YAML does not allow tabs for indentation, indent with spaces (yaml: line 4: "}},
+			[]string{"scenario: line 4: YAML does not allow tabs for indentation, indent with spaces (found a tab character"}},
 		{"no name, no steps", "steps: []\n", []string{"name is required", "no steps"}},
 		{"control characters in the free texts", "name: x\ndescription: \"two\\nlines\"\nexpect: \"\\e[2J\"\nsteps:\n  - at: 1s\n    reset: true\n    note: \"a\\0\"\n",
 			[]string{"description has the control character U+000A at byte 3", "expect has the control character U+001B at byte 0",

@@ -7,9 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"sigs.k8s.io/yaml"
-
-	"github.com/fakecloud/fakecloud-csi/internal/yamlline"
+	"github.com/fakecloud/fakecloud-csi/internal/yamlcheck"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
 
@@ -75,11 +73,12 @@ func LoadTokens(path string) ([]Token, error) {
 		return nil, fmt.Errorf("read tokens: %w", err)
 	}
 	var f TokensFile
-	if err := yaml.UnmarshalStrict(data, &f); err != nil {
-		return nil, fmt.Errorf("parse tokens %s: %w", path, yamlline.Explain(data, err, &f))
+	doc, err := decodeFile(data, &f)
+	if err != nil {
+		return nil, fmt.Errorf("parse tokens %s: %w", path, err)
 	}
 	if err := validateTokens(f.Tokens); err != nil {
-		return nil, fmt.Errorf("tokens %s:\n%w", path, yamlline.AtLines(data, err))
+		return nil, fmt.Errorf("tokens %s:\n%w", path, yamlcheck.AtLines(doc, err))
 	}
 	return f.Tokens, nil
 }

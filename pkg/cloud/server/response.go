@@ -20,7 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	sigsjson "sigs.k8s.io/json"
 
-	"github.com/fakecloud/fakecloud-csi/internal/yamlline"
+	"github.com/fakecloud/fakecloud-csi/internal/fieldnames"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
 
@@ -254,7 +254,7 @@ func decodeBytes(data []byte, v any) error {
 
 // strictMessage is a strict decoding error of a body decoded into v: the field as written,
 // bounded, and for an unknown field the field of v's type it was likely meant to be
-// (yamlline.SuggestField, the suggestion the project's YAML files get), e.g.
+// (fieldnames.Suggest, the suggestion the project's YAML files get), e.g.
 // `unknown field "atachLimit"; did you mean "attachLimit"?`.
 func strictMessage(err error, v any) string {
 	var fe sigsjson.FieldError
@@ -271,7 +271,7 @@ func strictMessage(err error, v any) string {
 	if i := strings.LastIndexByte(path, '.'); i >= 0 {
 		parent, field = path[:i], path[i+1:]
 	}
-	if s := yamlline.SuggestField(v, parent, field); s != "" {
+	if s := fieldnames.Suggest(v, parent, field); s != "" {
 		msg += "; did you mean " + strconv.Quote(s) + "?"
 	}
 	return msg

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"os"
 
-	"sigs.k8s.io/yaml"
+	yaml "go.yaml.in/yaml/v3"
 
-	"github.com/fakecloud/fakecloud-csi/internal/yamlline"
+	"github.com/fakecloud/fakecloud-csi/internal/yamlcheck"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/faults"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
@@ -53,18 +53,20 @@ func (s Seed) state() store.State {
 // LoadSeed reads a seed YAML file strictly and checks it (Validate): unknown fields are an
 // error, so a typo does not silently seed the wrong cloud. Errors name the file's line and
 // field as written, and what the field wants (`line 14, instances[2].attachLimit: want a
-// whole number, got "10Gi"`).
+// whole number, got "10Gi"`); every value that does not fit its field is reported at once,
+// one a line, in file order.
 func LoadSeed(path string) (Seed, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Seed{}, fmt.Errorf("read seed: %w", err)
 	}
 	var s Seed
-	if err := yaml.UnmarshalStrict(data, &s); err != nil {
-		return Seed{}, fmt.Errorf("parse seed %s: %w", path, yamlline.Explain(data, err, &s))
+	doc, err := decodeFile(data, &s)
+	if err != nil {
+		return Seed{}, fmt.Errorf("parse seed %s: %w", path, err)
 	}
 	if err := s.Validate(); err != nil {
-		return Seed{}, fmt.Errorf("seed %s:\n%w", path, yamlline.AtLines(data, err))
+		return Seed{}, fmt.Errorf("seed %s:\n%w", path, yamlcheck.AtLines(doc, err))
 	}
 	return s.withDefaults(), nil
 }
@@ -83,4 +85,22 @@ func (s Seed) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// maxFileProblems bounds the problems decodeFile reports of a seed or tokens file.
+const maxFileProblems = 20
+
+// decodeFile decodes data, a YAML file of the operator's, strictly into v (a pointer): its
+// error names every value that does not fit v's type (up to maxFileProblems), one a line, each
+// with its line and field as written (yamlcheck). It returns the file parsed, for the checks'
+// errors to name their lines (yamlcheck.AtLines).
+func decodeFile(data []byte, v any) (*yaml.Node, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, yamlcheck.Syntax(data, err)
+	}
+	if err := yamlcheck.Problems(yamlcheck.Check(&doc, v, maxFileProblems)); err != nil {
+		return nil, err
+	}
+	return &doc, yamlcheck.Decode(&doc, v)
 }

@@ -27,7 +27,7 @@ func TestBadFilesNameTheLine(t *testing.T) {
 			`line 3, instanceTypes[0]: unknown field "maxAttachment" (did you mean "maxAttachments"?)`},
 		{"an unknown field with nothing close", false, "quotas:\n  attachments: 4\n  bananas: 2\n", `line 3, quotas: unknown field "bananas"` + "\n"},
 		{"a tab for indentation", false, "instances:\n  - id: a\n\tzone: zone-a\n",
-			"line 3: YAML does not allow tabs for indentation, indent with spaces (yaml: line 3: found a tab character that violates indentation)"},
+			"line 3: YAML does not allow tabs for indentation, indent with spaces (found a tab character that violates indentation)"},
 		{"a bad indent keeps the parser's line", false, "instanceTypes:\n  - name: t1\n     maxAttachments: 3\n",
 			"yaml: line 3: mapping values are not allowed in this context"},
 		{"a quota with a unit", false, "quotas:\n  attachments: 40\n  volumes: 100\n  capacityBytes: 1Ti\n",

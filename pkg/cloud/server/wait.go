@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fakecloud/fakecloud-csi/internal/yamlline"
+	"github.com/fakecloud/fakecloud-csi/internal/fieldnames"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
 
@@ -59,7 +59,7 @@ func parseVolumeWait(r *http.Request) (*volumeWait, error) {
 		case "waitFor", "instanceId", "timeoutMs":
 		default:
 			msg := "unknown query parameter " + cloud.Quote(name)
-			if s := yamlline.SuggestField(volumeWaitQuery{}, "", name); s != "" {
+			if s := fieldnames.Suggest(volumeWaitQuery{}, "", name); s != "" {
 				msg += "; did you mean " + strconv.Quote(s) + "?"
 			}
 			return nil, cloud.NewError(cloud.CodeInvalidArgument, "%s (GET /v1/volumes/{id} takes waitFor, instanceId and timeoutMs)", msg)
