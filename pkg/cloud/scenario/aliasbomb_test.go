@@ -69,3 +69,13 @@ func TestParseRefusesAliasBombBeforeExpanding(t *testing.T) {
 		t.Fatalf("Parse(aliases within the bound): %s", sc)
 	}
 }
+
+// TestParseSyntaxErrorIsNoAliasBomb: a file that does not parse is refused for its syntax, with
+// its line, not as ErrExpandedTooLarge (413 at the fake cloud) because it holds a '*', which
+// most scenarios do (operation: "*").
+func TestParseSyntaxErrorIsNoAliasBomb(t *testing.T) {
+	_, err := scenario.Parse([]byte("name: x\nsteps:\n  - at: 1s\n    fault: {operation: \"*\", error: Unavailable}\n\treset: true\n"))
+	if err == nil || errors.Is(err, scenario.ErrExpandedTooLarge) || !strings.Contains(err.Error(), "line 5: YAML does not allow tabs for indentation") {
+		t.Fatalf("Parse: %v, want the tab on line 5, not ErrExpandedTooLarge", err)
+	}
+}

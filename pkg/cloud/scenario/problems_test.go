@@ -80,6 +80,19 @@ steps:
 `, []string{
 			`scenario: line 6, steps[1] (at 1s): unknown field "bogus"`,
 		}},
+		// The decoder said `yaml: unmarshal errors:` and `key "reset" already set in map`,
+		// on two lines, and stopped there.
+		{"a field set twice, then an unknown one", `name: x
+steps:
+  - at: 1s
+    reset: true
+    reset: false
+  - at: 2s
+    rset: true
+`, []string{
+			`scenario: line 5, steps[0].reset: set twice (first on line 4)`,
+			`line 7, steps[1] (at 2s): unknown field "rset" (did you mean "reset"?)`,
+		}},
 		{"two problems in one step", `name: x
 steps:
   - at: 1s

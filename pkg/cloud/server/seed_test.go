@@ -74,3 +74,30 @@ func TestBadFilesNameTheLine(t *testing.T) {
 		})
 	}
 }
+
+// TestBadFilesReportEveryProblem: every value of a seed or tokens file that does not fit its
+// field is reported at once, one a line, in file order, not only the first the decoder met.
+func TestBadFilesReportEveryProblem(t *testing.T) {
+	dir := t.TempDir()
+	seed := filepath.Join(dir, "seed.yaml")
+	data := "instances:\n  - id: a\n    zone: zone-a\n    instanceTyp: small\n  - id: b\n    zon: zone-a\nquotas:\n  attachments: many\n"
+	if err := os.WriteFile(seed, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := server.LoadSeed(seed)
+	want := "parse seed " + seed + `: line 4, instances[0]: unknown field "instanceTyp" (did you mean "instanceType"?)` + "\n" +
+		`line 6, instances[1]: unknown field "zon" (did you mean "zone"?)` + "\n" + `line 8, quotas.attachments: want a whole number, got "many"`
+	if err == nil || err.Error() != want {
+		t.Fatalf("LoadSeed:\n%v\nwant:\n%s", err, want)
+	}
+	tokens := filepath.Join(dir, "tokens.yaml")
+	if err := os.WriteFile(tokens, []byte("tokens:\n  - token: t\n    rol: admin\n  - tokn: u\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = server.LoadTokens(tokens)
+	want = "parse tokens " + tokens + `: line 3, tokens[0]: unknown field "rol" (did you mean "role"?)` + "\n" +
+		`line 4, tokens[1]: unknown field "tokn" (did you mean "token"?)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("LoadTokens:\n%v\nwant:\n%s", err, want)
+	}
+}

@@ -3,7 +3,6 @@ package server
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/fakecloud/fakecloud-csi/internal/fieldnames"
@@ -77,11 +76,8 @@ func parseVolumeWait(r *http.Request) (*volumeWait, error) {
 		w.want = cloud.AttachState(v)
 	default:
 		msg := "waitFor must be attached or detached, got " + cloud.Quote(v)
-		for _, s := range []string{string(cloud.StateAttached), string(cloud.StateDetached)} {
-			if l := strings.ToLower(v); len(l) >= 6 && strings.HasPrefix(s, l[:6]) {
-				msg += "; did you mean " + strconv.Quote(s) + "?"
-				break
-			}
+		if s := fieldnames.Closest(v, []string{string(cloud.StateAttached), string(cloud.StateDetached)}); s != "" {
+			msg += "; did you mean " + strconv.Quote(s) + "?"
 		}
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "%s", msg)
 	}
