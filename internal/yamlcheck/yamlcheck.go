@@ -72,8 +72,8 @@ type visit struct {
 }
 
 type checker struct {
-	// seen are the nodes checked as a type: an anchored node is checked once per type however
-	// often it is aliased.
+	// seen are the anchored nodes checked as a type: each once per type however often it is
+	// aliased.
 	seen     map[visit]bool
 	limit    int
 	problems []Problem
@@ -89,11 +89,15 @@ func (c *checker) check(n *yaml.Node, t reflect.Type, path string, line int) {
 	for n != nil && n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
-	if n == nil || n.Kind == 0 || t == nil || len(c.problems) >= c.limit || c.seen[visit{n, t}] {
-		// Kind 0: an empty file's document, which decodes to nothing.
-		return
+	if n == nil || n.Kind == 0 || t == nil || len(c.problems) >= c.limit {
+		return // Kind 0: an empty file's document, which decodes to nothing.
 	}
-	c.seen[visit{n, t}] = true
+	if n.Anchor != "" { // only an anchored node can be reached twice
+		if c.seen[visit{n, t}] {
+			return
+		}
+		c.seen[visit{n, t}] = true
+	}
 	if n.Kind == yaml.DocumentNode {
 		if len(n.Content) > 0 {
 			c.check(n.Content[0], t, path, line)
@@ -217,9 +221,16 @@ func fits(n *yaml.Node, t reflect.Type) bool {
 		return true
 	case reflect.Bool:
 		return tag == "!!bool" || tag == "!!str" && n.Style == 0 && yaml11Bool[n.Value]
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		// Decode says whether the number fits t (its size, its sign).
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if _, err := strconv.ParseInt(n.Value, 10, t.Bits()); tag == "!!int" && err == nil {
+			return true
+		}
+		// Decode says whether another way of writing a whole number (0x10, 1_000) fits t.
+		return tag == "!!int" && n.Decode(reflect.New(t).Interface()) == nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if _, err := strconv.ParseUint(n.Value, 10, t.Bits()); tag == "!!int" && err == nil {
+			return true
+		}
 		return tag == "!!int" && n.Decode(reflect.New(t).Interface()) == nil
 	case reflect.Float32, reflect.Float64:
 		return tag == "!!int" || tag == "!!float"
@@ -456,19 +467,12 @@ func Problems(ps []Problem) error {
 	return errors.Join(errs...)
 }
 
-// Decode decodes doc into into (a pointer) strictly with sigs.k8s.io/yaml, by the JSON names
-// of into's type, as Check checked it. The decoder reads doc as rendered again by
-// go.yaml.in/yaml/v3, never the file: what it reads is what was checked and measured (an
-// alias is still an alias). Its error, for what Check does not look at (a key set twice by a
-// merge key, say), is without the decoder's words about JSON; nil when it decodes.
-func Decode(doc *yaml.Node, into any) error {
-	var data []byte // an empty file: nothing to decode
-	if doc != nil && doc.Kind != 0 && (doc.Kind != yaml.DocumentNode || len(doc.Content) > 0) {
-		var err error
-		if data, err = yaml.Marshal(doc); err != nil {
-			return fmt.Errorf("render the YAML again: %w", err)
-		}
-	}
+// Decode decodes data strictly into into (a pointer) with sigs.k8s.io/yaml, by the JSON names
+// of into's type, as Check checked it: data is the file Check's doc was parsed from, or that
+// doc rendered again by go.yaml.in/yaml/v3 once values were dropped from it (Drop). The
+// decoder's error, for what Check does not look at, is without its words about JSON; nil when
+// it decodes.
+func Decode(data []byte, into any) error {
 	if err := sigsyaml.UnmarshalStrict(data, into); err != nil {
 		msg := err.Error()
 		for again := true; again; {

@@ -239,7 +239,7 @@ func Parse(data []byte) (*Scenario, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scenario: %w", err)
 	}
-	sc, problems := decode(doc)
+	sc, problems := decode(data, doc)
 	if sc == nil {
 		return nil, fmt.Errorf("scenario: %w", inFileOrder(doc, problems, nil))
 	}
@@ -277,11 +277,11 @@ type decodeProblem struct {
 // errMoreNotLooked is the last problem of a file with more than maxDecodeProblems.
 var errMoreNotLooked = errors.New("more problems may follow: fix these and parse again")
 
-// decode checks doc (the file, parsed) against Scenario (yamlcheck.Check), then decodes what
-// is left once the values that do not fit are dropped from doc: sc is nil when that does not
-// decode, or there were more than maxDecodeProblems (then the last problem is
-// errMoreNotLooked).
-func decode(doc *yamlv3.Node) (*Scenario, []decodeProblem) {
+// decode checks doc (data, the file, parsed) against Scenario (yamlcheck.Check), then decodes
+// data, or what is left once the values that do not fit are dropped from doc: sc is nil when
+// that does not decode, or there were more than maxDecodeProblems (then the last problem is
+// errMoreNotLooked). checkExpansion measured the aliases of both.
+func decode(data []byte, doc *yamlv3.Node) (*Scenario, []decodeProblem) {
 	var problems []decodeProblem
 	found := yamlcheck.Check(doc, &Scenario{}, maxDecodeProblems+1)
 	for _, p := range found[:min(len(found), maxDecodeProblems)] {
@@ -303,11 +303,18 @@ func decode(doc *yamlv3.Node) (*Scenario, []decodeProblem) {
 	if len(found) > maxDecodeProblems {
 		return nil, append(problems, decodeProblem{line: math.MaxInt, err: errMoreNotLooked})
 	}
-	for _, p := range problems {
-		yamlcheck.Drop(doc, p.path)
+	rest := data
+	if len(problems) > 0 {
+		for _, p := range problems {
+			yamlcheck.Drop(doc, p.path)
+		}
+		var err error
+		if rest, err = yamlv3.Marshal(doc); err != nil {
+			return nil, problems
+		}
 	}
 	var sc Scenario
-	if err := yamlcheck.Decode(doc, &sc); err != nil {
+	if err := yamlcheck.Decode(rest, &sc); err != nil {
 		if len(problems) > 0 {
 			// What a drop broke (an alias whose anchor went with a dropped value, say): the
 			// problems found are the file's.

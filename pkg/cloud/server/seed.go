@@ -102,5 +102,5 @@ func decodeFile(data []byte, v any) (*yaml.Node, error) {
 	if err := yamlcheck.Problems(yamlcheck.Check(&doc, v, maxFileProblems)); err != nil {
 		return nil, err
 	}
-	return &doc, yamlcheck.Decode(&doc, v)
+	return &doc, yamlcheck.Decode(data, v)
 }
