@@ -164,3 +164,12 @@ func TestParseProblemsThroughAliases(t *testing.T) {
 		t.Errorf("error %q speaks of an anchor the decoder dropped", err)
 	}
 }
+
+// TestParseReadsTheFirstDocument: what follows a "---" is not read, as before the node tree
+// was checked: the first document is the scenario.
+func TestParseReadsTheFirstDocument(t *testing.T) {
+	sc, err := scenario.Parse([]byte("name: x\nsteps:\n  - at: 1s\n    reset: true\n---\nname: [y]\nbogus: 1\n"))
+	if err != nil || sc.Name != "x" || len(sc.Steps) != 1 {
+		t.Fatalf("Parse: %v, %v; want the first document", sc, err)
+	}
+}
