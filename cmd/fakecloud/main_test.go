@@ -34,6 +34,11 @@ func TestOptionsValidate(t *testing.T) {
 			"--idle-timeout=0s", "--max-fault-rules=-1", "--max-events=0", "--max-event-bytes=10", "--max-waits=-1"},
 			[]string{"--max-connections", "--read-header-timeout", "--read-timeout", "--idle-timeout", "--max-fault-rules", "--max-events",
 				"--max-event-bytes must hold one event", "--max-waits must be >= 0"}},
+		// Waits that may hold every connection leave none for what would end them (a newcomer
+		// saw /readyz and GET /v1/quotas time out with --max-connections=10 --max-waits=20).
+		{"waits as many as the connections", []string{"--auth=none", "--max-connections=10", "--max-waits=10"},
+			[]string{"--max-waits must be below --max-connections (10), got 10"}},
+		{"waits below the connections", []string{"--auth=none", "--max-connections=10", "--max-waits=9"}, nil},
 		{"transition durations out of range", []string{"--auth=none", "--attach-duration=-1s", "--detach-duration=2h"},
 			[]string{"--attach-duration must be in [0, 1h0m0s]", "--detach-duration"}},
 		{"synchronous transitions", []string{"--auth=none", "--attach-duration=0s", "--detach-duration=0s"}, nil},

@@ -148,8 +148,13 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--%s must be > 0, got %d", f.name, f.v))
 		}
 	}
-	if o.MaxWaits < 0 {
+	switch {
+	case o.MaxWaits < 0:
 		errs = append(errs, fmt.Errorf("--max-waits must be >= 0 (0: half of --max-connections), got %d", o.MaxWaits))
+	case o.MaxConnections > 0 && o.MaxWaits >= o.MaxConnections:
+		// Waits that hold every connection leave none for the reads and writes that would end
+		// them, or for /readyz.
+		errs = append(errs, fmt.Errorf("--max-waits must be below --max-connections (%d), got %d", o.MaxConnections, o.MaxWaits))
 	}
 	if o.MaxEventBytes > 0 && o.MaxEventBytes < store.MaxEventRecordBytes {
 		errs = append(errs, fmt.Errorf("--max-event-bytes must hold one event (%d bytes), got %d", store.MaxEventRecordBytes, o.MaxEventBytes))

@@ -154,8 +154,9 @@ func WithUserAgent(ua string) Option {
 const wantBaseURL = "want an http:// or https:// URL, e.g. http://127.0.0.1:8080"
 
 // CheckBaseURL reports whether raw can be the fake cloud's base URL for NewClient: an
-// http:// or https:// URL with a host, a port (if any) in 1-65535 and no user, query or
-// fragment (the token goes in its own flag; the API takes no query on its base). Its error
+// http:// or https:// URL with a host, a port (if any) in 1-65535, no user, query or
+// fragment (the token goes in its own flag; the API takes no query on its base) and no /v1 at
+// the end (the client adds it). Its error
 // quotes raw (at most MaxQuotedBytes of it) and says what is wanted, for a flag's message
 // ("--cloud-url: ..."); given host:port without a scheme, which Go's URL parser would read as
 // a scheme or refuse with its own words, or "http:" without its "//", it suggests the value
@@ -181,12 +182,24 @@ func CheckBaseURL(raw string) error {
 	case u.Host == "" || u.Hostname() == "":
 		return fmt.Errorf("%s has no host: %s", q, wantBaseURL)
 	case u.User != nil:
-		// Quote the URL without its password: the message goes to logs.
-		return fmt.Errorf("%s has a user name: the cloud's token goes in its own flag, not the URL", Quote(u.Redacted()))
+		// Quote the URL without its user information: the message goes to logs, and a token
+		// put there is usually the user name, not a password.
+		hidden := *u
+		hidden.User = url.User("xxxxx")
+		return fmt.Errorf("%s has a user name: the cloud's token goes in its own flag, not the URL", Quote(hidden.String()))
 	case u.RawQuery != "" || u.ForceQuery:
 		return fmt.Errorf("%s has a query: the base URL takes none; %s", q, wantBaseURL)
 	case u.Fragment != "":
 		return fmt.Errorf("%s has a fragment: the base URL takes none; %s", q, wantBaseURL)
+	}
+	if strings.HasSuffix(u.Host, ":") {
+		return fmt.Errorf("%s has an empty port: want 1-65535, or no colon for the scheme's", q)
+	}
+	if path := strings.TrimSuffix(u.Path, "/"); path == "/v1" || strings.HasSuffix(path, "/v1") {
+		// The client adds /v1 to every route; with it in the base, every call is /v1/v1/...
+		// and answers 404, which reads as a cloud that is not there.
+		return fmt.Errorf("%s ends in /v1: give the cloud's base URL, e.g. %s (the client adds /v1)",
+			q, Quote(strings.TrimSuffix(strings.TrimSuffix(raw, "/"), "/v1")))
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {

@@ -169,3 +169,31 @@ func TestIfMatchMessages(t *testing.T) {
 		})
 	}
 }
+
+// A route that does not compare If-Match refuses it and changes nothing: a PUT of an
+// instance's health with a stale If-Match used to apply (a newcomer's finding).
+func TestIfMatchOnlyWhereHonoured(t *testing.T) {
+	tc := startCloud(t, server.Config{})
+	before := tc.snapshot(t)
+	for _, rt := range []struct{ method, path, body string }{
+		{"PUT", "/v1/instances/node-a/health", `{"state":"impaired"}`},
+		{"POST", "/v1/faults", `{"operation":"*","error":"Unavailable"}`},
+		{"POST", "/v1/reset", ``},
+		{"GET", "/v1/quotas", ``},
+	} {
+		t.Run(rt.method+" "+rt.path, func(t *testing.T) {
+			r := tc.do(t, rt.method, rt.path, adminToken, rt.body, "If-Match", `"999"`)
+			if e := r.errorBody(t); r.status != 400 || !strings.Contains(e.Message, "does not take If-Match") {
+				t.Errorf("got %d %q, want 400 saying the route does not take If-Match", r.status, e.Message)
+			}
+		})
+	}
+	if after := tc.snapshot(t); !reflect.DeepEqual(before, after) {
+		t.Errorf("state changed:\nbefore %s\nafter  %s", mustJSON(t, before), mustJSON(t, after))
+	}
+	// The two routes that honour it still do.
+	r := tc.do(t, "PATCH", "/v1/quotas", adminToken, `{"volumes":5}`, "If-Match", `"999"`)
+	if e := r.errorBody(t); r.status != 412 {
+		t.Errorf("PATCH /v1/quotas with a stale If-Match: %d %q, want 412", r.status, e.Message)
+	}
+}

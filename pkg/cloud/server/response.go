@@ -52,6 +52,9 @@ type routeOpts struct {
 	// heavy: the answer grows with the fleet; it is rendered and written in a turn of
 	// Server.heavy.
 	heavy bool
+	// ifMatch: the handler honours If-Match; any other route refuses the header, since it
+	// would apply the request whatever the revision (a PUT of an instance's health did).
+	ifMatch bool
 }
 
 func ok(body any, rev uint64) *reply { return &reply{status: http.StatusOK, body: body, rev: rev} }
@@ -85,6 +88,10 @@ func (s *Server) route(name string, need Role, opts routeOpts, h handlerFunc) ht
 		}
 		if err == nil && !opts.body {
 			err = noBody(r)
+		}
+		if err == nil && !opts.ifMatch && r.Header.Get("If-Match") != "" {
+			err = cloud.NewError(cloud.CodeInvalidArgument,
+				"%s does not take If-Match (only PATCH /v1/quotas and PATCH /v1/instances/{id} do): it would apply whatever the revision", name)
 		}
 		if err == nil {
 			err = checkPathVars(r)

@@ -45,6 +45,10 @@ func (s *Server) router() *mux.Router {
 	}
 	// The answers that grow with the fleet take a turn of s.heavy, so that many readers at
 	// once cannot hold many renderings of them (issue 24, item 9).
+	// The routes whose handlers compare If-Match with the revision.
+	handleIfMatch := func(method, path, name string, need Role, h handlerFunc) {
+		add(method, path, name, need, routeOpts{body: true, ifMatch: true}, h)
+	}
 	handleHeavy := func(method, path, name string, need Role, h handlerFunc) {
 		add(method, path, name, need, routeOpts{heavy: true}, h)
 	}
@@ -78,7 +82,7 @@ func (s *Server) router() *mux.Router {
 	handleBody(http.MethodPost, "/v1/instances", "createInstance", RoleAdmin, s.createInstance)
 	handleHeavy(http.MethodGet, "/v1/instances", "listInstances", RoleReader, s.listInstances)
 	handle(http.MethodGet, "/v1/instances/{id}", "getInstance", RoleReader, s.getInstance)
-	handleBody(http.MethodPatch, "/v1/instances/{id}", "patchInstance", RoleAdmin, s.patchInstance)
+	handleIfMatch(http.MethodPatch, "/v1/instances/{id}", "patchInstance", RoleAdmin, s.patchInstance)
 	handleBody(http.MethodPut, "/v1/instances/{id}/health", "setInstanceHealth", RoleAdmin, s.setInstanceHealth)
 
 	handleBody(http.MethodPost, "/v1/volumes", "createVolume", RoleDriver, s.createVolume)
@@ -98,7 +102,7 @@ func (s *Server) router() *mux.Router {
 	handle(http.MethodDelete, "/v1/group-snapshots/{id}", "deleteGroupSnapshot", RoleDriver, s.deleteGroupSnapshot)
 
 	handle(http.MethodGet, "/v1/quotas", "getQuotas", RoleReader, s.getQuotas)
-	handleBody(http.MethodPatch, "/v1/quotas", "patchQuotas", RoleAdmin, s.patchQuotas)
+	handleIfMatch(http.MethodPatch, "/v1/quotas", "patchQuotas", RoleAdmin, s.patchQuotas)
 
 	handleBody(http.MethodPost, "/v1/faults", "createFault", RoleAdmin, s.createFault)
 	handle(http.MethodGet, "/v1/faults", "listFaults", RoleReader, s.listFaults)

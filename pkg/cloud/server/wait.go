@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -49,7 +50,13 @@ func (w *volumeWait) waiting(v *cloud.Volume) bool {
 // [0, cloud.MaxWaitMS], a parameter given twice, or instanceId or timeoutMs without waitFor
 // are 400 InvalidArgument naming it.
 func parseVolumeWait(r *http.Request) (*volumeWait, error) {
-	q := r.URL.Query()
+	// url.ParseQuery, not URL.Query: Query drops a pair with a semicolon without a word, so
+	// "waitFor=attached;instanceId=x" read as a plain GET and "timeoutMs=5;x" as the default.
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, cloud.NewError(cloud.CodeInvalidArgument, "the query %s does not parse (separate parameters with &, not ;): %v",
+			cloud.Quote(r.URL.RawQuery), err)
+	}
 	if len(q) == 0 {
 		return nil, nil
 	}

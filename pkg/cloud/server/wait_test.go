@@ -149,6 +149,9 @@ func TestWaitRefusesBadQueries(t *testing.T) {
 		{"waitFor=attached&instanceId=node-a&timeoutMs=1.5", "timeoutMs must be a whole number"},
 		{"waitFor=attached&instanceId=node-a&timeoutMs=", "timeoutMs must be a whole number"},
 		{"waitFor=attached&waitFor=detached&instanceId=node-a", "query parameter waitFor given 2 times"},
+		// URL.Query dropped these pairs without a word: a plain read, or the default bound.
+		{"waitFor=attached;instanceId=node-a", "separate parameters with &, not ;"},
+		{"waitFor=attached&instanceId=node-a&timeoutMs=5;x", "separate parameters with &, not ;"},
 	} {
 		r := c.do(t, http.MethodGet, "/v1/volumes/"+v.ID+"?"+tc.query, readerToken, "")
 		if r.status != http.StatusBadRequest {
