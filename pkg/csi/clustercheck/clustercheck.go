@@ -20,6 +20,7 @@ package clustercheck
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -213,6 +214,17 @@ func NewClient(kubeconfig, userAgent string) (kubernetes.Interface, error) {
 	return cs, nil
 }
 
+// cutShort reports whether an attempt's err is the deadline's doing rather than an answer:
+// the context is done, its deadline has passed (the timer that cancels it may not have run
+// yet on a busy machine), or err is itself a context error.
+func cutShort(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
+}
+
 // CheckUntil calls Check every interval until it answers (a Result, supported or not) or
 // timeout has passed, so that an API server that is still starting or a network that is not up
 // yet does not decide the node plugin's mode. The first failed attempt is logged, later ones
@@ -230,7 +242,7 @@ func (c Checker) CheckUntil(ctx context.Context, interval, timeout time.Duration
 			return true, nil
 		}
 		attempts++
-		if cause == nil || ctx.Err() == nil {
+		if cause == nil || !cutShort(ctx, err) {
 			cause = err
 		}
 		logger := klog.FromContext(ctx)

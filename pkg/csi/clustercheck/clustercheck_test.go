@@ -237,6 +237,25 @@ func TestCheckUntilReportsTheCauseNotTheDeadline(t *testing.T) {
 	}
 }
 
+// An attempt that ends in a context error is the deadline's doing even when the context does
+// not say so yet: on a busy machine the timer that cancels it may run late, and CI's race run
+// then reported "context deadline exceeded" instead of the NotFound before it.
+func TestCheckUntilKeepsTheCauseOverALateDeadline(t *testing.T) {
+	cs := cluster("v1.37.2", ptr.To[int64](10), false, "v1.37.2")
+	calls := 0
+	cs.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		calls++
+		if calls == 1 {
+			return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, "node-9")
+		}
+		return true, nil, context.DeadlineExceeded // at once: the context is still alive
+	})
+	_, err := Checker{Client: cs, DriverName: driver, NodeName: "node-9"}.CheckUntil(context.Background(), time.Millisecond, 50*time.Millisecond)
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("CheckUntil error = %v, want the NotFound of the attempt before the deadline", err)
+	}
+}
+
 // TestCheckUntilEndsWhenTheServerNeverAnswers: an API server that accepts the connection and
 // the TLS handshake but never answers must not hold the check past its timeout.
 func TestCheckUntilEndsWhenTheServerNeverAnswers(t *testing.T) {
