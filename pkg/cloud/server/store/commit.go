@@ -19,10 +19,10 @@ var errSolo = errors.New("mutation failed in a shared commit; run it alone")
 // (0.1-0.3 ms on a busy disk, two per commit) and callers that spend part of their time in
 // HTTP, batches often did not fill, so the writer sat idle for the rest of the timer while
 // mutations waited; and every full batch started a goroutine of its own that then queued for
-// bbolt's writer lock behind the batch before it. Here one committer commits whatever is
-// queued the moment the previous commit is done, up to max mutations: under load the queue
-// fills while a commit runs (the next commit takes all of it), and with a lone caller nothing
-// waits for company. The mutations of one commit run one after the other, in arrival order,
+// bbolt's writer lock behind the batch before it. Here one committer takes whatever is
+// queued, up to max mutations, the moment it holds bbolt's writer lock (the previous commit,
+// or a lone mutation's own, done): under load the queue fills while a commit runs and the
+// next commit takes all of it, and with a lone caller nothing waits for company. The mutations of one commit run one after the other, in arrival order,
 // in one bbolt transaction, and each is answered only after that transaction was committed
 // (and fsynced), so durability is bbolt's own.
 type groupCommit struct {
