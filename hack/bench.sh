@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # `make bench`: every benchmark docs/figures.md quotes, in one run on this machine, then the
 # capacity-policy comparison. Figures are ratios measured side by side in the same run, so
-# they travel between machines better than absolute numbers do.
+# they travel between machines better than absolute numbers do. The run starts with a header
+# (date, commit, load, Go, GOMAXPROCS and the disk's fdatasync latency, measured then where
+# the store benchmarks keep their files) that every figure below it is read with; the same
+# header heads each _output/bench/*.txt. docs/figures.md quotes only what this prints.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCHTIME=${BENCHTIME:-2s}
@@ -10,6 +13,24 @@ BENCHTIME=${BENCHTIME:-2s}
 FLEET_NODES=${FLEET_NODES:-1000}
 
 mkdir -p _output/bench
+
+# header is what every figure of this run is read with: when, which code, how busy the machine
+# was and how slow its disk's fdatasync (two per durable commit) was right then, on the
+# filesystem of the benchmarks' temporary stores (bench/fsync).
+header() {
+	local fsync
+	fsync=$(go run ./bench/fsync) || fsync="fdatasync not measured (go run ./bench/fsync failed)"
+	echo "make bench $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git describe --always --dirty 2>/dev/null || echo unknown), load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown), $fsync"
+}
+HEADER=$(header)
+echo "$HEADER"
+echo
+
+# section starts _output/bench/<name>.txt with the run's header and the load as the section
+# starts (a run takes minutes, and other work on the machine comes and goes).
+section() {
+	printf '%s\n%s section, load %s\n' "$HEADER" "$1" "$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)" | tee "_output/bench/$1.txt" | tail -1
+}
 
 # rows keeps go test -bench's result rows, each whole on one line, and its ok/FAIL lines.
 # go test prints a row's name when the run starts and its figures when it ends; a line the
@@ -35,18 +56,23 @@ require() {
 	fi
 }
 
-# Each section's rows are also kept in _output/bench/<section>.txt.
+# Each section's rows are also kept in _output/bench/<section>.txt, after the header.
 echo "== fake cloud store alone: attach+detach on disk, 1 and 64 callers, mutations per commit"
-go test -run '^$' -bench . -benchtime "$BENCHTIME" ./pkg/cloud/server/store/ 2>/dev/null | rows | tee _output/bench/store.txt
+section store
+go test -run '^$' -bench . -benchtime "$BENCHTIME" ./pkg/cloud/server/store/ 2>/dev/null | rows | tee -a _output/bench/store.txt
 require _output/bench/store.txt mutations/commit
 echo
 echo "== fake cloud: attach+detach through HTTP, durable store vs a bare mux JSON handler (ratio rows: durable/bare, throughput; cpu-bare/durable, CPU per op)"
-go test -run '^$' -bench . -benchtime "$BENCHTIME" ./bench/cloud/ 2>/dev/null | rows | tee _output/bench/cloud.txt
+section cloud
+go test -run '^$' -bench . -benchtime "$BENCHTIME" ./bench/cloud/ 2>/dev/null | rows | tee -a _output/bench/cloud.txt
 require _output/bench/cloud.txt durable/bare
 require _output/bench/cloud.txt cpu-bare/durable
+# The disk again, after the two sections it bounds: a figure above is suspect if it moved much.
+echo "fdatasync after the store and cloud sections: $(go run ./bench/fsync || echo 'not measured')" | tee -a _output/bench/cloud.txt
 echo
 echo "== driver: NodeGetInfo (warm cache, production lookup interval) vs a bare gRPC health check (grpc.health.v1 Check), all on unix sockets: p99-ratio is nodeinfo-p99-ns / echo-p99-ns (gRPC's default server), p99-ratio-workers is nodeinfo-p99-ns / workers-p99-ns (a bare server with the driver's stream workers); ControllerPublishVolume through driver + cloud (publishes/s); publish and unpublish latency with 300 ms and 0 ms cloud transitions, and each call's lag behind the cloud's transition (publish-lag-p50-ms, ...; target within 10 ms)"
-go test -run '^$' -bench . -benchtime "$BENCHTIME" ./bench/driver/ 2>/dev/null | rows | tee _output/bench/driver.txt
+section driver
+go test -run '^$' -bench . -benchtime "$BENCHTIME" ./bench/driver/ 2>/dev/null | rows | tee -a _output/bench/driver.txt
 require _output/bench/driver.txt p99-ratio
 require _output/bench/driver.txt p99-ratio-workers
 require _output/bench/driver.txt publishes/s
@@ -54,7 +80,8 @@ require _output/bench/driver.txt publish-lag-p50-ms
 require _output/bench/driver.txt unpublish-lag-p99-ms
 echo
 echo "== capacity policy: static vs naive vs ours on the same traces (seeded, deterministic)"
-go run ./bench/policy
+section policy
+go run ./bench/policy | tee -a _output/bench/policy.txt
 echo
 echo "== capacity at fleet scale: the policy on $FLEET_NODES simulated nodes, periods 10, 30, 60 s (seeded, deterministic; rows also in _output/bench/fleet.jsonl)"
 go run ./bench/policy -fleet -fleet-nodes="$FLEET_NODES" -fleet-duration=30m -fleet-scenarios=steady,quota-cut -fleet-json=_output/bench/fleet.jsonl  # progress on stderr

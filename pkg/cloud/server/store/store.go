@@ -8,14 +8,16 @@
 // each seeing the writes of those before it) and an acknowledged change survives a crash: a
 // mutation returns only after the commit that holds it was fsynced.
 //
-// Concurrent mutations go through bbolt's DB.Batch (group commit): they share one commit and
-// so one pair of fdatasyncs, which is what bounds a durable store's throughput; a lone one
-// commits at once in its own Update (see update). Batch may run a mutation more than once
-// (when a sibling in the same batch fails, the rest re-run), so a mutation computes
-// everything from the transaction and its results are only trusted once update returned nil.
+// Concurrent mutations go through the store's group commit (groupCommit, which works like
+// bbolt's DB.Batch but starts each commit as soon as the writer is free): they share one
+// commit and so one pair of fdatasyncs, which is what bounds a durable store's throughput; a
+// lone one commits at once in its own Update (see update). A shared commit may run a
+// mutation more than once (when a sibling in it fails, the rest re-run), so a mutation
+// computes everything from the transaction and its results are only trusted once update
+// returned nil.
 // Domain failures are *cloud.Error values. One found before the mutation wrote anything is
 // recorded as the mutation's result and the transaction goes on for the siblings; one found
-// after a write is returned to bbolt, which re-runs that mutation alone in its own
+// after a write is returned to the group commit, which re-runs that mutation alone in its own
 // transaction and rolls it back. Either way bad input changes nothing.
 //
 // The records an attach or detach changes are narrow fixed-width values apart from the JSON
@@ -62,29 +64,20 @@ const MaxEventDetailBytes = 512
 // and the fixed-width fields, with room for JSON escaping.
 const MaxEventRecordBytes = 2048
 
-// DefaultMaxBatchDelay is how long a batch of mutations waits for company before it commits.
-// A lone mutation does not wait at all (see update), and a full batch (DefaultMaxBatchSize)
-// does not wait either, so this only matters while fewer mutations are in flight than a
-// batch holds. bbolt's own default (10 ms) would add 10 ms to every batched request. The
-// wait is paid while the disk's fdatasync is short (tens of microseconds on the development
-// machine's disk): through HTTP with 64 callers (bench/cloud, 10 runs each, 2026-12-01) 1 ms
-// kept a median 0.48 of the bare handler's throughput, 2 ms 0.42, 5 and 10 ms 0.26 and 0.17.
-const DefaultMaxBatchDelay = time.Millisecond
+// DefaultMaxBatchDelay is how long a commit waits for company before it starts with fewer
+// than MaxBatchSize mutations: none. The committer (groupCommit) starts the next commit the
+// moment the previous one is done, with whatever queued while it ran, so under load commits
+// fill by themselves and a waiting commit would only leave the writer idle. The previous
+// design (bbolt's DB.Batch, which starts a batch when it is full or after its delay, 1 ms) is
+// what issue 28 measured; docs/benchmarks.md has the comparison.
+const DefaultMaxBatchDelay = time.Duration(0)
 
-// DefaultMaxBatchSize is how many mutations one commit holds at most; a full batch commits
-// at once without waiting for MaxBatchDelay. It bounds one transaction's size, and so how
-// long its callers wait, and it is what lets a busy store commit back to back: bbolt's
-// DB.Batch runs a batch's mutations one after the other on one goroutine while every caller
-// in it waits, so a batch as large as all the callers in flight leaves the other cores
-// idle and every commit waits out the delay timer. With batches of 32, the next batch fills
-// (and commits at once) while the previous one runs, and its callers' HTTP work runs on the
-// other cores. An fdatasync shared by 32 mutations costs each about 1 µs, against tens of
-// microseconds of transaction work. Measured 2026-12-02 with 64 callers on 2 cores: the
-// store alone went from 21,900-22,800 ops/s (256, every batch 64 mutations and a 1 ms wait)
-// to 26,400-37,900 (32); through HTTP the median share of the bare handler's throughput
-// went from 0.50 to 0.54 (16 alternating runs each, 0.42-0.58 against 0.49-0.60), the
-// process busy 1.67-1.80 cores instead of 1.49-1.73. 16 was no better (median 0.54, 0.44-0.64)
-// and 64 worse (0.49).
+// DefaultMaxBatchSize is how many mutations one commit holds at most. It bounds one
+// transaction's size, and so how long its callers wait: a commit's mutations run one after
+// the other on the committer's goroutine while every caller in it waits, so a commit as
+// large as all the callers in flight leaves the other cores idle; with 32, the callers of
+// the previous commit do their HTTP work on the other cores while the next one runs. An
+// fdatasync shared by 32 mutations costs each a few microseconds.
 const DefaultMaxBatchSize = 32
 
 // DBFileName is the bbolt file's name inside the data directory.
@@ -128,9 +121,9 @@ type Options struct {
 	MaxEventBytes int64
 	// MaxInstances bounds the instances; default DefaultMaxInstances.
 	MaxInstances int
-	// MaxBatchDelay is how long a mutation that arrives while another is in flight waits for
-	// more to share its commit (and fsync) with; default DefaultMaxBatchDelay. Longer batches
-	// more under load at the cost of that much latency; durability does not depend on it.
+	// MaxBatchDelay is how long a commit with fewer than MaxBatchSize mutations waits for
+	// more to share it (and its fsyncs) with; default DefaultMaxBatchDelay (none: the next
+	// commit starts as soon as the writer is free). Durability does not depend on it.
 	MaxBatchDelay time.Duration
 	// MaxBatchSize caps the mutations per commit; default DefaultMaxBatchSize.
 	MaxBatchSize int
@@ -156,6 +149,8 @@ type Store struct {
 	maxInstances int
 	// inFlight counts the mutations under way, to spot a lone one.
 	inFlight atomic.Int64
+	// commits shares commits between concurrent mutations.
+	commits *groupCommit
 	// tempPath is the file to remove on Close when the store is not persistent.
 	tempPath string
 	// zones are Options.Zones.
@@ -222,14 +217,11 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.removeTemp()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	db.MaxBatchDelay = opts.MaxBatchDelay
-	if db.MaxBatchDelay <= 0 {
-		db.MaxBatchDelay = DefaultMaxBatchDelay
+	batchSize := opts.MaxBatchSize
+	if batchSize <= 0 {
+		batchSize = DefaultMaxBatchSize
 	}
-	db.MaxBatchSize = opts.MaxBatchSize
-	if db.MaxBatchSize <= 0 {
-		db.MaxBatchSize = DefaultMaxBatchSize
-	}
+	s.commits = newGroupCommit(db, batchSize, max(DefaultMaxBatchDelay, opts.MaxBatchDelay))
 	s.db = db
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range append([][]byte{bucketMeta, bucketEvents}, stateBuckets...) {
@@ -349,8 +341,9 @@ func (s *Store) update(fn func(t *txn) error) error {
 		err := fn(t)
 		var ce *cloud.Error
 		if err != nil && !alone && !t.wrote && errors.As(err, &ce) {
-			// Returning a domain failure to Batch would roll back the whole batch and re-run
-			// every sibling; having written nothing, this mutation can fail on its own.
+			// Returning a domain failure to the group commit would roll back the whole
+			// commit and re-run every sibling; having written nothing, this mutation can fail
+			// on its own.
 			rejected = err
 			return nil
 		}
@@ -360,13 +353,14 @@ func (s *Store) update(fn func(t *txn) error) error {
 	if alone {
 		err = s.db.Update(run)
 	} else {
-		err = s.db.Batch(run)
+		err = s.commits.run(run)
 	}
 	if err != nil {
 		return err
 	}
 	if rejected == nil && last != nil {
-		// Committed: the run that counts is the last one (Batch may have run fn again).
+		// Committed: the run that counts is the last one (the group commit may have run fn
+		// again).
 		s.watch.notify(last.touched, last.touchedAll)
 	}
 	return rejected

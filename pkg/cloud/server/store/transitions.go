@@ -39,14 +39,27 @@ type phase struct {
 // apply writes the phase into v's API shape.
 func (p phase) apply(v *cloud.Volume) {
 	v.State = p.State
-	v.ReadOnly = p.ReadOnly && p.State != cloud.StateError && p.State != cloud.StateDetached
+	v.ReadOnly = p.readOnly()
 	if !p.Since.IsZero() {
 		t := p.Since
 		v.StateSince = &t
 	}
 	if p.State == cloud.StateError {
-		v.ErrorCode, v.ErrorMessage = p.Fail, p.errorMessage()
+		v.ErrorCode, v.ErrorMessage = p.errorCode(), p.errorMessage()
 	}
+}
+
+// readOnly is the volume's mode as the API shows it: read-only only while it is bound.
+func (p phase) readOnly() bool {
+	return p.ReadOnly && p.State != cloud.StateError && p.State != cloud.StateDetached
+}
+
+// errorCode is why the volume is in state error; empty in any other state.
+func (p phase) errorCode() cloud.Code {
+	if p.State != cloud.StateError {
+		return ""
+	}
+	return p.Fail
 }
 
 func (p phase) errorMessage() string {
@@ -170,10 +183,12 @@ func (t *txn) duration(iv *instView, detach bool, plan *TransitionPlan) (time.Du
 
 // attachment is the answer of an attach or detach for volume vv on instance instID.
 func attachment(vv *volView, instID string) *cloud.Attachment {
+	// From the phase alone, as volume() does, without building the whole volume: this runs in
+	// the commit, which every caller sharing it waits for.
 	a := &cloud.Attachment{
 		VolumeID: vv.rec.ID, InstanceID: instID, Device: DevicePrefix + vv.rec.ID, State: vv.phase.State, Since: vv.phase.Since,
-		ErrorCode: vv.volume().ErrorCode, ErrorMessage: vv.phase.errorMessage(), Revision: vv.state.revision,
-		ReadOnly: vv.volume().ReadOnly,
+		ErrorCode: vv.phase.errorCode(), ErrorMessage: vv.phase.errorMessage(), Revision: vv.state.revision,
+		ReadOnly: vv.phase.readOnly(),
 	}
 	if vv.phase.State.Transient() && !vv.phase.Stuck {
 		due := vv.phase.Due
