@@ -56,11 +56,11 @@ func NewKubeClient(rc *rest.Config) (*KubeClient, error) {
 	client := func(apiPath string, gv schema.GroupVersion) (rest.Interface, error) {
 		c := *cfg
 		c.APIPath, c.GroupVersion = apiPath, &gv
-		rc, err := rest.RESTClientForConfigAndClient(&c, httpClient)
+		gc, err := rest.RESTClientForConfigAndClient(&c, httpClient)
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes client for %s: %w", gv, err)
 		}
-		return rc, nil
+		return gc, nil
 	}
 	k := &KubeClient{}
 	if k.core, err = client("/api", corev1.SchemeGroupVersion); err != nil {
