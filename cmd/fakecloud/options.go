@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
@@ -262,9 +261,9 @@ func (o *Options) Config() (server.Config, error) {
 	return cfg, errors.Join(errs...)
 }
 
-// kubeClient is a clientset for the cluster view, from the kubeconfig at path: it reads the
-// file (no connection yet). Its rate limit keeps the console's few lists per second polite.
-func kubeClient(path string) (kubernetes.Interface, error) {
+// kubeClient is the cluster view's client, from the kubeconfig at path: it reads the file
+// (no connection yet). Its rate limit keeps the console's few lists per second polite.
+func kubeClient(path string) (*console.KubeClient, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
 		return nil, fmt.Errorf("--console-kubeconfig: %w", err)
@@ -272,7 +271,7 @@ func kubeClient(path string) (kubernetes.Interface, error) {
 	rc.UserAgent = "fakecloud-console"
 	rc.QPS, rc.Burst = 5, 10
 	rc.Timeout = console.ClusterTimeout
-	kube, err := kubernetes.NewForConfig(rc)
+	kube, err := console.NewKubeClient(rc)
 	if err != nil {
 		return nil, fmt.Errorf("--console-kubeconfig %s: %w", path, err)
 	}

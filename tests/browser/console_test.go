@@ -29,6 +29,7 @@ import (
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/console"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/console/consoletest"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 )
 
@@ -59,7 +60,8 @@ func chromiumPath() (string, error) {
 }
 
 // startCloud serves a fake cloud seeded like `make run`, with the console showing one node
-// plugin and the cluster kube holds, on loopback; it returns the cloud's URL.
+// plugin and the cluster kube holds (through consoletest's API server, as the console reads a
+// real one), on loopback; it returns the cloud's URL.
 func startCloud(t *testing.T, pluginURL string, kube kubernetes.Interface) string {
 	t.Helper()
 	seed, err := server.LoadSeed("../../examples/seed.yaml")
@@ -71,7 +73,7 @@ func startCloud(t *testing.T, pluginURL string, kube kubernetes.Interface) strin
 		t.Fatal(err)
 	}
 	srv, err := server.New(server.Config{Seed: seed, Tokens: tokens,
-		Console: console.Config{Nodes: []console.Node{{Name: node, URL: pluginURL}}, Kube: kube}})
+		Console: console.Config{Nodes: []console.Node{{Name: node, URL: pluginURL}}, Kube: consoletest.Client(t, kube)}})
 	if err != nil {
 		t.Fatal(err)
 	}

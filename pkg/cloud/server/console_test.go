@@ -15,6 +15,7 @@ import (
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/console"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/console/consoletest"
 )
 
 // TestConsoleRoutes: the page and its files need no token (they hold no data), / serves the
@@ -91,7 +92,7 @@ func TestConsoleClusterRoute(t *testing.T) {
 		Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{Name: console.DefaultDriverName, NodeID: "node-a",
 			Allocatable: &storagev1.VolumeNodeResources{Count: &count}}}},
 	})
-	tc := startCloud(t, server.Config{Console: console.Config{Kube: kube}})
+	tc := startCloud(t, server.Config{Console: console.Config{Kube: consoletest.Client(t, kube)}})
 	r := tc.do(t, http.MethodGet, "/ui/cluster", readerToken, "")
 	var view console.ClusterView
 	if err := json.Unmarshal(r.body, &view); err != nil || r.status != http.StatusOK {

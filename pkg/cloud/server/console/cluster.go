@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
@@ -94,7 +93,7 @@ type PendingPod struct {
 
 // cluster reads the cluster view and caches it for ClusterRefresh.
 type cluster struct {
-	client kubernetes.Interface
+	client *KubeClient
 	driver string
 	now    func() time.Time
 
@@ -159,7 +158,7 @@ func (cl *cluster) read(ctx context.Context) ClusterView {
 		return n
 	}
 
-	csiNodes, err := cl.client.StorageV1().CSINodes().List(ctx, opts)
+	csiNodes, err := cl.client.csiNodes(ctx, opts)
 	if err != nil {
 		return fail("CSINodes", err)
 	}
@@ -176,7 +175,7 @@ func (cl *cluster) read(ctx context.Context) ClusterView {
 		}
 	}
 
-	vas, err := cl.client.StorageV1().VolumeAttachments().List(ctx, opts)
+	vas, err := cl.client.volumeAttachments(ctx, opts)
 	if err != nil {
 		return fail("VolumeAttachments", err)
 	}
@@ -198,14 +197,14 @@ func (cl *cluster) read(ctx context.Context) ClusterView {
 
 	podOpts := opts
 	podOpts.FieldSelector = fields.OneTermEqualSelector("status.phase", string(corev1.PodPending)).String()
-	pods, err := cl.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, podOpts)
+	pods, err := cl.client.pods(ctx, podOpts)
 	if err != nil {
 		return fail("Pending pods", err)
 	}
 	evOpts := opts
 	evOpts.FieldSelector = fields.AndSelectors(fields.OneTermEqualSelector("type", corev1.EventTypeWarning),
 		fields.OneTermEqualSelector("involvedObject.kind", "Pod")).String()
-	events, err := cl.client.CoreV1().Events(metav1.NamespaceAll).List(ctx, evOpts)
+	events, err := cl.client.events(ctx, evOpts)
 	if err != nil {
 		return fail("Warning events", err)
 	}

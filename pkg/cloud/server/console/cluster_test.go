@@ -20,15 +20,28 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/console"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/console/consoletest"
 )
 
 const driver = console.DefaultDriverName
 
-// newKube is client-go's fake clientset holding objs. The simple one: NewClientset also
-// builds a server-side-apply type converter from the whole OpenAPI schema, 25 s under -race
-// on a shared two-core machine, for field management the view, which only lists, never uses.
+// newKube is client-go's fake clientset holding objs: the cluster the tests' API server
+// (consoletest) answers from. The simple one: NewClientset also builds a server-side-apply
+// type converter from the whole OpenAPI schema, 25 s under -race on a shared two-core machine,
+// for field management the view, which only lists, never uses.
 func newKube(objs ...runtime.Object) *fake.Clientset {
 	return fake.NewSimpleClientset(objs...) //nolint:staticcheck // see above
+}
+
+// newConsole is a console whose cluster view reads kube's cluster through consoletest's API
+// server, over HTTP as from a real one.
+func newConsole(t *testing.T, kube *fake.Clientset, now func() time.Time) *console.Console {
+	t.Helper()
+	c, err := console.New(console.Config{Kube: consoletest.Client(t, kube), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // clock is a settable clock for the cluster view's cache.
@@ -114,10 +127,7 @@ func TestClusterView(t *testing.T) {
 			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web-0"}},
 	)
 	clk := &clock{t: t0}
-	c, err := console.New(console.Config{Kube: kube, Now: clk.now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newConsole(t, kube, clk.now)
 	got := c.Cluster(context.Background())
 	want := console.ClusterView{
 		Enabled: true, Driver: driver, ObservedAt: t0,
@@ -138,10 +148,26 @@ func TestClusterView(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("cluster view (-want +got):\n%s", d)
 	}
+	// Only lists, one page of MaxClusterObjects each, Pending pods and Warning pod events
+	// selected by the API server (this fake ignores field selectors: the view filters again).
+	wantFields := map[string]string{"csinodes": "", "volumeattachments": "", "pods": "status.phase=Pending",
+		"events": "type=Warning,involvedObject.kind=Pod"}
 	for _, a := range kube.Actions() {
-		if a.GetVerb() != "list" {
+		l, ok := a.(k8stesting.ListActionImpl)
+		if !ok || a.GetVerb() != "list" {
 			t.Errorf("the cluster view called %s %s: it may only list", a.GetVerb(), a.GetResource().Resource)
+			continue
 		}
+		res := l.GetResource().Resource
+		if f, ok := wantFields[res]; !ok || l.ListOptions.Limit != console.MaxClusterObjects || l.ListOptions.FieldSelector != f ||
+			l.GetNamespace() != metav1.NamespaceAll {
+			t.Errorf("list %s in namespace %q with %+v: want limit %d, field selector %q, every namespace", res, l.GetNamespace(), l.ListOptions,
+				console.MaxClusterObjects, f)
+		}
+		delete(wantFields, res)
+	}
+	if len(wantFields) != 0 {
+		t.Errorf("the cluster view did not list %v", wantFields)
 	}
 	// The JSON the page reads: a node without an allocatable count says null, not 0 (which
 	// CSINode would mean as "no volumes").
@@ -156,10 +182,7 @@ func TestClusterView(t *testing.T) {
 func TestClusterViewCache(t *testing.T) {
 	kube := newKube(csiNode("k8s-a", csiDriver(driver, "node-a1", new(int32(7)))))
 	clk := &clock{t: t0}
-	c, err := console.New(console.Config{Kube: kube, Now: clk.now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newConsole(t, kube, clk.now)
 	ctx := context.Background()
 	lists := func() int { return len(kube.Actions()) }
 	first := c.Cluster(ctx)
@@ -181,36 +204,38 @@ func TestClusterViewCache(t *testing.T) {
 	}
 }
 
-// TestClusterViewBounds: a list with more than MaxClusterObjects items shows its first
-// MaxClusterObjects and is named truncated; a list the cluster refuses is the view's error,
-// with nothing else shown; no kubeconfig is a disabled view.
+// TestClusterViewBounds: a list with more than MaxClusterObjects items, or with a continue
+// token, shows its first MaxClusterObjects and is named truncated; a list the cluster refuses
+// is the view's error, with nothing else shown; no kubeconfig is a disabled view.
 func TestClusterViewBounds(t *testing.T) {
 	var objs []runtime.Object
 	for i := range console.MaxClusterObjects + 1 {
 		objs = append(objs, csiNode(fmt.Sprintf("k8s-%04d", i), csiDriver(driver, fmt.Sprintf("node-%04d", i), new(int32(1)))))
 	}
-	c, err := console.New(console.Config{Kube: newKube(objs...)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := c.Cluster(context.Background()); len(got.Nodes) != console.MaxClusterObjects || !cmp.Equal(got.Truncated, []string{"CSINodes"}) {
-		t.Fatalf("%d nodes, truncated %v; want %d and [CSINodes]", len(got.Nodes), got.Truncated, console.MaxClusterObjects)
+	// This fake ignores the limit (as an old server may): the view cuts the list itself.
+	// VolumeAttachments come as an API server that honours it sends them: one page and a
+	// continue token.
+	many := newKube(objs...)
+	many.PrependReactor("list", "volumeattachments", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, &storagev1.VolumeAttachmentList{ListMeta: metav1.ListMeta{Continue: "page-2"},
+			Items: []storagev1.VolumeAttachment{*va("va-1", driver, "k8s-0000", true, "")}}, nil
+	})
+	got := newConsole(t, many, time.Now).Cluster(context.Background())
+	if len(got.Nodes) != console.MaxClusterObjects || !cmp.Equal(got.Truncated, []string{"CSINodes", "VolumeAttachments"}) || got.Nodes[0].Attached != 1 {
+		t.Fatalf("%d nodes, truncated %v, %d attached on the first; want %d, [CSINodes VolumeAttachments] and 1", len(got.Nodes), got.Truncated,
+			got.Nodes[0].Attached, console.MaxClusterObjects)
 	}
 
 	refused := newKube(csiNode("k8s-a", csiDriver(driver, "node-a1", new(int32(7)))))
 	refused.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", fmt.Errorf("RBAC says no"))
 	})
-	c, err = console.New(console.Config{Kube: refused})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := c.Cluster(context.Background())
-	if !got.Enabled || !strings.Contains(got.Error, "list Pending pods") || !strings.Contains(got.Error, "forbidden") || len(got.Nodes) != 0 {
+	got = newConsole(t, refused, time.Now).Cluster(context.Background())
+	if !got.Enabled || got.Error != "list Pending pods: pods is forbidden: RBAC says no" || len(got.Nodes) != 0 {
 		t.Fatalf("refused view %+v: want enabled, the error, no nodes", got)
 	}
 
-	c, err = console.New(console.Config{})
+	c, err := console.New(console.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,8 +36,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
 
@@ -128,8 +126,8 @@ type Config struct {
 	// Kube, when set, turns on the cluster view (GET /ui/cluster): the console lists
 	// CSINodes, Pending pods, the driver's VolumeAttachments and Warning events through it,
 	// read only (LIST calls, nothing else), at most once per ClusterRefresh. Nil: no cluster
-	// view.
-	Kube kubernetes.Interface
+	// view. NewKubeClient makes one from a kubeconfig's rest.Config.
+	Kube *KubeClient
 	// DriverName is the CSI driver the cluster view reads; default DefaultDriverName.
 	DriverName string
 	// Now is the cluster view's clock; default time.Now.
