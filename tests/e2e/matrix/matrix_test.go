@@ -151,3 +151,24 @@ func TestCompatibilityDocHasMarkers(t *testing.T) {
 		t.Error("docs/compatibility.md lacks the generated table's markers")
 	}
 }
+
+// Which places each node in the cells of its minors; a labelled 1.34 node is the gate-on cell.
+func TestWhich(t *testing.T) {
+	off, on := cell("off"), cell("on")
+	on.NodeLabels = ModeLabel + "=true"
+	latest := cell("new")
+	latest.Kubelet = "v1.37.2"
+	o := Observed{ServerVersion: "v1.37.5-gke.1", Attacher: "v4.13.0", Kubelets: map[string]ObservedKubelet{
+		"a": {Version: "v1.34.1"}, "b": {Version: "v1.34.4", Labelled: true}, "c": {Version: "v1.37.0"}, "d": {Version: "v1.33.0"},
+	}}
+	got := Which(o, []Cell{off, on, latest})
+	for node, want := range map[string]string{"a": "off", "b": "on", "c": "new", "d": ""} {
+		if strings.Join(got[node], ",") != want {
+			t.Errorf("node %s: cells %v, want %q", node, got[node], want)
+		}
+	}
+	o.Attacher = "v4.12.0"
+	if got := Which(o, []Cell{off}); len(got["a"]) != 0 {
+		t.Errorf("another attacher minor matched: %v", got["a"])
+	}
+}

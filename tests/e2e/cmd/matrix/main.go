@@ -5,6 +5,7 @@
 //
 //	go run ./cmd/matrix run [--only=cell,cell]   # make e2e-matrix MATRIX_CELLS=...
 //	go run ./cmd/matrix doc                      # the table again from the results file
+//	go run ./cmd/matrix which --kubeconfig=K     # which cell each node of a cluster is in, and its result
 //
 // Ctrl-C stops the cell under way; its row is written with what was measured.
 package main
@@ -19,8 +20,12 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/localcluster"
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/matrix"
@@ -36,8 +41,8 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "run" && args[0] != "doc") {
-		return errors.New("usage: matrix run|doc [flags]")
+	if len(args) == 0 || (args[0] != "run" && args[0] != "doc" && args[0] != "which") {
+		return errors.New("usage: matrix run|doc|which [flags]")
 	}
 	fs := flag.NewFlagSet("matrix "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -45,6 +50,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	resultsPath := fs.String("results", "matrix/results.json", "results file (one row per cell run is appended)")
 	docPath := fs.String("doc", "", "doc whose generated table is rewritten (default: <clone>/docs/compatibility.md)")
 	only := fs.String("only", "", "run: only these cells, comma separated (default: all)")
+	kubeconfig := fs.String("kubeconfig", "", "which: the cluster's kubeconfig")
+	namespace := fs.String("namespace", "fakecloud-csi", "which: the namespace of the driver's controller Deployment (its csi-attacher image)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -62,6 +69,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cells, err := matrix.ReadCells(*cellsPath)
 	if err != nil {
 		return err
+	}
+	if args[0] == "which" {
+		return which(ctx, *kubeconfig, *namespace, cells, *resultsPath, stdout)
 	}
 	if args[0] == "doc" {
 		rows, err := matrix.ReadResults(*resultsPath)
@@ -123,4 +133,65 @@ func describe(root string) string {
 		return "unknown"
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// which prints which cell of the matrix each node of the cluster at kubeconfig is in, and the
+// cell's latest result.
+func which(ctx context.Context, kubeconfig, namespace string, cells []matrix.Cell, resultsPath string, out io.Writer) error {
+	if kubeconfig == "" {
+		return errors.New("which: --kubeconfig is required")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	o, err := matrix.Observe(ctx, cs, localcluster.DriverName, namespace)
+	if err != nil {
+		return err
+	}
+	rows, err := matrix.ReadResults(resultsPath)
+	if err != nil {
+		return err
+	}
+	latest := map[string]matrix.Row{}
+	for _, r := range rows {
+		if old, ok := latest[r.Cell.Name]; !ok || r.Date.After(old.Date) {
+			latest[r.Cell.Name] = r
+		}
+	}
+	period := "unset"
+	if o.PeriodSeconds != nil {
+		period = fmt.Sprintf("%d s", *o.PeriodSeconds)
+	}
+	attacher := o.Attacher
+	if attacher == "" {
+		attacher = "not found in namespace " + namespace
+	}
+	fmt.Fprintf(out, "API server %s, CSIDriver period %s, external-attacher %s\n", o.ServerVersion, period, attacher)
+	found := matrix.Which(o, cells)
+	names := make([]string, 0, len(found))
+	for n := range found {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		k := o.Kubelets[n]
+		fmt.Fprintf(out, "node %s: kubelet %s, labelled %s=true: %v\n", n, k.Version, matrix.ModeLabel, k.Labelled)
+		if len(found[n]) == 0 {
+			fmt.Fprintln(out, "  no cell of the matrix (tests/e2e/matrix/cells.json) has these versions: not measured")
+		}
+		for _, c := range found[n] {
+			r, ok := latest[c]
+			if !ok {
+				fmt.Fprintf(out, "  cell %s: planned, not run\n", c)
+				continue
+			}
+			fmt.Fprintf(out, "  cell %s: %s (%s, %s)\n", c, r.Outcome, r.Date.Format("2006-01-02"), r.Commit)
+		}
+	}
+	return nil
 }
