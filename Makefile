@@ -134,7 +134,7 @@ e2e-local: e2e-local-build ## The e2e suite (S1-S20) on a local cluster of upstr
 MATRIX_CELLS ?= cp1.37-kubelet1.34-gate-off-attacher4.13,cp1.37-kubelet1.34-gate-on-labelled-attacher4.13,cp1.37-kubelet1.37-attacher4.13
 
 .PHONY: e2e-matrix
-e2e-matrix: e2e-local-build ## KEP-4876 compatibility matrix: MATRIX_CELLS on local clusters of those versions (~8 min a cell warm; docs/compatibility.md).
+e2e-matrix: e2e-local-build ## KEP-4876 version matrix, MATRIX_CELLS (docs/compatibility.md).
 	cd tests/e2e && $(GO) run ./cmd/matrix run --only=$(MATRIX_CELLS)
 
 .PHONY: e2e
