@@ -106,6 +106,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := matrix.AppendResult(*resultsPath, row); err != nil {
 			return err
 		}
+		// The table after each cell: a long run that is stopped keeps what it measured.
+		if err := writeDoc(*resultsPath, *docPath, cells); err != nil {
+			return err
+		}
 		if row.Outcome != "as expected" {
 			failed = append(failed, c.Name)
 		}
@@ -113,17 +117,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			break
 		}
 	}
-	rows, err := matrix.ReadResults(*resultsPath)
-	if err != nil {
-		return err
-	}
-	if err := matrix.WriteDoc(*docPath, cells, rows); err != nil {
-		return err
-	}
 	if len(failed) > 0 {
 		return fmt.Errorf("cells not as expected: %s (see %s)", strings.Join(failed, ", "), *resultsPath)
 	}
 	return ctx.Err()
+}
+
+// writeDoc writes the doc's table from the results file.
+func writeDoc(resultsPath, docPath string, cells []matrix.Cell) error {
+	rows, err := matrix.ReadResults(resultsPath)
+	if err != nil {
+		return err
+	}
+	return matrix.WriteDoc(docPath, cells, rows)
 }
 
 // describe is the clone's `git describe --always --dirty`, "unknown" without git.
