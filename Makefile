@@ -131,7 +131,8 @@ e2e-local: e2e-local-build ## The e2e suite (S1-S20) on a local cluster of upstr
 
 # The compatibility matrix's cells to run (tests/e2e/matrix/cells.json names, comma separated);
 # the default are those whose versions build on this stage (docs/compatibility.md lists all).
-MATRIX_CELLS ?= cp1.37-kubelet1.34-gate-off-attacher4.13,cp1.37-kubelet1.34-gate-on-labelled-attacher4.13,cp1.37-kubelet1.37-attacher4.13
+MATRIX_CELLS ?= cp1.37-kubelet1.34-gate-off-attacher4.13,cp1.37-kubelet1.34-gate-on-labelled-attacher4.13,$\
+  cp1.37-kubelet1.37-attacher4.13,cp1.37-kubelet1.35-attacher4.13,cp1.37-kubelet1.36-attacher4.13
 
 .PHONY: e2e-matrix
 e2e-matrix: e2e-local-build ## KEP-4876 version matrix, MATRIX_CELLS (docs/compatibility.md).
