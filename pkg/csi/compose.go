@@ -36,6 +36,9 @@ func NewForCloud(opts Options, c Cloud, mode clustercheck.Mode, m mount.Mounter,
 			return nil, fmt.Errorf("capacity reporter for %s: %w", opts.NodeID, err)
 		}
 		deps.NodeCloud, deps.Mounter, deps.Capacity, deps.Staged = c, m, reporter, staged
+		if mode.Decision.Decision != "" {
+			deps.CapacityDecision = mode.Decision
+		}
 		if mode.Watch != nil {
 			deps.Background = append(deps.Background, mode.Watch.Run)
 			deps.ClusterCheck = mode.Watch

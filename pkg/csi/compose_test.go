@@ -230,3 +230,58 @@ func TestDebugClusterShowsTheWatch(t *testing.T) {
 		})
 	}
 }
+
+// /debug/capacity shows the capacity decision at start, with its reason and evidence, beside
+// the reporter's own fields (which stay where the console and tools read them).
+func TestDebugCapacityShowsTheDecision(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		kube         *fake.Clientset
+		args         []string
+		wantDecision string
+		wantReason   string
+		wantMode     string
+	}{
+		{name: "supported cluster", kube: kubeCluster("v1.37.2", ptr.To[int64](10), nil), args: []string{"--node-name=node-1"},
+			wantDecision: "dynamic", wantReason: "supported"},
+		{name: "period unset", kube: kubeCluster("v1.37.2", nil, nil), args: []string{"--node-name=node-1"},
+			wantDecision: "static", wantReason: "period-unset", wantMode: "static"},
+		{name: "no API access", wantDecision: "dynamic", wantReason: "unchecked"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var kube kubernetes.Interface
+			if tc.kube != nil {
+				kube = tc.kube
+			}
+			d, _, _ := newNodeDriver(t, kube, tc.args...)
+			srv := httptest.NewServer(d.HTTPHandler())
+			defer srv.Close()
+			resp, err := http.Get(srv.URL + "/debug/capacity")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var got struct {
+				NodeID   string `json:"nodeId"`
+				Mode     string `json:"mode"`
+				Decision struct {
+					Decision string                `json:"decision"`
+					Reason   string                `json:"reason"`
+					Evidence clustercheck.Evidence `json:"evidence"`
+				} `json:"decision"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got.NodeID != "i-1" || got.Decision.Decision != tc.wantDecision || got.Decision.Reason != tc.wantReason {
+				t.Errorf("/debug/capacity = %+v; want node i-1, decision %s (%s)", got, tc.wantDecision, tc.wantReason)
+			}
+			if tc.wantMode != "" && got.Mode != tc.wantMode {
+				t.Errorf("mode %q, want %q", got.Mode, tc.wantMode)
+			}
+			if tc.kube != nil && (got.Decision.Evidence.KubeletVersion != "v1.37.2" || got.Decision.Evidence.ServerVersion != "v1.37.2" || !got.Decision.Evidence.Checked) {
+				t.Errorf("evidence %+v: want what the check read", got.Decision.Evidence)
+			}
+		})
+	}
+}

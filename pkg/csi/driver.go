@@ -51,6 +51,9 @@ type Deps struct {
 	Background []func(context.Context)
 	// ClusterCheck, when set, gives the newest cluster check answer for /debug/cluster.
 	ClusterCheck DebugStater
+	// CapacityDecision, when set, is the node plugin's capacity decision at start with its
+	// evidence (clustercheck.Decision); /debug/capacity shows it under "decision".
+	CapacityDecision any
 }
 
 // DebugStater gives a JSON-encodable snapshot of a component's state for a /debug endpoint.

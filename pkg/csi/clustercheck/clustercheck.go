@@ -7,6 +7,13 @@
 // drops the field, so a missing field also catches that), and the node's kubelet is v1.35 or
 // newer (it is the kubelet that refreshes CSINode).
 //
+// The driver cannot read feature gates. On v1.33 and v1.34, where the gate exists but is off
+// by default, only the operator knows it was turned on by hand: the Node label
+// Checker.ModeLabel=true is that word, and it turns those versions' problems into notes when
+// nothing else is wrong (the CSIDriver's period read back, which also says the API server
+// stored the field). Older versions have no gate and are never overridden. Decide records the
+// outcome with its evidence as a Decision (decision.go; docs/compatibility.md has the table).
+//
 // Where they do not hold, the node plugin reports a static count instead of the capacity
 // policy (pkg/csi/capacity.Static): such a kubelet reads max_volumes_per_node only at
 // registration, and a value that depended on the attachments of that moment would stay wrong
@@ -75,6 +82,21 @@ type Result struct {
 	CSIDriverUID string
 	// Problems says, one sentence each, why updates cannot reach the scheduler.
 	Problems []string
+	// ProblemReasons holds the Reason of each of Problems, in the same order.
+	ProblemReasons []Reason
+	// Overridden are the problems the Node label ModeLabel=true turned into notes: the
+	// MutableCSINodeAllocatableCount gate off by default on a v1.33/v1.34 API server or
+	// kubelet, which the operator says was turned on by hand. Supported may be true with them.
+	Overridden []string
+	// ServerGate and KubeletGate are what the API server's and the kubelet's minor versions
+	// imply for the gate (a GateState); "" when not read.
+	ServerGate  GateState
+	KubeletGate GateState
+	// KubeletMinor is the kubelet's minor version, 0 when not read.
+	KubeletMinor int
+	// AttacherErrorCode says whether a VolumeAttachment of this driver carried
+	// status.attachError.errorCode, i.e. whether the external-attacher writes it.
+	AttacherErrorCode AttacherEvidence
 }
 
 // Checker reads the cluster through Client. DriverName is the CSIDriver object's name (the CSI
@@ -103,23 +125,24 @@ func (c Checker) Check(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("read the API server version: %w", err)
 	}
 	res.ServerVersion = info.GitVersion
-	if problem, err := tooOld("API server", info.GitVersion); err != nil {
+	sv, err := parseVersion("API server", info.GitVersion)
+	if err != nil {
 		return res, err
-	} else if problem != "" {
-		res.Problems = append(res.Problems, problem)
 	}
+	res.ServerGate = gateAt(sv)
+	res.addGateProblem("API server", info.GitVersion, res.ServerGate, ReasonAPIServerTooOld, ReasonAPIServerGateOffByDefault)
 
 	d, err := c.Client.StorageV1().CSIDrivers().Get(ctx, c.DriverName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		res.Problems = append(res.Problems, fmt.Sprintf("the CSIDriver object %s does not exist", c.DriverName))
+		res.addProblem(ReasonCSIDriverMissing, fmt.Sprintf("the CSIDriver object %s does not exist", c.DriverName))
 	case err != nil:
 		return res, fmt.Errorf("read CSIDriver %s: %w", c.DriverName, err)
 	default:
 		res.CSIDriverUID = string(d.UID)
 		res.PeriodSeconds = d.Spec.NodeAllocatableUpdatePeriodSeconds
 		if res.PeriodSeconds == nil {
-			res.Problems = append(res.Problems, fmt.Sprintf(
+			res.addProblem(ReasonPeriodUnset, fmt.Sprintf(
 				"CSIDriver %s does not set spec.nodeAllocatableUpdatePeriodSeconds (or the API server's MutableCSINodeAllocatableCount gate is off and dropped it)", c.DriverName))
 		}
 	}
@@ -133,26 +156,81 @@ func (c Checker) Check(ctx context.Context) (Result, error) {
 		if c.ModeLabel != "" {
 			res.ModeLabel, res.ModeLabelSet = n.Labels[c.ModeLabel]
 		}
-		if problem, err := tooOld("kubelet of node "+c.NodeName, res.KubeletVersion); err != nil {
+		kv, err := parseVersion("kubelet of node "+c.NodeName, res.KubeletVersion)
+		if err != nil {
 			return res, err
-		} else if problem != "" {
-			res.Problems = append(res.Problems, problem)
 		}
+		res.KubeletGate, res.KubeletMinor = gateAt(kv), int(kv.Minor())
+		res.addGateProblem("kubelet of node "+c.NodeName, res.KubeletVersion, res.KubeletGate, ReasonKubeletTooOld, ReasonKubeletGateOffByDefault)
 	}
+	res.AttacherErrorCode = c.attacherEvidence(ctx)
+	res.applyLabelOverride()
 	res.Supported = len(res.Problems) == 0
 	return res, nil
 }
 
-// tooOld returns a problem sentence when gitVersion is older than MinMajor.MinMinor.
-func tooOld(what, gitVersion string) (string, error) {
+// vaListLimit bounds the VolumeAttachments one check reads (one page).
+const vaListLimit = 500
+
+// attacherEvidence reads up to vaListLimit VolumeAttachments and says whether one of this
+// driver's carried status.attachError.errorCode. It is evidence only: a failed read is
+// AttacherUnknown, never an error of the check (the node plugin's RBAC may not grant list).
+func (c Checker) attacherEvidence(ctx context.Context) AttacherEvidence {
+	l, err := c.Client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{Limit: vaListLimit})
+	if err != nil {
+		klog.FromContext(ctx).V(4).Info("Cannot list VolumeAttachments; whether the attacher writes errorCode stays unknown", "err", err)
+		return AttacherUnknown
+	}
+	for i := range l.Items {
+		va := &l.Items[i]
+		if va.Spec.Attacher == c.DriverName && va.Status.AttachError != nil && va.Status.AttachError.ErrorCode != nil {
+			return AttacherWritesErrorCode
+		}
+	}
+	return AttacherNoErrorCodeSeen
+}
+
+// addProblem appends one problem and its reason.
+func (r *Result) addProblem(reason Reason, sentence string) {
+	r.Problems = append(r.Problems, sentence)
+	r.ProblemReasons = append(r.ProblemReasons, reason)
+}
+
+// addGateProblem appends the problem of a component whose version implies gate: too old
+// (no gate) or the gate off by default.
+func (r *Result) addGateProblem(what, gitVersion string, gate GateState, tooOld, offByDefault Reason) {
+	minimum := version.MajorMinor(MinMajor, MinMinor)
+	switch gate {
+	case GateAbsent:
+		r.addProblem(tooOld, fmt.Sprintf("the %s is %s, older than v%s", what, gitVersion, minimum))
+	case GateOffByDefault:
+		r.addProblem(offByDefault, fmt.Sprintf("the %s is %s, older than v%s (its MutableCSINodeAllocatableCount gate is off unless turned on by hand; "+
+			"label the Node true to say it is on)", what, gitVersion, minimum))
+	}
+}
+
+// applyLabelOverride moves the gate-off-by-default problems to Overridden when the Node's
+// label is "true" and they are the only problems: the operator's word that the gate was
+// turned on by hand, which the driver cannot read.
+func (r *Result) applyLabelOverride() {
+	if !r.ModeLabelSet || r.ModeLabel != "true" || len(r.Problems) == 0 {
+		return
+	}
+	for _, reason := range r.ProblemReasons {
+		if reason != ReasonAPIServerGateOffByDefault && reason != ReasonKubeletGateOffByDefault {
+			return
+		}
+	}
+	r.Overridden, r.Problems, r.ProblemReasons = r.Problems, nil, nil
+}
+
+// parseVersion parses a gitVersion such as "v1.36.4-gke.1200".
+func parseVersion(what, gitVersion string) (*version.Version, error) {
 	v, err := version.ParseGeneric(gitVersion)
 	if err != nil {
-		return "", fmt.Errorf("parse the %s version %q: %w", what, gitVersion, err)
+		return nil, fmt.Errorf("parse the %s version %q: %w", what, gitVersion, err)
 	}
-	if minimum := version.MajorMinor(MinMajor, MinMinor); v.LessThan(minimum) {
-		return fmt.Sprintf("the %s is %s, older than v%s", what, gitVersion, minimum), nil
-	}
-	return "", nil
+	return v, nil
 }
 
 // Report creates a Warning Event (events.k8s.io/v1, namespace "default", as for any

@@ -50,6 +50,9 @@ type Mode struct {
 	// Watch re-checks the cluster in the background (its Run) and shows the newest answer
 	// (its DebugState, /debug/cluster); nil when nothing is re-checked.
 	Watch *Watch
+	// Decision is the decision with its reason and evidence (shown in /debug/capacity and
+	// as fakecloud_csi_cluster_capacity_decision); its zero value when Decide did not run.
+	Decision Decision
 }
 
 // Decide is the node plugin's explicit start-up step that decides its Mode; cmd/driver calls
@@ -65,8 +68,21 @@ type Mode struct {
 // driver targets (v1.36+) that is right, and a missing permission must not silently change
 // what the node reports. kube nil skips the check. reg receives
 // fakecloud_csi_cluster_dynamic_capacity_supported when a node that wants dynamic capacity
-// got an answer; nil: not exported.
+// got an answer, and fakecloud_csi_cluster_capacity_decision and
+// fakecloud_csi_cluster_kubelet_minor_version always (exportDecision); nil: not exported.
 func Decide(ctx context.Context, cfg Config, kube kubernetes.Interface, reg prometheus.Registerer) Mode {
+	mode := decide(ctx, cfg, kube, reg)
+	if err := exportDecision(reg, mode.Decision); err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot register the capacity decision metrics")
+	}
+	klog.FromContext(ctx).Info("Capacity decision", "nodeID", cfg.NodeID, "decision", mode.Decision.Decision, "reason", mode.Decision.Reason,
+		"kubeletVersion", mode.Decision.Evidence.KubeletVersion, "kubeletGate", mode.Decision.Evidence.KubeletGate,
+		"attacherErrorCode", mode.Decision.Evidence.AttacherErrorCode)
+	return mode
+}
+
+// decide is Decide without the decision's metrics.
+func decide(ctx context.Context, cfg Config, kube kubernetes.Interface, reg prometheus.Registerer) Mode {
 	logger := klog.FromContext(ctx)
 	flagReason := ""
 	if !cfg.DynamicCapacity {
@@ -76,14 +92,14 @@ func Decide(ctx context.Context, cfg Config, kube kubernetes.Interface, reg prom
 	if kube == nil || (!cfg.DynamicCapacity && cfg.NodeName == "") {
 		logger.Info("Cluster not checked (no Kubernetes API access, or --dynamic-capacity=false without --node-name)",
 			"nodeID", cfg.NodeID, "dynamicCapacity", cfg.DynamicCapacity)
-		return Mode{StaticReason: flagReason}
+		return Mode{StaticReason: flagReason, Decision: uncheckedDecision(cfg.DynamicCapacity, time.Now())}
 	}
 	chk := Checker{Client: kube, DriverName: cfg.DriverName, NodeName: cfg.NodeName, ModeLabel: cfg.ModeLabel, NodeID: cfg.NodeID}
 	res, err := chk.CheckUntil(ctx, checkInterval, cfg.Timeout)
 	if err != nil {
 		logger.Error(err, "Cannot tell whether the cluster takes CSINode allocatable updates; reporting as --dynamic-capacity says",
 			"nodeID", cfg.NodeID, "dynamicCapacity", cfg.DynamicCapacity)
-		return Mode{StaticReason: flagReason}
+		return Mode{StaticReason: flagReason, Decision: uncheckedDecision(cfg.DynamicCapacity, time.Now())}
 	}
 	want, wantReason := cfg.DynamicCapacity, flagReason
 	if res.ModeLabelSet {
@@ -102,7 +118,7 @@ func Decide(ctx context.Context, cfg Config, kube kubernetes.Interface, reg prom
 	}
 	if !want {
 		logger.Info("Dynamic capacity is off, reporting a static count", "nodeID", cfg.NodeID, "reason", wantReason)
-		return Mode{StaticReason: wantReason}
+		return Mode{StaticReason: wantReason, Decision: decisionOf(res, false, wantReason != flagReason, time.Now())}
 	}
 	supported := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "fakecloud_csi", Subsystem: "cluster", Name: "dynamic_capacity_supported",
@@ -119,9 +135,13 @@ func Decide(ctx context.Context, cfg Config, kube kubernetes.Interface, reg prom
 	}
 	watch := &Watch{chk: chk, gauge: supported, now: time.Now, atStart: res.Supported}
 	watch.record(res)
+	decision := decisionOf(res, true, false, time.Now())
 	if res.Supported {
+		if len(res.Overridden) > 0 {
+			kv = append(kv, "overridden", res.Overridden)
+		}
 		logger.Info("The cluster takes CSINode allocatable updates, reporting dynamic capacity", kv...)
-		return Mode{Watch: watch}
+		return Mode{Watch: watch, Decision: decision}
 	}
 	logger.Error(nil, "The cluster cannot take CSINode allocatable updates (KEP-4876); reporting a static count instead of dynamic capacity",
 		append(kv, "problems", res.Problems)...)
@@ -130,7 +150,7 @@ func Decide(ctx context.Context, cfg Config, kube kubernetes.Interface, reg prom
 	if err := chk.Report(rctx, res); err != nil {
 		logger.Error(err, "Cannot create the Event that explains the static count", "nodeID", cfg.NodeID)
 	}
-	return Mode{StaticReason: "the cluster cannot take CSINode allocatable updates: " + strings.Join(res.Problems, "; "), Watch: watch}
+	return Mode{StaticReason: "the cluster cannot take CSINode allocatable updates: " + strings.Join(res.Problems, "; "), Watch: watch, Decision: decision}
 }
 
 // Watch re-runs the cluster check while the node plugin runs, so that
@@ -164,6 +184,12 @@ type DebugInfo struct {
 	// NodeAllocatableUpdatePeriodSeconds is the CSIDriver's period, absent when unset.
 	NodeAllocatableUpdatePeriodSeconds *int64   `json:"nodeAllocatableUpdatePeriodSeconds,omitempty"`
 	Problems                           []string `json:"problems,omitempty"`
+	// Overridden are problems the Node's mode label "true" overrode (Result.Overridden).
+	Overridden []string `json:"overridden,omitempty"`
+	// KubeletGate is what the kubelet's version implies for its gate (GateState).
+	KubeletGate GateState `json:"kubeletGate,omitempty"`
+	// AttacherErrorCode: whether this driver's VolumeAttachments carried errorCode.
+	AttacherErrorCode AttacherEvidence `json:"attacherErrorCode,omitempty"`
 }
 
 // DebugState returns a DebugInfo of the newest answer (as any, for the driver's debug
@@ -175,6 +201,7 @@ func (w *Watch) DebugState() any {
 		CheckedAt: w.checkedAt.UTC(), Supported: w.last.Supported, SupportedAtStart: w.atStart,
 		ServerVersion: w.last.ServerVersion, KubeletVersion: w.last.KubeletVersion,
 		NodeAllocatableUpdatePeriodSeconds: w.last.PeriodSeconds, Problems: w.last.Problems,
+		Overridden: w.last.Overridden, KubeletGate: w.last.KubeletGate, AttacherErrorCode: w.last.AttacherErrorCode,
 	}
 }
 

@@ -91,12 +91,20 @@ func DefaultCacheDir() (string, error) {
 // kubeLDFlags stamps the Kubernetes version so that skew checks and kubectl see
 // KubeVersion instead of v0.0.0-master. It must stay byte-identical between
 // runs, or the Go build cache misses the link.
-func kubeLDFlags() string {
+func kubeLDFlags() string { return kubeLDFlagsFor(KubeVersion) }
+
+// kubeLDFlagsFor is kubeLDFlags for Kubernetes version version (v1.MINOR.PATCH), the
+// components of a generated module of another version (versions.go).
+func kubeLDFlagsFor(version string) string {
 	const v = "k8s.io/component-base/version"
+	minor := "37"
+	if m := kubeVersionRE.FindStringSubmatch(version); m != nil {
+		minor = m[1]
+	}
 	return strings.Join([]string{"-s", "-w",
-		"-X", v + ".gitVersion=" + KubeVersion,
+		"-X", v + ".gitVersion=" + version,
 		"-X", v + ".gitMajor=1",
-		"-X", v + ".gitMinor=37",
+		"-X", v + ".gitMinor=" + minor,
 		"-X", v + ".gitTreeState=clean",
 		"-X", v + ".gitCommit=0000000000000000000000000000000000000000",
 		"-X", v + ".buildDate=2026-01-01T00:00:00Z",
@@ -140,6 +148,11 @@ type BuildOptions struct {
 	// Out receives progress: what is built, a line at least every 30 s while
 	// the Go build runs, and the duration.
 	Out io.Writer
+	// only, when set, are the components to build instead of selected(Kind), and
+	// version the Kubernetes version stamped into them ("" = KubeVersion): a generated
+	// module of another version (BuildVersion).
+	only    []component
+	version string
 }
 
 // Build builds every missing component binary into BinDir in one `nice -n 10 go
@@ -151,8 +164,16 @@ func Build(ctx context.Context, o BuildOptions) error {
 		return fmt.Errorf("create %s: %w", o.BinDir, err)
 	}
 	start := time.Now()
+	want := selected(o.Kind)
+	if o.only != nil {
+		want = o.only
+	}
+	ld := kubeLDFlags()
+	if o.version != "" {
+		ld = kubeLDFlagsFor(o.version)
+	}
 	var todo []component
-	for _, c := range selected(o.Kind) {
+	for _, c := range want {
 		dst := filepath.Join(o.BinDir, c.name)
 		if _, err := os.Stat(dst); err == nil && !o.Force && ownSourcesCurrent(o.ToolsDir, o.BinDir, c) {
 			fmt.Fprintf(o.Out, "%-24s cached %s\n", c.name, dst)
@@ -184,19 +205,19 @@ func Build(ctx context.Context, o BuildOptions) error {
 		return fmt.Errorf("temporary build dir: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	args := []string{"-n", "10", "go", "build", "-v", "-trimpath", "-o", tmp + "/", "-ldflags", kubeLDFlags()}
+	args := []string{"-n", "10", "go", "build", "-v", "-trimpath", "-o", tmp + "/", "-ldflags", ld}
 	var names []string
 	for _, c := range todo {
 		v := versions[c.pkg]
 		switch {
 		case strings.HasPrefix(c.name, "csi-") || c.name == "snapshot-controller":
-			args = append(args, "-ldflags", c.pkg+"="+kubeLDFlags()+" -X main.version="+v.module)
+			args = append(args, "-ldflags", c.pkg+"="+ld+" -X main.version="+v.module)
 		case c.versionFile != "":
 			own, err := os.ReadFile(filepath.Join(v.dir, c.versionFile))
 			if err != nil {
 				return fmt.Errorf("version of %s: %w", c.name, err)
 			}
-			args = append(args, "-ldflags", c.pkg+"="+kubeLDFlags()+" -X main.Version="+strings.TrimSpace(string(own)))
+			args = append(args, "-ldflags", c.pkg+"="+ld+" -X main.Version="+strings.TrimSpace(string(own)))
 		}
 		names = append(names, c.name)
 	}

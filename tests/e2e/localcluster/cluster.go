@@ -67,8 +67,48 @@ type Options struct {
 	DriverArgs []string
 	// Verbosity is the -v of every component.
 	Verbosity int
+	// Versions runs some roles at other versions than the pinned set (the compatibility
+	// matrix, docs/compatibility.md); the zero value runs BinDir's binaries.
+	Versions Versions
 	// Out receives progress lines.
 	Out io.Writer
+}
+
+// Versions choose a binary folder and feature gates per component role. Folders come from
+// BuildVersion (VersionCacheDir); "" is Options.BinDir, the pinned set.
+type Versions struct {
+	// ControlPlaneBinDir holds kube-apiserver, kube-controller-manager and kube-scheduler.
+	ControlPlaneBinDir string `json:"controlPlaneBinDir,omitempty"`
+	// KubeletBinDir holds hollow-kubelet.
+	KubeletBinDir string `json:"kubeletBinDir,omitempty"`
+	// AttacherBinDir holds csi-attacher.
+	AttacherBinDir string `json:"attacherBinDir,omitempty"`
+	// APIServerFeatureGates is kube-apiserver's --feature-gates ("Name=true,..."; "": none).
+	APIServerFeatureGates string `json:"apiServerFeatureGates,omitempty"`
+	// KubeletFeatureGates is every hollow kubelet's --feature-gates ("": none), e.g.
+	// MutableCSINodeAllocatableCount=true on a v1.34 kubelet.
+	KubeletFeatureGates string `json:"kubeletFeatureGates,omitempty"`
+	// AttacherFeatureGates is csi-attacher's --feature-gates ("": none).
+	AttacherFeatureGates string `json:"attacherFeatureGates,omitempty"`
+	// NodeLabels are extra labels of every Node, "k=v,k2=v2" (the kubelet registers them),
+	// e.g. fakecloud.dev/dynamic-capacity=true for a v1.34 kubelet whose gate is on.
+	NodeLabels string `json:"nodeLabels,omitempty"`
+}
+
+// nodeLabels is ",k=v,..." of Versions.NodeLabels, "" when none.
+func (o Options) nodeLabels() string {
+	if o.Versions.NodeLabels == "" {
+		return ""
+	}
+	return "," + o.Versions.NodeLabels
+}
+
+// binIn is the path of component name in dir, or in def when dir is "".
+func binIn(dir, def, name string) string {
+	if dir == "" {
+		dir = def
+	}
+	return filepath.Join(dir, name)
 }
 
 // DefaultOptions are three nodes with 8, 4 and 8 slots, one of them taken
@@ -123,6 +163,19 @@ func (o Options) Validate() error {
 	}
 	if m := missingBinaries(o.BinDir); len(m) > 0 {
 		errs = append(errs, fmt.Errorf("binaries %v missing in %s: run `go run ./localcluster/cmd/localcluster build` in tests/e2e (make e2e-local-build)", m, o.BinDir))
+	}
+	for _, r := range []struct{ dir, name string }{
+		{o.Versions.ControlPlaneBinDir, "kube-apiserver"}, {o.Versions.ControlPlaneBinDir, "kube-controller-manager"},
+		{o.Versions.ControlPlaneBinDir, "kube-scheduler"}, {o.Versions.KubeletBinDir, "hollow-kubelet"}, {o.Versions.AttacherBinDir, "csi-attacher"},
+	} {
+		if _, err := os.Stat(binIn(r.dir, o.BinDir, r.name)); r.dir != "" && err != nil {
+			errs = append(errs, fmt.Errorf("%s missing in %s: run `localcluster build --version=...`", r.name, r.dir))
+		}
+	}
+	for _, g := range []string{o.Versions.APIServerFeatureGates, o.Versions.KubeletFeatureGates, o.Versions.AttacherFeatureGates, o.Versions.NodeLabels} {
+		if len(g) > 4096 || strings.ContainsAny(g, " \t\n") {
+			errs = append(errs, fmt.Errorf("feature gates or node labels %.80q: at most 4096 bytes, no spaces", g))
+		}
 	}
 	if !filepath.IsAbs(o.RunDir) {
 		errs = append(errs, fmt.Errorf("RunDir must be absolute, got %q", o.RunDir))
@@ -341,7 +394,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	step("etcd healthy on %s", etcdURL)
 
 	// kube-apiserver
-	if _, err := sup.start(runCtx, procSpec{Name: "kube-apiserver", Path: bin("kube-apiserver"), Args: []string{
+	apiserverArgs := []string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(p.apiserver),
@@ -358,7 +411,12 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		"--allow-privileged=true",
 		"--profiling=false",
 		v,
-	}}); err != nil {
+	}
+	if g := o.Versions.APIServerFeatureGates; g != "" {
+		apiserverArgs = append(apiserverArgs, "--feature-gates="+g)
+	}
+	cp := func(name string) string { return binIn(o.Versions.ControlPlaneBinDir, o.BinDir, name) }
+	if _, err := sup.start(runCtx, procSpec{Name: "kube-apiserver", Path: cp("kube-apiserver"), Args: apiserverArgs}); err != nil {
 		return nil, err
 	}
 	admin, err := clientFor(c.Kubeconfig)
@@ -370,7 +428,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	}
 	step("kube-apiserver ready on %s", server)
 
-	if _, err := sup.start(runCtx, procSpec{Name: "kube-controller-manager", Path: bin("kube-controller-manager"), Args: []string{
+	if _, err := sup.start(runCtx, procSpec{Name: "kube-controller-manager", Path: cp("kube-controller-manager"), Args: []string{
 		"--kubeconfig=" + kc("controller-manager"),
 		"--controllers=*", "--leader-elect=false",
 		"--use-service-account-credentials=true",
@@ -381,7 +439,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	}, Restart: true}); err != nil {
 		return nil, err
 	}
-	if _, err := sup.start(runCtx, procSpec{Name: "kube-scheduler", Path: bin("kube-scheduler"), Args: []string{
+	if _, err := sup.start(runCtx, procSpec{Name: "kube-scheduler", Path: cp("kube-scheduler"), Args: []string{
 		"--kubeconfig=" + kc("scheduler"), "--leader-elect=false", "--secure-port=0", v,
 	}, Restart: true}); err != nil {
 		return nil, err
@@ -463,8 +521,12 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		Args: append([]string{"--extra-create-metadata=true"}, sidecar...), Restart: true}); err != nil {
 		return nil, err
 	}
-	if _, err := sup.start(runCtx, procSpec{Name: "csi-attacher", Path: bin("csi-attacher"),
-		Args: sidecar, Restart: true}); err != nil {
+	attacherArgs := sidecar
+	if g := o.Versions.AttacherFeatureGates; g != "" {
+		attacherArgs = append(append([]string{}, sidecar...), "--feature-gates="+g)
+	}
+	if _, err := sup.start(runCtx, procSpec{Name: "csi-attacher", Path: binIn(o.Versions.AttacherBinDir, o.BinDir, "csi-attacher"),
+		Args: attacherArgs, Restart: true}); err != nil {
 		return nil, err
 	}
 	if _, err := sup.start(runCtx, procSpec{Name: "csi-resizer", Path: bin("csi-resizer"),
@@ -538,7 +600,6 @@ func (c *Cluster) startNodes(ctx context.Context, nodes []Node, step func(string
 	if batch <= 0 {
 		batch = nn
 	}
-	bin := func(name string) string { return filepath.Join(o.BinDir, name) }
 	v := "--v=" + strconv.Itoa(o.Verbosity)
 	for _, n := range nodes {
 		if err := c.pki.kubeconfig(c.kubeconfig(n.Name), "node-"+n.Name, c.server, "system:node:"+n.Name, "system:nodes"); err != nil {
@@ -572,12 +633,17 @@ func (c *Cluster) startNodes(ctx context.Context, nodes []Node, step func(string
 				regSocket: registration.SocketPath(filepath.Join(root, "plugins_registry"), DriverName),
 				reg:       registration.NewServer(DriverName, sock, klog.Background().WithValues("node", n.Name)),
 			}
-			if _, err := c.sup.start(c.runCtx, procSpec{Name: "kubelet-" + n.Name, Path: bin("hollow-kubelet"), Args: []string{
+			kubeletArgs := []string{
 				"--kubeconfig=" + c.kubeconfig(n.Name), "--name=" + n.Name, "--root-dir=" + root,
 				"--port=" + strconv.Itoa(c.ports.kubelet[k]), "--healthz-port=" + strconv.Itoa(c.ports.healthz[k]),
-				"--node-labels=" + ZoneLabel + "=" + n.Zone + ",fakecloud.dev/e2e=true",
+				"--node-labels=" + ZoneLabel + "=" + n.Zone + ",fakecloud.dev/e2e=true" + o.nodeLabels(),
 				v,
-			}, Restart: true, Node: true}); err != nil {
+			}
+			if g := o.Versions.KubeletFeatureGates; g != "" {
+				kubeletArgs = append(kubeletArgs, "--feature-gates="+g)
+			}
+			if _, err := c.sup.start(c.runCtx, procSpec{Name: "kubelet-" + n.Name, Path: binIn(o.Versions.KubeletBinDir, o.BinDir, "hollow-kubelet"),
+				Args: kubeletArgs, Restart: true, Node: true}); err != nil {
 				return err
 			}
 		}

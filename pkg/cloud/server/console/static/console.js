@@ -604,6 +604,8 @@
       if (d.revision) items.push(["revision", d.revision]);
       if (d.lastErrorClass) items.push(["last error", d.lastErrorClass]);
       if (d.reason) items.push(["static because", d.reason]);
+      // The node plugin's capacity decision at start and its reason (docs/compatibility.md).
+      if (d.decision) items.push(["decided", d.decision.decision + " (" + d.decision.reason + ")"]);
       c.numbers.replaceChildren(...items.map(([k, v]) => el("span", { "data-field": k.replace(/ /g, "-") }, k + " ", el("b", {}, v))));
     }
   }

@@ -5,6 +5,8 @@
 // processes on 127.0.0.1. No Docker needed.
 //
 //	localcluster build            build missing binaries into the cache
+//	                              (--version=v1.34.4 or v4.12.0: one other Kubernetes or
+//	                              external-attacher version, for the compatibility matrix)
 //	localcluster build-upstream   build the upstream storage e2e suite (tests/e2e/upstream) into
 //	                              the cache unless built; print its path on stdout
 //	localcluster up [--private]   start a cluster in the background, print how to reach it
@@ -67,6 +69,14 @@ type options struct {
 	// `down` without --run-dir stops: for scripts that stop their own
 	// cluster while someone else's `make up-local` cluster runs.
 	Private bool
+	// Version is the one other version `build --version` builds; Components, comma
+	// separated, limit it to some of its components.
+	Version, Components string
+	// ControlPlaneVersion, KubeletVersion and AttacherVersion run those roles at another
+	// version than the pinned set (built by `build --version`); "" is the pinned one.
+	ControlPlaneVersion, KubeletVersion, AttacherVersion string
+	// Versions' gates and node labels are passed as they are.
+	Versions localcluster.Versions
 }
 
 func (o *options) addFlags(fs *flag.FlagSet) {
@@ -78,6 +88,15 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Kind, "kind", false, "build: also kubelet, kubeadm, kubectl and kube-proxy for the offline kind node image")
 	fs.IntVar(&o.Verbosity, "v", 4, "component log verbosity")
 	fs.BoolVar(&o.Private, "private", false, "up: do not make this run the current one (the one down stops without --run-dir)")
+	fs.StringVar(&o.Components, "components", "", "build --version: only these components, comma separated (e.g. hollow-kubelet)")
+	fs.StringVar(&o.Version, "version", "", "build: build this Kubernetes (v1.x.y) or external-attacher (v4.x.y) version instead of the pinned set")
+	fs.StringVar(&o.ControlPlaneVersion, "control-plane-version", "", "up, run: kube-apiserver, kube-controller-manager and kube-scheduler of this version (default: "+localcluster.KubeVersion+")")
+	fs.StringVar(&o.KubeletVersion, "kubelet-version", "", "up, run: hollow kubelets of this version (default: "+localcluster.KubeVersion+")")
+	fs.StringVar(&o.AttacherVersion, "attacher-version", "", "up, run: csi-attacher of this version (default: the tools module's)")
+	fs.StringVar(&o.Versions.APIServerFeatureGates, "apiserver-feature-gates", "", "up, run: kube-apiserver --feature-gates")
+	fs.StringVar(&o.Versions.KubeletFeatureGates, "kubelet-feature-gates", "", "up, run: hollow kubelets' --feature-gates (e.g. MutableCSINodeAllocatableCount=true)")
+	fs.StringVar(&o.Versions.AttacherFeatureGates, "attacher-feature-gates", "", "up, run: csi-attacher --feature-gates")
+	fs.StringVar(&o.Versions.NodeLabels, "node-labels", "", "up, run: extra labels of every Node, k=v,k2=v2")
 	fs.StringVar(&o.DriverArgs, "driver-args", "", "driver flags added after localcluster.DefaultDriverArgs, space separated (e.g. \"--capacity-stability-window=30s\")")
 }
 
@@ -109,6 +128,17 @@ func (o *options) complete() error {
 			return err
 		}
 	}
+	for _, r := range []struct {
+		v   string
+		dir *string
+	}{{o.ControlPlaneVersion, &o.Versions.ControlPlaneBinDir}, {o.KubeletVersion, &o.Versions.KubeletBinDir}, {o.AttacherVersion, &o.Versions.AttacherBinDir}} {
+		if r.v == "" || r.v == localcluster.KubeVersion {
+			continue
+		}
+		if *r.dir, err = localcluster.VersionCacheDir(r.v); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -132,6 +162,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch sub {
 	case "build":
+		if o.Version != "" {
+			dir, err := localcluster.BuildVersion(ctx, localcluster.VersionBuildOptions{
+				ToolsDir: filepath.Join(o.RepoRoot, "tests", "e2e", "localcluster", "tools"),
+				Version:  o.Version, Force: o.Force, Out: stdout,
+				Components: strings.FieldsFunc(o.Components, func(r rune) bool { return r == ',' }),
+			})
+			if err == nil {
+				fmt.Fprintln(stdout, "built", o.Version, "into", dir)
+			}
+			return err
+		}
 		return localcluster.Build(ctx, localcluster.BuildOptions{
 			ToolsDir: filepath.Join(o.RepoRoot, "tests", "e2e", "localcluster", "tools"),
 			BinDir:   o.BinDir, Kind: o.Kind, Force: o.Force, Out: stdout,
@@ -168,6 +209,7 @@ func clusterOptions(o options, runDir string, out io.Writer) localcluster.Option
 		co.Nodes = append(co.Nodes, n)
 	}
 	co.Verbosity = o.Verbosity
+	co.Versions = o.Versions
 	co.DriverArgs = append(co.DriverArgs, strings.Fields(o.DriverArgs)...)
 	co.Out = out
 	return co

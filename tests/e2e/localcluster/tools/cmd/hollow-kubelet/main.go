@@ -18,14 +18,15 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/component-base/version"
-	remote "k8s.io/cri-client/pkg"
 	fakeremote "k8s.io/cri-client/pkg/fake"
 	"k8s.io/klog/v2"
 	cadvisortest "k8s.io/kubernetes/pkg/kubelet/cadvisor/testing"
@@ -61,6 +62,11 @@ type options struct {
 	Labels string
 	// MaxPods is the node's pod capacity.
 	MaxPods int
+	// FeatureGates are the kubelet's feature gates, "Name=true,Other=false", set on the
+	// process's feature gate before the kubelet starts (what the real kubelet does with
+	// --feature-gates); the compatibility matrix turns MutableCSINodeAllocatableCount on
+	// or off with it on kubelets where the gate is not locked.
+	FeatureGates string
 	// Version prints the version and exits.
 	Version bool
 }
@@ -73,6 +79,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.HealthzPort, "healthz-port", 0, "kubelet healthz port on 127.0.0.1 (0: off)")
 	fs.StringVar(&o.Labels, "node-labels", "", "node labels, k=v,k2=v2")
 	fs.IntVar(&o.MaxPods, "max-pods", 110, "pods per node")
+	fs.StringVar(&o.FeatureGates, "feature-gates", "", "kubelet feature gates, Name=true,Other=false")
 	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
 }
 
@@ -96,6 +103,9 @@ func (o *options) validate() error {
 	if _, err := parseLabels(o.Labels); err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := parseGates(o.FeatureGates); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -112,6 +122,27 @@ func parseLabels(s string) (map[string]string, error) {
 		labels[k] = v
 	}
 	return labels, nil
+}
+
+// parseGates reads "Name=true,Other=false" (at most 64 gates).
+func parseGates(s string) (map[string]bool, error) {
+	gates := map[string]bool{}
+	if s == "" {
+		return gates, nil
+	}
+	kvs := strings.Split(s, ",")
+	if len(kvs) > 64 {
+		return nil, fmt.Errorf("--feature-gates: %d gates, at most 64", len(kvs))
+	}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		b, err := strconv.ParseBool(v)
+		if !ok || k == "" || err != nil {
+			return nil, fmt.Errorf("--feature-gates: %q is not Name=true or Name=false", kv)
+		}
+		gates[k] = b
+	}
+	return gates, nil
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -131,7 +162,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	labels, _ := parseLabels(o.Labels)
-	klog.InfoS("Starting hollow kubelet", "version", version.Get().GitVersion, "node", o.NodeName, "rootDir", o.RootDir)
+	gates, _ := parseGates(o.FeatureGates)
+	// The kubelet's code asks the process-wide gate; an unknown or locked gate is refused
+	// here, before anything starts.
+	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(gates); err != nil {
+		return fmt.Errorf("--feature-gates: %w", err)
+	}
+	klog.InfoS("Starting hollow kubelet", "version", version.Get().GitVersion, "node", o.NodeName, "rootDir", o.RootDir, "featureGates", gates)
 
 	restConfig, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
@@ -195,10 +232,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("start fake runtime at %s: %w", endpoint, err)
 	}
 	defer runtime.Stop()
-	runtimeService, err := remote.NewRemoteRuntimeServiceBuilder().
-		WithEndpoint(endpoint).
-		WithConnectionTimeout(15 * time.Second).
-		Build(ctx)
+	runtimeService, err := newRuntimeService(ctx, endpoint)
 	if err != nil {
 		return fmt.Errorf("runtime service %s: %w", endpoint, err)
 	}

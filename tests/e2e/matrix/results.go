@@ -1,0 +1,252 @@
+package matrix
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Row is one cell's run: the cell as it ran, what was measured, and whether it matched the
+// cell's Expect. Durations are seconds; a figure whose event did not happen within its window
+// is absent (nil).
+type Row struct {
+	Cell Cell `json:"cell"`
+	// Date is when the run started (UTC); Commit the clone's `git describe --always --dirty`.
+	Date   time.Time `json:"date"`
+	Commit string    `json:"commit"`
+	// Decision, Reason are node-1's decision from /debug/capacity; DecisionRight compares it
+	// with Cell.Expect.Decision. KubeletVersion is what the Node reported.
+	Decision       string `json:"decision"`
+	Reason         string `json:"reason"`
+	DecisionRight  bool   `json:"decisionRight"`
+	KubeletVersion string `json:"kubeletVersion"`
+	// CountFollowed: node-1's CSINode count reached the cloud's new truth after an
+	// out-of-band change; CountFollowSeconds how long it took; FollowWindowSeconds the wait.
+	CountFollowed       bool     `json:"countFollowed"`
+	CountFollowSeconds  *float64 `json:"countFollowSeconds,omitempty"`
+	FollowWindowSeconds float64  `json:"followWindowSeconds"`
+	// ErrorCode8Seconds: from the StatefulSet's creation until its VolumeAttachment on the full
+	// node carried errorCode 8 (absent: never within the window, with ErrorCodeSeen the code
+	// seen if another).
+	ErrorCode8Seconds *float64 `json:"errorCode8Seconds,omitempty"`
+	ErrorCodeSeen     *int32   `json:"errorCodeSeen,omitempty"`
+	// PodFailedSeconds: from errorCode 8 until the kubelet failed the pod
+	// (VolumeAttachmentLimitExceeded); ReplacedSeconds: from errorCode 8 until its replacement
+	// ran on another node. Absent when it did not happen within RejectWindowSeconds (and
+	// 2 minutes more for the replacement).
+	PodFailedSeconds    *float64 `json:"podFailedSeconds,omitempty"`
+	ReplacedSeconds     *float64 `json:"replacedSeconds,omitempty"`
+	RejectWindowSeconds float64  `json:"rejectWindowSeconds"`
+	// StuckContainerCreating: at the end of the window the pod was still on the full node,
+	// neither running nor failed.
+	StuckContainerCreating bool `json:"stuckContainerCreating"`
+	// ReregistrationGapSeconds: after a node plugin restart with re-registration, how long
+	// node-1's CSINode did not list the driver; DriverVanished whether it went at all;
+	// ReregisteredSeconds until it was back with a count.
+	ReregistrationGapSeconds *float64 `json:"reregistrationGapSeconds,omitempty"`
+	DriverVanished           bool     `json:"driverVanished"`
+	ReregisteredSeconds      *float64 `json:"reregisteredSeconds,omitempty"`
+	// Outcome is "as expected" or "unexpected: ..." (what differed from Cell.Expect), or
+	// "error: ..." when a check could not run.
+	Outcome string `json:"outcome"`
+	// Errors are the checks that could not run.
+	Errors []string `json:"errors,omitempty"`
+	// TotalSeconds is the cell's wall time, cluster start to stop.
+	TotalSeconds float64 `json:"totalSeconds"`
+}
+
+// judge sets r.Outcome from the measurements and r.Cell.Expect.
+func (r *Row) judge() {
+	r.DecisionRight = r.Decision == r.Cell.Expect.Decision
+	if len(r.Errors) > 0 {
+		r.Outcome = "error: " + strings.Join(r.Errors, "; ")
+		return
+	}
+	var diffs []string
+	if !r.DecisionRight {
+		diffs = append(diffs, fmt.Sprintf("decision %s (%s), right is %s", r.Decision, r.Reason, r.Cell.Expect.Decision))
+	}
+	if r.CountFollowed != r.Cell.Expect.CountFollows {
+		diffs = append(diffs, fmt.Sprintf("count follows: %v, expected %v", r.CountFollowed, r.Cell.Expect.CountFollows))
+	}
+	replaced := r.ReplacedSeconds != nil
+	if replaced != r.Cell.Expect.PodReplaced {
+		diffs = append(diffs, fmt.Sprintf("pod failed and replaced: %v, expected %v", replaced, r.Cell.Expect.PodReplaced))
+	}
+	if len(diffs) == 0 {
+		r.Outcome = "as expected"
+		return
+	}
+	r.Outcome = "unexpected: " + strings.Join(diffs, "; ")
+}
+
+// maxResultsBytes bounds results.json.
+const maxResultsBytes = 4 << 20
+
+// ReadResults reads a results file (a JSON array of rows); a missing file is no rows.
+func ReadResults(path string) ([]Row, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read results: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxResultsBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read results %s: %w", path, err)
+	}
+	if len(data) > maxResultsBytes {
+		return nil, fmt.Errorf("results %s: over %d bytes", path, maxResultsBytes)
+	}
+	var rows []Row
+	if err := json.Unmarshal(data, &rows); err != nil {
+		return nil, fmt.Errorf("results %s: %w", path, err)
+	}
+	return rows, nil
+}
+
+// AppendResult adds row to the results file at path (written whole, indented, through a
+// temporary file so that an interrupted write leaves the old file).
+func AppendResult(path string, row Row) error {
+	rows, err := ReadResults(path)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, row)
+	data, err := json.MarshalIndent(rows, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	return os.Rename(tmp, path)
+}
+
+// The markers around the generated table in docs/compatibility.md.
+const (
+	beginMarker = "<!-- BEGIN MATRIX (generated by tests/e2e/cmd/matrix doc from tests/e2e/matrix/results.json; do not edit) -->"
+	endMarker   = "<!-- END MATRIX -->"
+)
+
+// secs formats an optional duration in seconds.
+func secs(v *float64) string {
+	if v == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f s", *v)
+}
+
+// yesNo is "yes"/"no" with an optional figure.
+func yesNo(b bool, v *float64) string {
+	if !b {
+		return "no"
+	}
+	if v == nil {
+		return "yes"
+	}
+	return "yes, " + secs(v)
+}
+
+// Table renders the matrix: one row per cell of cells, with its latest row in rows, or
+// "planned (not run)" when it has none. Rows of cells no longer listed come after.
+func Table(cells []Cell, rows []Row) string {
+	latest := map[string]Row{}
+	for _, r := range rows {
+		if old, ok := latest[r.Cell.Name]; !ok || r.Date.After(old.Date) {
+			latest[r.Cell.Name] = r
+		}
+	}
+	var b bytes.Buffer
+	b.WriteString("| cell | control plane | kubelet (gates) | attacher | period | decision (reason), right? | count follows a cloud change | errorCode 8 on the VA | pod failed, replaced | stuck in ContainerCreating | re-registration gap | outcome | run |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	row := func(c Cell, r *Row) {
+		gates := c.KubeletGates
+		if gates == "" {
+			gates = "defaults"
+		}
+		if c.NodeLabels != "" {
+			gates += "; node " + c.NodeLabels
+		}
+		lead := fmt.Sprintf("| %s | %s | %s (%s) | %s | %d s | ", c.Name, c.ControlPlane, c.Kubelet, gates, c.Attacher, c.PeriodSeconds)
+		if r == nil {
+			fmt.Fprintf(&b, "%splanned (right: %s) | planned | planned | planned | planned | planned | planned (not run) | — |\n", lead, c.Expect.Decision)
+			return
+		}
+		right := "right"
+		if !r.DecisionRight {
+			right = "WRONG (right: " + c.Expect.Decision + ")"
+		}
+		ec := "no"
+		switch {
+		case r.ErrorCode8Seconds != nil:
+			ec = "yes, " + secs(r.ErrorCode8Seconds)
+		case r.ErrorCodeSeen != nil:
+			ec = fmt.Sprintf("code %d", *r.ErrorCodeSeen)
+		}
+		failed := "no"
+		if r.PodFailedSeconds != nil {
+			failed = "failed " + secs(r.PodFailedSeconds) + ", replaced " + secs(r.ReplacedSeconds)
+		}
+		gap := "no gap"
+		if r.DriverVanished {
+			gap = "gone " + secs(r.ReregistrationGapSeconds)
+		}
+		if r.ReregisteredSeconds != nil {
+			gap += ", back with a count " + secs(r.ReregisteredSeconds)
+		}
+		stuck := "no"
+		if r.StuckContainerCreating {
+			stuck = fmt.Sprintf("yes (after %.0f s)", r.RejectWindowSeconds)
+		}
+		fmt.Fprintf(&b, "%s%s (%s), %s | %s (window %.0f s) | %s | %s | %s | %s | %s | %s, %s |\n", lead, r.Decision, r.Reason, right,
+			yesNo(r.CountFollowed, r.CountFollowSeconds), r.FollowWindowSeconds, ec, failed, stuck, gap, r.Outcome,
+			r.Date.UTC().Format("2006-01-02 15:04 UTC"), r.Commit)
+	}
+	listed := map[string]bool{}
+	for _, c := range cells {
+		listed[c.Name] = true
+		if r, ok := latest[c.Name]; ok {
+			row(r.Cell, &r)
+		} else {
+			row(c, nil)
+		}
+	}
+	var gone []string
+	for n := range latest {
+		if !listed[n] {
+			gone = append(gone, n)
+		}
+	}
+	sort.Strings(gone)
+	for _, n := range gone {
+		r := latest[n]
+		row(r.Cell, &r)
+	}
+	return b.String()
+}
+
+// WriteDoc replaces the text between the markers of the doc at path with Table(cells, rows).
+// Errors: the doc lacks the markers (nothing is written).
+func WriteDoc(path string, cells []Cell, rows []Row) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(data)
+	i, j := strings.Index(s, beginMarker), strings.Index(s, endMarker)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s: no %q ... %q markers", path, beginMarker, endMarker)
+	}
+	out := s[:i+len(beginMarker)] + "\n" + Table(cells, rows) + s[j:]
+	return os.WriteFile(path, []byte(out), 0o644)
+}

@@ -1,0 +1,496 @@
+package matrix
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/tests/e2e/localcluster"
+)
+
+// Options say where the clone and the pinned binaries are.
+type Options struct {
+	// RepoRoot is the clone; BinDir the pinned binary cache (localcluster.DefaultCacheDir).
+	RepoRoot, BinDir string
+	// Commit is the clone's `git describe --always --dirty`, stamped into each row.
+	Commit string
+	// Out receives progress.
+	Out io.Writer
+}
+
+// The windows of the checks. The kubelet waits about 2 minutes for an attach before it reads
+// NodeGetInfo again and fails the pod (docs/figures.md, S4).
+const (
+	followWindow    = 35 * time.Second // 3 periods of 10 s and slack
+	errorCodeWindow = 2 * time.Minute
+	rejectWindow    = 4 * time.Minute
+	replaceWindow   = 2 * time.Minute
+	reregWindow     = time.Minute
+	poll            = 250 * time.Millisecond
+)
+
+const (
+	target   = "node-1" // the node every check acts on
+	spare    = "node-2" // same zone: where a rejected pod goes
+	ns       = "matrix"
+	zoneKey  = localcluster.ZoneLabel
+	hostKey  = "kubernetes.io/hostname"
+	scName   = "fakecloud-disk"
+	podImage = "registry.k8s.io/pause:3.10"
+)
+
+// Versions returns the local cluster's Versions for c: the cache folders of its non-pinned
+// versions and its gates and labels.
+func Versions(c Cell) (localcluster.Versions, error) {
+	v := localcluster.Versions{KubeletFeatureGates: c.KubeletGates, APIServerFeatureGates: c.APIServerGates,
+		AttacherFeatureGates: c.AttacherGates, NodeLabels: c.NodeLabels}
+	var err error
+	if c.ControlPlane != localcluster.KubeVersion {
+		if v.ControlPlaneBinDir, err = localcluster.VersionCacheDir(c.ControlPlane); err != nil {
+			return v, err
+		}
+	}
+	if c.Kubelet != localcluster.KubeVersion {
+		if v.KubeletBinDir, err = localcluster.VersionCacheDir(c.Kubelet); err != nil {
+			return v, err
+		}
+	}
+	if c.Attacher != PinnedAttacher {
+		if v.AttacherBinDir, err = localcluster.VersionCacheDir(c.Attacher); err != nil {
+			return v, err
+		}
+	}
+	return v, nil
+}
+
+// Builds lists the version builds cell c needs beyond the pinned set.
+func Builds(c Cell) []localcluster.VersionBuildOptions {
+	var out []localcluster.VersionBuildOptions
+	if c.ControlPlane != localcluster.KubeVersion {
+		out = append(out, localcluster.VersionBuildOptions{Version: c.ControlPlane,
+			Components: []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"}})
+	}
+	if c.Kubelet != localcluster.KubeVersion {
+		out = append(out, localcluster.VersionBuildOptions{Version: c.Kubelet, Components: []string{"hollow-kubelet"}})
+	}
+	if c.Attacher != PinnedAttacher {
+		out = append(out, localcluster.VersionBuildOptions{Version: c.Attacher})
+	}
+	return out
+}
+
+// cellRun is one cell's cluster and clients.
+type cellRun struct {
+	o     Options
+	c     *localcluster.Cluster
+	cs    kubernetes.Interface
+	cloud *cloud.Client
+	row   *Row
+}
+
+func (r *cellRun) logf(format string, args ...any) {
+	fmt.Fprintf(r.o.Out, "matrix %s: %s\n", r.row.Cell.Name, fmt.Sprintf(format, args...))
+}
+
+// RunCell starts the local cluster of cell c (its binaries built), runs the checks, stops it
+// and returns the row, judged. A check that cannot run is recorded in Row.Errors; the later
+// checks still run when they can.
+func RunCell(ctx context.Context, o Options, c Cell) (row Row) {
+	row = Row{Cell: c, Date: time.Now().UTC(), Commit: o.Commit,
+		FollowWindowSeconds: followWindow.Seconds(), RejectWindowSeconds: rejectWindow.Seconds()}
+	start := time.Now()
+	defer func() { row.TotalSeconds = time.Since(start).Seconds(); row.judge() }()
+	fail := func(what string, err error) { row.Errors = append(row.Errors, what+": "+err.Error()) }
+	versions, err := Versions(c)
+	if err != nil {
+		fail("versions", err)
+		return row
+	}
+	runDir, err := localcluster.NewRunDir()
+	if err != nil {
+		fail("run dir", err)
+		return row
+	}
+	co := localcluster.DefaultOptions(o.RepoRoot, o.BinDir, runDir)
+	// Two nodes in one zone: node-1 small (4 slots, 1 out of band: count 3), node-2 medium.
+	small, medium := co.Nodes[1], co.Nodes[2]
+	small.Name, medium.Name = target, spare
+	co.Nodes = []localcluster.Node{small, medium}
+	co.Versions = versions
+	co.Out = o.Out
+	sctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
+	cl, err := localcluster.Start(sctx, co)
+	cancel()
+	if err != nil {
+		fail("start the cluster", err)
+		return row
+	}
+	defer cl.Stop()
+	r := &cellRun{o: o, c: cl, row: &row}
+	fmt.Fprintf(o.Out, "matrix %s: cluster up in %s (logs %s)\n", c.Name, time.Since(start).Round(time.Second), cl.LogDir)
+	cfg, err := clientcmd.BuildConfigFromFlags("", cl.Kubeconfig)
+	if err != nil {
+		fail("kubeconfig", err)
+		return row
+	}
+	if r.cs, err = kubernetes.NewForConfig(cfg); err != nil {
+		fail("client", err)
+		return row
+	}
+	if r.cloud, err = cloud.NewClient(cl.CloudURL, cloud.WithToken(cl.AdminToken), cloud.WithUserAgent("fakecloud-csi-matrix")); err != nil {
+		fail("cloud client", err)
+		return row
+	}
+	for _, ch := range []struct {
+		name string
+		f    func(context.Context) error
+	}{
+		{"decision", r.decision}, {"count follows", r.follow}, {"re-registration", r.reregister}, {"stale count rejection", r.reject},
+	} {
+		r.logf("check: %s", ch.name)
+		if err := ch.f(ctx); err != nil {
+			fail(ch.name, err)
+			r.logf("%s: %v", ch.name, err)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return row
+}
+
+// decision reads node-1's decision from /debug/capacity and its kubelet's version.
+func (r *cellRun) decision(ctx context.Context) error {
+	n, err := r.cs.CoreV1().Nodes().Get(ctx, target, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	r.row.KubeletVersion = n.Status.NodeInfo.KubeletVersion
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.c.PluginURLs[target]+"/debug/capacity", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var d struct {
+		Decision struct {
+			Decision, Reason string
+		} `json:"decision"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&d); err != nil {
+		return fmt.Errorf("/debug/capacity: %w", err)
+	}
+	if d.Decision.Decision == "" {
+		return fmt.Errorf("/debug/capacity of %s has no decision (a driver older than issue 27's?)", target)
+	}
+	r.row.Decision, r.row.Reason = d.Decision.Decision, d.Decision.Reason
+	r.logf("decision %s (%s), kubelet %s", r.row.Decision, r.row.Reason, r.row.KubeletVersion)
+	return nil
+}
+
+// count is node-1's CSINode allocatable count for the driver; listed false when the CSINode
+// does not list the driver (or does not exist).
+func (r *cellRun) count(ctx context.Context) (count int32, listed bool, err error) {
+	cn, err := r.cs.StorageV1().CSINodes().Get(ctx, target, metav1.GetOptions{})
+	if err != nil {
+		// A CSINode that cannot be read lists nothing: that is what the gap measures.
+		return 0, false, nil
+	}
+	for _, d := range cn.Spec.Drivers {
+		if d.Name == localcluster.DriverName {
+			if d.Allocatable == nil || d.Allocatable.Count == nil {
+				return 0, true, nil
+			}
+			return *d.Allocatable.Count, true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+// waitFor polls f every poll until it answers true or d passed; it returns how long it took
+// and whether it answered true.
+func waitFor(ctx context.Context, d time.Duration, f func() bool) (time.Duration, bool) {
+	start := time.Now()
+	for time.Since(start) < d && ctx.Err() == nil {
+		if f() {
+			return time.Since(start), true
+		}
+		time.Sleep(poll)
+	}
+	return time.Since(start), false
+}
+
+func seconds(d time.Duration) *float64 { s := d.Seconds(); return &s }
+
+// setOOB sets node-1's out-of-band slots.
+func (r *cellRun) setOOB(ctx context.Context, oob int) error {
+	_, err := r.cloud.PatchInstance(ctx, target, cloud.InstancePatch{OutOfBandSlots: &oob})
+	return err
+}
+
+// follow takes one more slot out of band and measures whether and when CSINode follows.
+func (r *cellRun) follow(ctx context.Context) error {
+	var before int32
+	if _, ok := waitFor(ctx, time.Minute, func() bool {
+		c, listed, _ := r.count(ctx)
+		before = c
+		return listed && c > 1
+	}); !ok {
+		return fmt.Errorf("CSINode %s lists no count above 1 (seen %d)", target, before)
+	}
+	in, err := r.cloud.GetInstance(ctx, target)
+	if err != nil {
+		return err
+	}
+	if err := r.setOOB(ctx, in.OutOfBandSlots+1); err != nil {
+		return err
+	}
+	want := before - 1
+	took, ok := waitFor(ctx, followWindow, func() bool { c, _, _ := r.count(ctx); return c == want })
+	r.row.CountFollowed = ok
+	if ok {
+		r.row.CountFollowSeconds = seconds(took)
+	}
+	r.logf("count %d → want %d after one slot out of band: followed %v in %s", before, want, ok, took.Round(100*time.Millisecond))
+	if err := r.setOOB(ctx, in.OutOfBandSlots); err != nil {
+		return err
+	}
+	if ok {
+		waitFor(ctx, followWindow, func() bool { c, _, _ := r.count(ctx); return c == before })
+	}
+	return nil
+}
+
+// reregister restarts node-1's plugin with re-registration and measures how long CSINode did
+// not list the driver and when it was back with a count.
+func (r *cellRun) reregister(ctx context.Context) error {
+	var mu sync.Mutex
+	var goneAt, backAt time.Time
+	vanished := false
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, listed, _ := r.count(ctx)
+			mu.Lock()
+			switch {
+			case !listed && goneAt.IsZero():
+				goneAt, vanished = time.Now(), true
+			case listed && vanished && backAt.IsZero():
+				backAt = time.Now()
+			}
+			mu.Unlock()
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	err := r.c.RestartNodePlugin(ctx, target, localcluster.NodePluginRestart{Reregister: true})
+	if err == nil {
+		waitFor(ctx, reregWindow, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return !vanished || !backAt.IsZero()
+		})
+	}
+	close(stop)
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	r.row.DriverVanished = vanished
+	if vanished && !backAt.IsZero() {
+		r.row.ReregistrationGapSeconds = seconds(backAt.Sub(goneAt))
+		r.row.ReregisteredSeconds = seconds(backAt.Sub(start))
+	}
+	r.logf("re-registration: vanished %v, gap %s", vanished, secs(r.row.ReregistrationGapSeconds))
+	return err
+}
+
+func claim(name string) *corev1.PersistentVolumeClaim {
+	sc := scName
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &sc,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+}
+
+func running(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// reject is S4 of the e2e suite, measured: node-1 holds one volume, its count goes stale (a
+// 600 s period) while the cloud fills it; a StatefulSet pod preferring node-1 gets scheduled
+// there; the attach fails with RESOURCE_EXHAUSTED. Measured: errorCode 8 on the
+// VolumeAttachment, the kubelet failing the pod (VolumeAttachmentLimitExceeded), its
+// replacement running on node-2, or the pod stuck in ContainerCreating.
+func (r *cellRun) reject(ctx context.Context) error {
+	if _, err := r.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	zero := int64(0)
+	if _, err := r.cs.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim("holder"), metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	holder := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "holder", Namespace: ns}, Spec: corev1.PodSpec{
+		TerminationGracePeriodSeconds: &zero, NodeSelector: map[string]string{hostKey: target},
+		Containers: []corev1.Container{{Name: "app", Image: podImage, VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/data"}}}},
+		Volumes:    []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "holder"}}}},
+	}}
+	if _, err := r.cs.CoreV1().Pods(ns).Create(ctx, holder, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if _, ok := waitFor(ctx, 2*time.Minute, func() bool {
+		p, err := r.cs.CoreV1().Pods(ns).Get(ctx, "holder", metav1.GetOptions{})
+		return err == nil && running(p)
+	}); !ok {
+		return fmt.Errorf("pod holder not running on %s within 2 min", target)
+	}
+	patch := []byte(`{"spec":{"nodeAllocatableUpdatePeriodSeconds":600}}`)
+	if _, err := r.cs.StorageV1().CSIDrivers().Patch(ctx, localcluster.DriverName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("set the period to 600 s: %w", err)
+	}
+	in, err := r.cloud.GetInstance(ctx, target)
+	if err != nil {
+		return err
+	}
+	if err := r.setOOB(ctx, in.AttachLimit-len(in.Attachments)); err != nil {
+		return err
+	}
+	labels := map[string]string{"app": "stale"}
+	replicas := int32(1)
+	ss := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "stale", Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: &replicas, PodManagementPolicy: appsv1.ParallelPodManagement,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				TerminationGracePeriodSeconds: &zero,
+				Containers:                    []corev1.Container{{Name: "app", Image: podImage, VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+				Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+						MatchExpressions: []corev1.NodeSelectorRequirement{{Key: zoneKey, Operator: corev1.NodeSelectorOpIn, Values: []string{in.Zone}}},
+					}}},
+					PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{Weight: 100, Preference: corev1.NodeSelectorTerm{
+						MatchExpressions: []corev1.NodeSelectorRequirement{{Key: hostKey, Operator: corev1.NodeSelectorOpIn, Values: []string{target}}},
+					}}},
+				}},
+			}},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{*claim("data")},
+		},
+	}
+	// The StatefulSet controller replaces a failed pod within milliseconds: a watch sees the
+	// failure that polling would miss.
+	w, err := r.cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "app=stale"})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	var mu sync.Mutex
+	var failedAt time.Time
+	go func() {
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok && p.Status.Phase == corev1.PodFailed && p.Status.Reason == "VolumeAttachmentLimitExceeded" {
+				mu.Lock()
+				if failedAt.IsZero() {
+					failedAt = time.Now()
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	created := time.Now()
+	if _, err := r.cs.AppsV1().StatefulSets(ns).Create(ctx, ss, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	var firstUID types.UID
+	var onTarget bool
+	took, ok := waitFor(ctx, errorCodeWindow, func() bool {
+		p, err := r.cs.CoreV1().Pods(ns).Get(ctx, "stale-0", metav1.GetOptions{})
+		if err != nil || p.Spec.NodeName == "" {
+			return false
+		}
+		firstUID, onTarget = p.UID, p.Spec.NodeName == target
+		vas, err := r.cs.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for i := range vas.Items {
+			va := &vas.Items[i]
+			if va.Spec.NodeName != target || va.Status.AttachError == nil {
+				continue
+			}
+			if code := va.Status.AttachError.ErrorCode; code != nil {
+				r.row.ErrorCodeSeen = code
+				return *code == 8
+			}
+		}
+		return false
+	})
+	if !onTarget {
+		return fmt.Errorf("pod stale-0 was not scheduled to %s (the count was not stale?)", target)
+	}
+	if ok {
+		r.row.ErrorCode8Seconds = seconds(took)
+	}
+	r.logf("errorCode 8 on the VolumeAttachment: %v after %s", ok, took.Round(100*time.Millisecond))
+	attachFailed := time.Now()
+	_, failed := waitFor(ctx, rejectWindow, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return !failedAt.IsZero()
+	})
+	if failed {
+		mu.Lock()
+		r.row.PodFailedSeconds = seconds(failedAt.Sub(attachFailed))
+		mu.Unlock()
+		_, ok := waitFor(ctx, replaceWindow, func() bool {
+			p, err := r.cs.CoreV1().Pods(ns).Get(ctx, "stale-0", metav1.GetOptions{})
+			return err == nil && p.UID != firstUID && p.Spec.NodeName != target && running(p)
+		})
+		if ok {
+			r.row.ReplacedSeconds = seconds(time.Since(attachFailed))
+		}
+		r.logf("pod failed %s after errorCode 8; replacement running elsewhere: %v", secs(r.row.PodFailedSeconds), ok)
+		return nil
+	}
+	p, err := r.cs.CoreV1().Pods(ns).Get(ctx, "stale-0", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	r.row.StuckContainerCreating = p.UID == firstUID && p.Spec.NodeName == target && p.Status.Phase == corev1.PodPending
+	r.logf("pod not failed within %s; stuck in ContainerCreating: %v (phase %s, created %s ago)", rejectWindow, r.row.StuckContainerCreating, p.Status.Phase, time.Since(created).Round(time.Second))
+	return nil
+}
