@@ -49,7 +49,7 @@ func validateCreateInstance(req cloud.CreateInstanceRequest, types map[string]in
 	}
 	switch {
 	case req.OutOfBandSlots < 0 || req.OutOfBandSlots > cloud.MaxAttachSlots:
-		errs = append(errs, checkSlots("outOfBandSlots", req.OutOfBandSlots, 0))
+		errs = append(errs, cloud.CheckSlots("outOfBandSlots", req.OutOfBandSlots, 0))
 	case known && req.OutOfBandSlots > limit:
 		errs = append(errs, outOfBandAboveLimit(req.OutOfBandSlots, limit))
 	}
@@ -321,24 +321,7 @@ func (s *Store) ListInstances() ([]cloud.Instance, error) {
 // a node with no slot left for this driver). Lowering a limit below current use is allowed:
 // it refuses new attaches and detaches nothing.
 func (s *Store) PatchInstance(id string, p cloud.InstancePatch, ifMatch *uint64) (*cloud.Instance, error) {
-	var errs []error
-	if p.AttachLimit == nil && !p.ClearAttachLimit && p.OutOfBandSlots == nil && p.InstanceType == nil {
-		errs = append(errs, errors.New("patch changes nothing"))
-	}
-	if p.AttachLimit != nil && p.ClearAttachLimit {
-		errs = append(errs, errors.New("attachLimit and clearAttachLimit are exclusive"))
-	}
-	if p.AttachLimit != nil && *p.AttachLimit < 1 {
-		// 0 would read as "unlimited" to anyone who knows CSI's max_volumes_per_node; a node
-		// without room for volumes is outOfBandSlots equal to the limit.
-		errs = append(errs, fmt.Errorf("attachLimit must be >= 1, got %d (to leave no slot for volumes, set outOfBandSlots to the limit)", *p.AttachLimit))
-	} else if p.AttachLimit != nil {
-		errs = append(errs, checkSlots("attachLimit", *p.AttachLimit, 1))
-	}
-	if p.OutOfBandSlots != nil {
-		errs = append(errs, checkSlots("outOfBandSlots", *p.OutOfBandSlots, 0))
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := p.Check(); err != nil {
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "patch instance %s: %v", cloud.Quote(id), err)
 	}
 	var out *cloud.Instance
