@@ -68,3 +68,34 @@ steps:
 		t.Fatalf("fault rules after a refused file: %v, %v", rules, err)
 	}
 }
+
+// TestScenarioCountsInTheSingular: a one-step scenario is "1 step", in the header, the closing
+// line and the error (issue 26: "1 steps").
+func TestScenarioCountsInTheSingular(t *testing.T) {
+	srv, err := server.New(server.Config{Seed: server.DefaultSeed(), Tokens: []server.Token{{Token: "adm", Role: server.RoleAdmin}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	file := filepath.Join(t.TempDir(), "one.yaml")
+	if err := os.WriteFile(file, []byte("name: one\nsteps:\n  - at: 0s\n    instance: {id: no-such-node, outOfBandSlots: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"scenario", "--dry-run", file}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "scenario one:  (1 step over 0s)\n") {
+		t.Errorf("dry run's header lacks \"(1 step over 0s)\":\n%s", out.String())
+	}
+	out.Reset()
+	err = run(context.Background(), []string{"scenario", "--cloud-url=" + ts.URL, "--token=adm", "--settle-timeout=0", file}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), `scenario "one": 1 of 1 step failed`) {
+		t.Errorf("run: %v, want \"1 of 1 step failed\"", err)
+	}
+	if !strings.Contains(out.String(), "scenario one: 1 of 1 step ran, 1 failed\n") {
+		t.Errorf("output lacks \"1 of 1 step ran, 1 failed\":\n%s", out.String())
+	}
+}

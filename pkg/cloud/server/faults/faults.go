@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/fakecloud/fakecloud-csi/internal/fieldnames"
+	"github.com/fakecloud/fakecloud-csi/internal/plural"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/paging"
 )
@@ -263,7 +264,7 @@ func (e *Engine) Add(r cloud.FaultRule) (cloud.FaultRule, error) {
 	}
 	if len(e.rules) >= e.maxRules {
 		return cloud.FaultRule{}, cloud.NewError(cloud.CodeServerLimitExceeded,
-			"fault rule: the server holds at most %d rules; delete some (DELETE /v1/faults/{id} or /v1/faults) first", e.maxRules)
+			"fault rule: the server holds at most %s; delete some (DELETE /v1/faults/{id} or /v1/faults) first", plural.Of(e.maxRules, "rule", "rules"))
 	}
 	return e.addLocked(r, nil), nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fakecloud/fakecloud-csi/internal/plural"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
 
@@ -212,7 +213,7 @@ func (t *txn) createInstance(req cloud.CreateInstanceRequest) (*instView, error)
 	}
 	// Seeds are checked against the bound by State.Validate's caller; this holds the API.
 	if n := t.tx.Bucket(bucketInstances).Stats().KeyN; n >= t.s.maxInstances {
-		return nil, cloud.NewError(cloud.CodeServerLimitExceeded, "create instance: the cloud holds at most %d instances", t.s.maxInstances)
+		return nil, cloud.NewError(cloud.CodeServerLimitExceeded, "create instance: the cloud holds at most %s", plural.Of(t.s.maxInstances, "instance", "instances"))
 	}
 	rev, err := t.bump()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/fakecloud/fakecloud-csi/internal/plural"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
 
@@ -166,5 +167,5 @@ func (t *txn) load(st State, eventType string) error {
 	if err := t.put(bucketMeta, keySeeded, []byte("1")); err != nil {
 		return fmt.Errorf("mark seeded: %w", err)
 	}
-	return t.event(cloud.Event{Type: eventType, Detail: fmt.Sprintf("%d instance types, %d instances", len(st.InstanceTypes), len(st.Instances))})
+	return t.event(cloud.Event{Type: eventType, Detail: plural.Of(len(st.InstanceTypes), "instance type", "instance types") + ", " + plural.Of(len(st.Instances), "instance", "instances")})
 }
