@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fakecloud/fakecloud-csi/internal/plural"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/scenario"
 )
@@ -119,7 +120,7 @@ func runScenario(ctx context.Context, o scenarioOptions, file string, stdout io.
 		return fmt.Errorf("scenario: --map-instance: %w", err)
 	}
 	sc.MapInstances(m)
-	_, _ = fmt.Fprintf(stdout, "scenario %s: %s (%d steps over %v)\n", sc.Name, sc.Description, len(sc.Steps), sc.Duration())
+	_, _ = fmt.Fprintf(stdout, "scenario %s: %s (%s over %v)\n", sc.Name, sc.Description, plural.Of(len(sc.Steps), "step", "steps"), sc.Duration())
 	if sc.Expect != "" {
 		_, _ = fmt.Fprintf(stdout, "expect: %s\n", sc.Expect)
 	}
@@ -176,7 +177,7 @@ func runScenario(ctx context.Context, o scenarioOptions, file string, stdout io.
 	err = r.Run(ctx, sc)
 	// The last step is not the outcome: increases land a stability window and a ramp later,
 	// so say so instead of ending silently at the last step.
-	_, _ = fmt.Fprintf(stdout, "scenario %s: %d of %d steps ran, %d failed\n", sc.Name, ran, len(sc.Steps), failed)
+	_, _ = fmt.Fprintf(stdout, "scenario %s: %d of %s ran, %d failed\n", sc.Name, ran, plural.Of(len(sc.Steps), "step", "steps"), failed)
 	if sc.Expect != "" && ctx.Err() == nil {
 		_, _ = fmt.Fprintf(stdout, "expected: %s\n(increases land a stability window and a ramp after their step: keep watching bin/driver watch or the console)\n", sc.Expect)
 	}

@@ -28,6 +28,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/fakecloud/fakecloud-csi/internal/plural"
 )
 
 func main() {
@@ -101,7 +103,7 @@ func run(_ context.Context, args []string, stdin io.Reader, stdout io.Writer) er
 		}
 	}
 	if s.Failed > 0 || s.FailedPackages > 0 {
-		return fmt.Errorf("%s: %d tests and %d packages failed", s.Label, s.Failed, s.FailedPackages)
+		return fmt.Errorf("%s: %s and %s failed", s.Label, plural.Of(s.Failed, "test", "tests"), plural.Of(s.FailedPackages, "package", "packages"))
 	}
 	return nil
 }
@@ -132,7 +134,7 @@ func stillRunning(out io.Writer, ticks <-chan time.Time, start time.Time, now fu
 			case t := <-ticks:
 				a.mu.Lock()
 				if t.Sub(a.last) >= quietPeriod {
-					fmt.Fprintf(a.out, "  ... go test still compiling or testing (%s elapsed, %d packages done)\n", t.Sub(start).Round(time.Second), a.packages)
+					fmt.Fprintf(a.out, "  ... go test still compiling or testing (%s elapsed, %s done)\n", t.Sub(start).Round(time.Second), plural.Of(a.packages, "package", "packages"))
 					a.last = t
 				}
 				a.mu.Unlock()
@@ -258,8 +260,8 @@ func (s Summary) line() string {
 	if s.Failed > 0 || s.FailedPackages > 0 {
 		verdict = "FAILED"
 	}
-	return fmt.Sprintf("== %s: %s: %d packages (%d without tests), %d tests passed, %d failed, %d skipped%s",
-		s.Label, verdict, s.Packages, s.NoTests, s.Passed, s.Failed, s.Skipped, reasons(s.SkipReasons))
+	return fmt.Sprintf("== %s: %s: %s (%d without tests), %s passed, %d failed, %d skipped%s",
+		s.Label, verdict, plural.Of(s.Packages, "package", "packages"), s.NoTests, plural.Of(s.Passed, "test", "tests"), s.Failed, s.Skipped, reasons(s.SkipReasons))
 }
 
 // reasons lists skip reasons, most frequent first, at most maxReasons of them.

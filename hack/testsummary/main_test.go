@@ -67,7 +67,7 @@ func TestSummarize(t *testing.T) {
 		}
 	}
 	line := s.line()
-	for _, w := range []string{"unit: FAILED", "2 packages (1 without tests)", "1 tests passed, 1 failed, 3 skipped",
+	for _, w := range []string{"unit: FAILED", "2 packages (1 without tests)", "1 test passed, 1 failed, 3 skipped",
 		"(2× real bind mounts need root (CAP_SYS_ADMIN); 1× no /dev/loop-control)"} {
 		if !strings.Contains(line, w) {
 			t.Errorf("line %q lacks %q", line, w)
@@ -90,7 +90,7 @@ func TestRecordAndTotal(t *testing.T) {
 	if err := run(context.Background(), []string{"-label=b", "-record=" + rec}, strings.NewReader(pass), &out); err != nil {
 		t.Fatalf("run of a passing run: %v", err)
 	}
-	if !strings.Contains(out.String(), "== b: ok: 1 packages (0 without tests), 1 tests passed, 0 failed, 0 skipped\n") {
+	if !strings.Contains(out.String(), "== b: ok: 1 package (0 without tests), 1 test passed, 0 failed, 0 skipped\n") {
 		t.Fatalf("output %q lacks b's line", out.String())
 	}
 	out.Reset()
@@ -132,8 +132,8 @@ func TestStillRunning(t *testing.T) {
 	at(52 * time.Second)
 	ticks <- now // 25 s after it: one more
 	stop()
-	want := "ok  \tp1\t1.0s\n  ... go test still compiling or testing (27s elapsed, 1 packages done)\n" +
-		"  ... go test still compiling or testing (52s elapsed, 1 packages done)\n"
+	want := "ok  \tp1\t1.0s\n  ... go test still compiling or testing (27s elapsed, 1 package done)\n" +
+		"  ... go test still compiling or testing (52s elapsed, 1 package done)\n"
 	if got := out.String(); got != want {
 		t.Fatalf("output %q, want %q", got, want)
 	}

@@ -473,8 +473,10 @@ func (c *Client) CreateInstance(ctx context.Context, req CreateInstanceRequest) 
 }
 
 // PatchInstance calls PATCH /v1/instances/{id} (admin) without a precondition; see
-// PatchInstanceIfMatch. Codes: InvalidArgument (see InstancePatch: a limit below 1,
-// out-of-band slots above the limit), InstanceNotFound, Unauthenticated, AccessDenied.
+// PatchInstanceIfMatch. Codes: InvalidArgument (400, see InstancePatch and its Check: an
+// empty patch, a limit outside [1, MaxAttachSlots], out-of-band slots outside [0,
+// MaxAttachSlots] or above the limit, an unknown type), InstanceNotFound (404),
+// Unauthenticated (401), AccessDenied (403).
 func (c *Client) PatchInstance(ctx context.Context, id string, p InstancePatch) (*Instance, error) {
 	return c.PatchInstanceIfMatch(ctx, id, p, 0)
 }
@@ -696,8 +698,9 @@ func (c *Client) GetQuotas(ctx context.Context) (*Quotas, error) {
 }
 
 // PatchQuotas calls PATCH /v1/quotas (admin) without a precondition; see
-// PatchQuotasIfMatch. Codes: InvalidArgument (negative or empty), Unauthenticated,
-// AccessDenied.
+// PatchQuotasIfMatch. Codes: InvalidArgument (400, see QuotasPatch and its Check: an empty
+// patch, a count outside [0, MaxQuotaCount], bytes outside [0, MaxQuotaBytes]),
+// Unauthenticated (401), AccessDenied (403).
 func (c *Client) PatchQuotas(ctx context.Context, p QuotasPatch) (*Quotas, error) {
 	return c.PatchQuotasIfMatch(ctx, p, 0)
 }
@@ -713,9 +716,11 @@ func (c *Client) PatchQuotasIfMatch(ctx context.Context, p QuotasPatch, rev uint
 }
 
 // CreateFault calls POST /v1/faults (admin) and returns the rule with its ID. Codes:
-// InvalidArgument (missing or unknown operation, unknown code, bad probability, negative
-// counts, latency or TTL out of range, a field over 128 bytes), ServerLimitExceeded (the
-// server holds its maximum of rules, 1000 by default), Unauthenticated, AccessDenied.
+// InvalidArgument (400: an ID set, a missing or unknown operation, an unknown code,
+// transition or health, a bad probability, negative counts, latency or TTL out of range, a
+// field over 128 bytes; every problem at once, with the value likely meant),
+// ServerLimitExceeded (409: the server holds its maximum of rules, 1000 by default),
+// Unauthenticated (401), AccessDenied (403).
 func (c *Client) CreateFault(ctx context.Context, r FaultRule) (*FaultRule, error) {
 	var out FaultRule
 	if err := c.do(ctx, http.MethodPost, "/v1/faults", nil, r, &out, nil); err != nil {

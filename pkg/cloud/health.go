@@ -89,13 +89,17 @@ func (h InstanceHealth) AttachError(instanceID string) *Error {
 	return nil
 }
 
-// MaxHealthMessageBytes bounds HealthRequest.Message.
+// MaxHealthMessageBytes bounds HealthRequest.Message, in bytes.
 const MaxHealthMessageBytes = 256
 
 // HealthRequest is the body of PUT /v1/volumes/{id}/health and PUT /v1/instances/{id}/health
 // (admin). Health is one of the target's values ("ok" clears what an earlier PUT set);
-// Message, at most MaxHealthMessageBytes with no control character, says why and is shown with the health. Fault rules
-// with a health (FaultRule.Health) set health for a TTL on top: the worse of the two holds.
+// Message, at most MaxHealthMessageBytes with no control character, says why and is shown with
+// the health. Fault rules with a health (FaultRule.Health) set health for a TTL on top: the
+// worse of the two holds. Errors, each changing nothing: 400 InvalidArgument (a value that is
+// not the target's health, with the value likely meant; a message over the bound), 404
+// VolumeNotFound or InstanceNotFound, 409 ServerLimitExceeded (the server holds a health for
+// as many objects as it may).
 type HealthRequest struct {
 	Health  string `json:"health"`
 	Message string `json:"message,omitempty"`

@@ -49,12 +49,14 @@ type Instance struct {
 	ID           string `json:"id"`
 	Zone         string `json:"zone"`
 	InstanceType string `json:"instanceType"`
-	// AttachLimitOverride, when set, replaces the instance type's MaxAttachments.
+	// AttachLimitOverride, when set, replaces the instance type's MaxAttachments, in slots,
+	// 1 to MaxAttachSlots (InstancePatch.AttachLimit).
 	AttachLimitOverride *int `json:"attachLimitOverride,omitempty"`
-	// AttachLimit is the effective limit: the override if set, else the type's MaxAttachments.
+	// AttachLimit is the effective limit, in slots: the override if set, else the type's
+	// MaxAttachments.
 	AttachLimit int `json:"attachLimit"`
 	// OutOfBandSlots are slots taken by things this driver does not manage (boot disk, NICs,
-	// GPUs, other drivers).
+	// GPUs, other drivers), 0 to AttachLimit.
 	OutOfBandSlots int `json:"outOfBandSlots"`
 	// Attachments lists the IDs of the volumes attached to this instance, sorted: every
 	// volume holding one of its slots, whatever its state (as Capacity.Attached counts them).
@@ -91,11 +93,15 @@ type CreateInstanceRequest struct {
 	OutOfBandSlots int    `json:"outOfBandSlots"`
 }
 
-// InstancePatch is the body of PATCH /v1/instances/{id}; nil fields are left as they are.
-// AttachLimit sets the per-instance override (1 to MaxAttachSlots; OutOfBandSlots 0 to
-// MaxAttachSlots); ClearAttachLimit removes it. The
-// patched instance's OutOfBandSlots may not exceed its effective attach limit (equal is how to
-// leave no slot for volumes), so lowering both takes one patch with both fields.
+// InstancePatch is the body of PATCH /v1/instances/{id} (admin); nil fields are left as they
+// are. AttachLimit sets the per-instance override, in slots (1 to MaxAttachSlots;
+// OutOfBandSlots 0 to MaxAttachSlots); ClearAttachLimit removes it; InstanceType names one of
+// GET /v1/instance-types. The patched instance's OutOfBandSlots may not exceed its effective
+// attach limit (equal is how to leave no slot for volumes), so lowering both takes one patch
+// with both fields. Lowering a limit below the slots in use is allowed: it refuses new
+// attaches and detaches nothing. Errors, each changing nothing: 400 InvalidArgument (what
+// Check reports, an unknown instanceType, out-of-band slots above the resulting limit), 404
+// InstanceNotFound, 412 PreconditionFailed (If-Match, PatchInstanceIfMatch).
 type InstancePatch struct {
 	AttachLimit      *int    `json:"attachLimit,omitempty"`
 	ClearAttachLimit bool    `json:"clearAttachLimit,omitempty"`
@@ -122,7 +128,7 @@ type Capacity struct {
 	// Failed counts volumes whose detach ended in error: still attached, holding a slot.
 	Failed int `json:"failed"`
 	// QuotaHeadroom is the account's attachment quota limit minus attachments in use across
-	// all instances; never negative.
+	// all instances, in attachments (one per volume holding a slot); never negative.
 	QuotaHeadroom int64 `json:"quotaHeadroom"`
 	// Instances is the number of instances in the account, the ones that share the
 	// attachment quota (the driver's "even" quota share divides QuotaHeadroom by it).
@@ -136,7 +142,8 @@ type Capacity struct {
 	// Epoch names the cloud's store: it is fixed when a data dir is first created and changes
 	// only when the store starts empty again, where revisions restart. Revisions are
 	// comparable only within one epoch.
-	Epoch      string    `json:"epoch"`
+	Epoch string `json:"epoch"`
+	// ObservedAt is the server's clock (UTC) when the reading was taken.
 	ObservedAt time.Time `json:"observedAt"`
 }
 
@@ -245,20 +252,25 @@ type Attachment struct {
 	Revision uint64 `json:"revision"`
 }
 
-// ResizeRequest is the body of POST /v1/volumes/{id}/resize; volumes only grow.
+// ResizeRequest is the body of POST /v1/volumes/{id}/resize: SizeBytes is the new size, in
+// bytes; volumes only grow (the same size is a success that changes nothing). Errors: 400
+// InvalidArgument (a smaller size, size ≤ 0), 404 VolumeNotFound, 409 CapacityQuotaExceeded
+// (the growth is past the account's capacityBytes quota).
 type ResizeRequest struct {
 	SizeBytes int64 `json:"sizeBytes"`
 }
 
-// Snapshot is a point-in-time copy of a volume.
+// Snapshot is a point-in-time copy of a volume (CSI's Snapshot message).
 type Snapshot struct {
-	ID             string    `json:"id"`
-	Name           string    `json:"name"`
-	SourceVolumeID string    `json:"sourceVolumeId"`
-	SizeBytes      int64     `json:"sizeBytes"`
-	ReadyToUse     bool      `json:"readyToUse"`
-	CreatedAt      time.Time `json:"createdAt"`
-	Revision       uint64    `json:"revision"`
+	ID             string `json:"id"`
+	Name           string `json:"name"`
+	SourceVolumeID string `json:"sourceVolumeId"`
+	// SizeBytes is the source volume's size when the snapshot was cut, in bytes: the least
+	// size of a volume created from it (CSI's Snapshot.size_bytes).
+	SizeBytes  int64     `json:"sizeBytes"`
+	ReadyToUse bool      `json:"readyToUse"`
+	CreatedAt  time.Time `json:"createdAt"`
+	Revision   uint64    `json:"revision"`
 	// GroupSnapshotID names the group snapshot this snapshot is a member of, "" for a
 	// snapshot of its own. A member is deleted with its group only (DeleteSnapshot refuses it
 	// with SnapshotInGroup, as CSI's DeleteSnapshot may not delete one); a volume may be
@@ -267,7 +279,9 @@ type Snapshot struct {
 }
 
 // CreateSnapshotRequest is the body of POST /v1/snapshots; Name is the idempotency key and
-// follows the rule of CreateVolumeRequest.Name.
+// follows the rule of CreateVolumeRequest.Name. Errors: 400 InvalidArgument (a bad name or
+// volume ID), 404 VolumeNotFound, 409 AlreadyExists (the name taken by a snapshot of another
+// volume).
 type CreateSnapshotRequest struct {
 	Name           string `json:"name"`
 	SourceVolumeID string `json:"sourceVolumeId"`
@@ -312,7 +326,9 @@ func (g *GroupSnapshot) SnapshotIDs() []string {
 // CreateGroupSnapshotRequest is the body of POST /v1/group-snapshots. Name is the idempotency
 // key and follows the rule of CreateVolumeRequest.Name; SourceVolumeIDs are 1 to
 // MaxGroupSnapshotMembers distinct volume IDs in any order. The same name with the same set
-// of volumes is the existing group; another set is AlreadyExists.
+// of volumes is the existing group; another set is 409 AlreadyExists. Other errors: 400
+// InvalidArgument (Check's), 400 ZoneMismatch (volumes in more than one zone), 404
+// VolumeNotFound.
 type CreateGroupSnapshotRequest struct {
 	Name            string   `json:"name"`
 	SourceVolumeIDs []string `json:"sourceVolumeIds"`
@@ -335,9 +351,12 @@ type Quotas struct {
 	Revision      uint64 `json:"revision"`
 }
 
-// QuotasPatch is the body of PATCH /v1/quotas; nil fields are left as they are. Limits must
-// be ≥ 0 and at most MaxQuotaCount (attachments, volumes) or MaxQuotaBytes (capacityBytes),
-// else InvalidArgument; a limit below current use is allowed (it refuses new use, it evicts nothing).
+// QuotasPatch is the body of PATCH /v1/quotas (admin); nil fields are left as they are.
+// Attachments and Volumes are counts, 0 to MaxQuotaCount; CapacityBytes is in bytes, 0 to
+// MaxQuotaBytes. A limit below current use is allowed (it refuses new use, it evicts
+// nothing). Errors, each changing nothing: 400 InvalidArgument (what Check reports: an
+// empty patch, a limit out of its bounds), 412 PreconditionFailed (If-Match,
+// PatchQuotasIfMatch).
 type QuotasPatch struct {
 	Attachments   *int64 `json:"attachments,omitempty"`
 	Volumes       *int64 `json:"volumes,omitempty"`
@@ -374,7 +393,13 @@ const (
 // encoding omits) means no bound: AfterCount 0 lets no call pass, Count 0 fires without
 // limit, TTLSeconds 0 never expires. Rules live in the server's memory: a restart or
 // POST /v1/reset brings back only the seeded ones.
+//
+// POST /v1/faults answers a rule it refuses with 400 InvalidArgument (every problem at once,
+// faults.CheckNew: an ID set, an unknown operation, error code, transition or health, with
+// the value likely meant; a bound crossed) and one past the server's rule limit with 409
+// ServerLimitExceeded; either adds nothing.
 type FaultRule struct {
+	// ID is assigned by the server ("fault-N"); a request that sets it is refused.
 	ID string `json:"id,omitempty"`
 	// Operation is required: "*" (OperationAny) or one of the Operation constants.
 	Operation Operation `json:"operation"`
@@ -399,7 +424,8 @@ type FaultRule struct {
 	// TTLSeconds removes the rule that many seconds after it was created, at most a year
 	// (31536000); 0 means it never expires.
 	TTLSeconds int `json:"ttlSeconds,omitempty"`
-	// Seed seeds the rule's own random source for Probability, so runs repeat.
+	// Seed seeds the rule's own random source for Probability (math/rand/v2's PCG), so runs
+	// repeat; any value.
 	Seed int64 `json:"seed,omitempty"`
 	// Transition, for AttachVolume and DetachVolume rules only, makes the rule act on the
 	// asynchronous transition a matching request starts instead of on the request itself
@@ -418,8 +444,10 @@ type FaultRule struct {
 	// takes no Error, LatencyMS, Probability, AfterCount or Count, and its Operation is "*"
 	// (an empty one is filled in).
 	Health string `json:"health,omitempty"`
-	// Fired is how often the rule has fired (read only).
-	Fired     int        `json:"fired"`
+	// Fired is how often the rule has fired, a count (read only).
+	Fired int `json:"fired"`
+	// ExpiresAt is when a rule with TTLSeconds expires, by the server's clock (read only);
+	// absent for a rule that never expires.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
 
@@ -450,9 +478,13 @@ type Event struct {
 	// Attached is the instance's count of slots held by volumes after the event (every
 	// attach state but detached counts), for attach/detach events, so that "never more than
 	// the limit at any revision" can be checked from the log.
-	Attached *int   `json:"attached,omitempty"`
-	Limit    *int   `json:"limit,omitempty"`
-	Detail   string `json:"detail,omitempty"`
+	Attached *int `json:"attached,omitempty"`
+	// Limit is the instance's slots for volumes after the event (Capacity.Slots: the attach
+	// limit minus the out-of-band slots), with Attached.
+	Limit *int `json:"limit,omitempty"`
+	// Detail says more, for people (e.g. "attachLimit=8 outOfBandSlots=1 type=medium"); its
+	// wording is no interface.
+	Detail string `json:"detail,omitempty"`
 }
 
 // ListSnapshotsOptions filters and pages GET /v1/snapshots. Zero values mean no filter and

@@ -117,10 +117,12 @@ func New(opts Options, deps Deps) (*Driver, error) {
 	}
 	if runNode {
 		dir := nodestate.NewDir(opts.StateDir)
+		topo := NewTopology(opts.NodeID, dir, deps.NodeCloud, d.ready.NodeReady)
+		topo.tokenFile = opts.CloudTokenFile
 		d.node = NewNodeServer(NodeConfig{
 			NodeID: opts.NodeID, State: dir, DataDir: opts.VolumeDataDir, KubeletRoot: opts.KubeletRoot,
 			Cloud: deps.NodeCloud, Mounter: deps.Mounter, Capacity: deps.Capacity, Staged: deps.Staged,
-			Topology: NewTopology(opts.NodeID, dir, deps.NodeCloud, d.ready.NodeReady),
+			Topology: topo,
 		})
 	}
 	return d, nil

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/klog/v2"
 
+	"github.com/fakecloud/fakecloud-csi/internal/plural"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
 
@@ -93,7 +94,7 @@ func (s *GroupControllerServer) CreateVolumeGroupSnapshot(ctx context.Context, r
 	defer s.inflight.release(key)
 	g, err := s.cloud.CreateGroupSnapshot(ctx, cloud.CreateGroupSnapshotRequest{Name: req.GetName(), SourceVolumeIDs: req.GetSourceVolumeIds()})
 	if err := s.ok(err); err != nil {
-		return nil, cloudStatus(opDefault, err, "group snapshot %s of %d volumes", req.GetName(), len(req.GetSourceVolumeIds()))
+		return nil, cloudStatus(opDefault, err, "group snapshot %s of %s", req.GetName(), plural.Of(len(req.GetSourceVolumeIds()), "volume", "volumes"))
 	}
 	if err := s.snapData.captureGroup(ctx, groupMembers(g)); err != nil {
 		return nil, undoCreate(ctx, err, "group snapshot", g.ID, func(ctx context.Context) error {

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/fakecloud/fakecloud-csi/internal/plural"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/treecopy"
 )
 
@@ -123,9 +124,9 @@ func (d snapshotData) captureGroup(ctx context.Context, members []snapshotMember
 		var pe *treecopy.PairError
 		if errors.As(err, &pe) && pe.Pair >= 0 && pe.Pair < len(pairMember) {
 			m := members[pairMember[pe.Pair]]
-			return copyStatus(err, "copy the data of volume %s to snapshot %s (%d members)", m.volID, m.snapID, len(members))
+			return copyStatus(err, "copy the data of volume %s to snapshot %s (%s)", m.volID, m.snapID, plural.Of(len(members), "member", "members"))
 		}
-		return copyStatus(err, "copy the data of the %d members of a group snapshot", len(members))
+		return copyStatus(err, "copy the data of the %s of a group snapshot", plural.Of(len(members), "member", "members"))
 	}
 	for i, m := range members {
 		if err := os.Rename(tmps[i], d.path(m.snapID)); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
 
@@ -29,6 +30,9 @@ type Topology struct {
 	dir    nodestate.Dir
 	cloud  NodeCloud
 	ready  func()
+	// tokenFile is the driver's --cloud-token-file ("" when none was given), named by
+	// Fetch's log line when the cloud refuses the node plugin (nodeCloudWaitMessage).
+	tokenFile string
 
 	// sem serialises the zone lookup while letting waiters give up with their ctx;
 	// identityRead (guarded by it) is set once the persisted identity was looked at.
@@ -175,7 +179,8 @@ func (t *Topology) Fetch(ctx context.Context) {
 		if err == nil || ctx.Err() != nil {
 			return
 		}
-		klog.FromContext(ctx).Error(err, "Cannot learn the node's zone from the cloud yet", "nodeID", t.nodeID, "retryIn", wait)
+		klog.FromContext(ctx).Error(err, nodeCloudWaitMessage(err, t.tokenFile), "nodeID", t.nodeID, "retryIn", wait,
+			"tokenFile", t.tokenFile)
 		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -184,5 +189,21 @@ func (t *Topology) Fetch(ctx context.Context) {
 		case <-timer.C:
 		}
 		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+// nodeCloudWaitMessage is the node plugin's cloudWaitMessage: why Fetch's lookup of the
+// node's zone failed, for its log line. err is Zone's status error, UNAUTHENTICATED for the
+// cloud's 401 (cloud.ClassAuth): a cloud that refuses the plugin is reachable, and "cannot
+// learn the zone yet" alone would send the reader to the network instead of to
+// --cloud-token-file.
+func nodeCloudWaitMessage(err error, tokenFile string) string {
+	switch {
+	case status.Code(err) != codes.Unauthenticated:
+		return "Cannot learn the node's zone from the cloud yet"
+	case tokenFile == "":
+		return "Cloud refused the node plugin: no --cloud-token-file was given; the node's zone cannot be learnt until it is"
+	default:
+		return "Cloud refused the token in --cloud-token-file; the node's zone cannot be learnt until it is accepted"
 	}
 }

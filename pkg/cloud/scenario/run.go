@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fakecloud/fakecloud-csi/internal/plural"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
 
@@ -99,7 +100,7 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario) error {
 		}
 	}
 	if failed > 0 {
-		return fmt.Errorf("scenario %s: %d of %d steps failed", cloud.Quote(sc.Name), failed, len(sc.Steps))
+		return fmt.Errorf("scenario %s: %d of %s failed", cloud.Quote(sc.Name), failed, plural.Of(len(sc.Steps), "step", "steps"))
 	}
 	return nil
 }

@@ -27,13 +27,16 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	yamlv3 "go.yaml.in/yaml/v3"
 
+	"github.com/fakecloud/fakecloud-csi/internal/fieldnames"
 	"github.com/fakecloud/fakecloud-csi/internal/yamlcheck"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/faults"
 )
 
 // Bounds of a scenario file.
@@ -406,12 +409,19 @@ func (sc *Scenario) validate(problems []decodeProblem) []error {
 		case n > 1:
 			errs = append(errs, fmt.Errorf("%s: one action per step, got %s", where, name))
 		}
+		// The values are checked by the rules the fake cloud's API applies to the request the
+		// step makes, so that a file fails here, all of it, not at the step.
+		at := func(field string) string { return fmt.Sprintf("steps[%d].%s (at %v)", i, field, time.Duration(s.At)) }
 		switch {
 		case s.Instance != nil:
 			if err := cloud.CheckID("instance id", s.Instance.ID); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", where, err))
 			}
+			errs = append(errs, each(at("instance"), s.Instance.InstancePatch.Check())...)
+		case s.Quotas != nil:
+			errs = append(errs, each(at("quotas"), s.Quotas.Check())...)
 		case s.Fault != nil:
+			errs = append(errs, each(at("fault"), faults.CheckNew(s.Fault.FaultRule))...)
 			if s.Fault.Ref != "" {
 				if _, dup := refs[s.Fault.Ref]; dup {
 					errs = append(errs, fmt.Errorf("%s: fault ref %s used twice", where, cloud.Quote(s.Fault.Ref)))
@@ -427,21 +437,44 @@ func (sc *Scenario) validate(problems []decodeProblem) []error {
 				errs = append(errs, fmt.Errorf("%s: deleteFault %s runs before its fault step", where, cloud.Quote(s.DeleteFault)))
 			}
 		case s.QuotaNoise != nil:
-			if err := s.QuotaNoise.validate(); err != nil {
-				errs = append(errs, fmt.Errorf("%s: quotaNoise: %w", where, err))
-			}
+			errs = append(errs, each(at("quotaNoise"), s.QuotaNoise.validate())...)
 		}
 	}
 	return errs
 }
 
+// each is err's problems (one a line, as errors.Join writes them), each its own error with
+// where before it, so that each is placed in file order and named with its step.
+func each(where string, err error) []error {
+	if err == nil {
+		return nil
+	}
+	var out []error
+	for line := range strings.SplitSeq(err.Error(), "\n") {
+		out = append(out, fmt.Errorf("%s: %s", where, line))
+	}
+	return out
+}
+
 func (n *Noise) validate() error {
 	var errs []error
 	if n.Quota != "attachments" && n.Quota != "volumes" {
-		errs = append(errs, fmt.Errorf("quota %s: want attachments or volumes", cloud.Quote(n.Quota)))
+		msg := fmt.Sprintf("quota %s: want attachments or volumes", cloud.Quote(n.Quota))
+		if m := fieldnames.Closest(n.Quota, []string{"attachments", "volumes"}); m != "" {
+			msg += "; did you mean " + strconv.Quote(m) + "?"
+		}
+		errs = append(errs, errors.New(msg))
 	}
 	if n.Amplitude < 1 || n.Amplitude > n.Base {
 		errs = append(errs, fmt.Errorf("amplitude %d: want 1 to base (%d), so the limit stays ≥ 0", n.Amplitude, n.Base))
+	}
+	// The highest limit the noise sets is a quota PATCH /v1/quotas takes (cloud.CheckQuota).
+	if err := cloud.CheckQuota("base", &n.Base, cloud.MaxQuotaCount); err != nil {
+		errs = append(errs, err)
+	} else if hi := n.Base + n.Amplitude; n.Amplitude >= 1 && n.Amplitude <= n.Base {
+		if err := cloud.CheckQuota("base + amplitude", &hi, cloud.MaxQuotaCount); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if time.Duration(n.Every) < MinNoiseInterval {
 		errs = append(errs, fmt.Errorf("every %v: at least %v", time.Duration(n.Every), MinNoiseInterval))

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/fakecloud/fakecloud-csi/internal/plural"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
 
@@ -298,7 +299,7 @@ func loweredOutOfBand(limit, oob int, count int32) (int, error) {
 		return 0, fmt.Errorf("CSINode count %d; lowering it by one needs 2 or more", count)
 	}
 	if slots := limit - oob; int(count) > slots {
-		return 0, fmt.Errorf("CSINode count %d is above the instance's %d slots (limit %d, %d out-of-band)", count, slots, limit, oob)
+		return 0, fmt.Errorf("CSINode count %d is above the instance's %s (limit %d, %d out-of-band)", count, plural.Of(slots, "slot", "slots"), limit, oob)
 	}
 	return limit - int(count) + 1, nil
 }

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fakecloud/fakecloud-csi/internal/fieldnames"
+	"github.com/fakecloud/fakecloud-csi/internal/plural"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/paging"
 )
@@ -71,10 +73,12 @@ func Validate(r cloud.FaultRule) error {
 	case r.Operation == "":
 		errs = append(errs, fmt.Errorf("operation is required: \"*\" or one of %v", Operations()))
 	case r.Operation != cloud.OperationAny && !slices.Contains(Operations(), r.Operation):
-		errs = append(errs, fmt.Errorf("unknown operation %s (want \"*\" or one of %v)", cloud.Quote(string(r.Operation)), Operations()))
+		errs = append(errs, fmt.Errorf("unknown operation %s (want \"*\" or one of %v)%s", cloud.Quote(string(r.Operation)), Operations(),
+			didYouMean(string(r.Operation), Operations())))
 	}
 	if r.Error != "" && !r.Error.Known() {
-		errs = append(errs, fmt.Errorf("unknown error code %s (want one of %v)", cloud.Quote(string(r.Error)), cloud.Codes()))
+		errs = append(errs, fmt.Errorf("unknown error code %s (want one of %v)%s", cloud.Quote(string(r.Error)), cloud.Codes(),
+			didYouMean(string(r.Error), cloud.Codes())))
 	}
 	for _, f := range []struct{ name, v string }{{"id", r.ID}, {"instanceId", r.InstanceID}, {"volumeId", r.VolumeID}} {
 		if err := cloud.CheckOptionalID(f.name, f.v); err != nil {
@@ -105,6 +109,30 @@ func Validate(r cloud.FaultRule) error {
 		errs = append(errs, errors.New("fired and expiresAt are read only"))
 	}
 	return errors.Join(errs...)
+}
+
+// CheckNew reports every problem of r as a rule to add (POST /v1/faults, a scenario's fault
+// step), one a line: an ID set (the server assigns it), then Validate's. The fake cloud
+// answers them with 400 InvalidArgument, "fault rule: " before them, and adds nothing.
+func CheckNew(r cloud.FaultRule) error {
+	var errs []error
+	if r.ID != "" {
+		errs = append(errs, errors.New("id is assigned by the server"))
+	}
+	return errors.Join(append(errs, Validate(r))...)
+}
+
+// didYouMean is `; did you mean "X"?` for X, the one of names v was likely meant to be
+// (fieldnames.Closest, the suggestion unknown JSON fields get), or "" when none is close.
+func didYouMean[T ~string](v string, names []T) string {
+	s := make([]string, len(names))
+	for i, n := range names {
+		s[i] = string(n)
+	}
+	if m := fieldnames.Closest(v, s); m != "" {
+		return "; did you mean " + strconv.Quote(m) + "?"
+	}
+	return ""
 }
 
 // validateTransition checks the fields of a transition rule (cloud.FaultRule.Transition).
@@ -140,7 +168,8 @@ func validateTransition(r cloud.FaultRule) []error {
 		}
 	case cloud.TransitionFail:
 	default:
-		errs = append(errs, fmt.Errorf("unknown transition %s (want slow, stick or fail)", cloud.Quote(string(r.Transition))))
+		errs = append(errs, fmt.Errorf("unknown transition %s (want slow, stick or fail)%s", cloud.Quote(string(r.Transition)),
+			didYouMean(string(r.Transition), []cloud.Transition{cloud.TransitionSlow, cloud.TransitionStick, cloud.TransitionFail})))
 	}
 	return errs
 }
@@ -225,10 +254,7 @@ func (e *Engine) MaxRules() int { return e.maxRules }
 // A client may not choose the ID. With MaxRules live rules already held it is
 // ServerLimitExceeded (409) and nothing changes.
 func (e *Engine) Add(r cloud.FaultRule) (cloud.FaultRule, error) {
-	if r.ID != "" {
-		return cloud.FaultRule{}, cloud.NewError(cloud.CodeInvalidArgument, "fault rule: id is assigned by the server")
-	}
-	if err := Validate(r); err != nil {
+	if err := CheckNew(r); err != nil {
 		return cloud.FaultRule{}, cloud.NewError(cloud.CodeInvalidArgument, "fault rule: %v", err)
 	}
 	e.mu.Lock()
@@ -238,7 +264,7 @@ func (e *Engine) Add(r cloud.FaultRule) (cloud.FaultRule, error) {
 	}
 	if len(e.rules) >= e.maxRules {
 		return cloud.FaultRule{}, cloud.NewError(cloud.CodeServerLimitExceeded,
-			"fault rule: the server holds at most %d rules; delete some (DELETE /v1/faults/{id} or /v1/faults) first", e.maxRules)
+			"fault rule: the server holds at most %s; delete some (DELETE /v1/faults/{id} or /v1/faults) first", plural.Of(e.maxRules, "rule", "rules"))
 	}
 	return e.addLocked(r, nil), nil
 }

@@ -55,9 +55,11 @@ func validateHealthRule(r cloud.FaultRule) []error {
 	case (r.InstanceID == "") == (r.VolumeID == ""):
 		errs = append(errs, errors.New("a health rule names exactly one of instanceId and volumeId"))
 	case r.InstanceID != "" && cloud.InstanceHealth(r.Health).Rank() < 0:
-		errs = append(errs, fmt.Errorf("instance health must be one of %v, got %s", cloud.InstanceHealths(), cloud.Quote(r.Health)))
+		errs = append(errs, fmt.Errorf("instance health must be one of %v, got %s%s", cloud.InstanceHealths(), cloud.Quote(r.Health),
+			didYouMean(r.Health, cloud.InstanceHealths())))
 	case r.VolumeID != "" && cloud.VolumeHealth(r.Health).Rank() < 0:
-		errs = append(errs, fmt.Errorf("volume health must be one of %v, got %s", cloud.VolumeHealths(), cloud.Quote(r.Health)))
+		errs = append(errs, fmt.Errorf("volume health must be one of %v, got %s%s", cloud.VolumeHealths(), cloud.Quote(r.Health),
+			didYouMean(r.Health, cloud.VolumeHealths())))
 	}
 	if r.Error != "" || r.LatencyMS != 0 || r.Probability != nil || r.AfterCount != 0 || r.Count != 0 {
 		errs = append(errs, errors.New("a health rule takes no error, latencyMs, probability, afterCount or count"))
@@ -71,7 +73,8 @@ func validateHealthRule(r cloud.FaultRule) []error {
 // ServerLimitExceeded (DefaultMaxHealthEntries objects already set).
 func (e *Engine) SetVolumeHealth(id string, h cloud.VolumeHealth, message string) error {
 	if h.Rank() < 0 {
-		return cloud.NewError(cloud.CodeInvalidArgument, "volume health must be one of %v, got %s", cloud.VolumeHealths(), cloud.Quote(string(h)))
+		return cloud.NewError(cloud.CodeInvalidArgument, "volume health must be one of %v, got %s%s", cloud.VolumeHealths(), cloud.Quote(string(h)),
+			didYouMean(string(h), cloud.VolumeHealths()))
 	}
 	return e.setHealth(&e.volHealth, id, string(h), h.Normal(), message)
 }
@@ -79,7 +82,8 @@ func (e *Engine) SetVolumeHealth(id string, h cloud.VolumeHealth, message string
 // SetInstanceHealth is SetVolumeHealth for instance id and an InstanceHealth.
 func (e *Engine) SetInstanceHealth(id string, h cloud.InstanceHealth, message string) error {
 	if h.Rank() < 0 {
-		return cloud.NewError(cloud.CodeInvalidArgument, "instance health must be one of %v, got %s", cloud.InstanceHealths(), cloud.Quote(string(h)))
+		return cloud.NewError(cloud.CodeInvalidArgument, "instance health must be one of %v, got %s%s", cloud.InstanceHealths(), cloud.Quote(string(h)),
+			didYouMean(string(h), cloud.InstanceHealths()))
 	}
 	return e.setHealth(&e.instHealth, id, string(h), h.Normal(), message)
 }

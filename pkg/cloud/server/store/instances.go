@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fakecloud/fakecloud-csi/internal/plural"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
 
@@ -49,7 +50,7 @@ func validateCreateInstance(req cloud.CreateInstanceRequest, types map[string]in
 	}
 	switch {
 	case req.OutOfBandSlots < 0 || req.OutOfBandSlots > cloud.MaxAttachSlots:
-		errs = append(errs, checkSlots("outOfBandSlots", req.OutOfBandSlots, 0))
+		errs = append(errs, cloud.CheckSlots("outOfBandSlots", req.OutOfBandSlots, 0))
 	case known && req.OutOfBandSlots > limit:
 		errs = append(errs, outOfBandAboveLimit(req.OutOfBandSlots, limit))
 	}
@@ -212,7 +213,7 @@ func (t *txn) createInstance(req cloud.CreateInstanceRequest) (*instView, error)
 	}
 	// Seeds are checked against the bound by State.Validate's caller; this holds the API.
 	if n := t.tx.Bucket(bucketInstances).Stats().KeyN; n >= t.s.maxInstances {
-		return nil, cloud.NewError(cloud.CodeServerLimitExceeded, "create instance: the cloud holds at most %d instances", t.s.maxInstances)
+		return nil, cloud.NewError(cloud.CodeServerLimitExceeded, "create instance: the cloud holds at most %s", plural.Of(t.s.maxInstances, "instance", "instances"))
 	}
 	rev, err := t.bump()
 	if err != nil {
@@ -321,24 +322,7 @@ func (s *Store) ListInstances() ([]cloud.Instance, error) {
 // a node with no slot left for this driver). Lowering a limit below current use is allowed:
 // it refuses new attaches and detaches nothing.
 func (s *Store) PatchInstance(id string, p cloud.InstancePatch, ifMatch *uint64) (*cloud.Instance, error) {
-	var errs []error
-	if p.AttachLimit == nil && !p.ClearAttachLimit && p.OutOfBandSlots == nil && p.InstanceType == nil {
-		errs = append(errs, errors.New("patch changes nothing"))
-	}
-	if p.AttachLimit != nil && p.ClearAttachLimit {
-		errs = append(errs, errors.New("attachLimit and clearAttachLimit are exclusive"))
-	}
-	if p.AttachLimit != nil && *p.AttachLimit < 1 {
-		// 0 would read as "unlimited" to anyone who knows CSI's max_volumes_per_node; a node
-		// without room for volumes is outOfBandSlots equal to the limit.
-		errs = append(errs, fmt.Errorf("attachLimit must be >= 1, got %d (to leave no slot for volumes, set outOfBandSlots to the limit)", *p.AttachLimit))
-	} else if p.AttachLimit != nil {
-		errs = append(errs, checkSlots("attachLimit", *p.AttachLimit, 1))
-	}
-	if p.OutOfBandSlots != nil {
-		errs = append(errs, checkSlots("outOfBandSlots", *p.OutOfBandSlots, 0))
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := p.Check(); err != nil {
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "patch instance %s: %v", cloud.Quote(id), err)
 	}
 	var out *cloud.Instance

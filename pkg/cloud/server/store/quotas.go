@@ -1,7 +1,6 @@
 package store
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
@@ -41,13 +40,7 @@ func (s *Store) Quotas() (*cloud.Quotas, error) {
 // use is allowed (it refuses new use, evicts nothing). An empty patch is InvalidArgument. With
 // ifMatch != nil the quotas' Revision must equal it (PreconditionFailed).
 func (s *Store) PatchQuotas(p cloud.QuotasPatch, ifMatch *uint64) (*cloud.Quotas, error) {
-	var errs []error
-	if p.Attachments == nil && p.Volumes == nil && p.CapacityBytes == nil {
-		errs = append(errs, errors.New("patch changes nothing"))
-	}
-	errs = append(errs, checkQuota("attachments", p.Attachments, cloud.MaxQuotaCount),
-		checkQuota("volumes", p.Volumes, cloud.MaxQuotaCount), checkQuota("capacityBytes", p.CapacityBytes, cloud.MaxQuotaBytes))
-	if err := errors.Join(errs...); err != nil {
+	if err := p.Check(); err != nil {
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "patch quotas: %v", err)
 	}
 	var out *cloud.Quotas

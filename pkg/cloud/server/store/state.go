@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/fakecloud/fakecloud-csi/internal/plural"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
 
@@ -46,7 +47,7 @@ func (st State) Validate() error {
 		case dup:
 			errs = append(errs, fmt.Errorf("instanceTypes[%d]: duplicate name %q", i, it.Name))
 		}
-		if err := checkSlots("maxAttachments", it.MaxAttachments, 1); err != nil {
+		if err := cloud.CheckSlots("maxAttachments", it.MaxAttachments, 1); err != nil {
 			errs = append(errs, fmt.Errorf("instanceTypes[%d]: %w", i, err))
 		}
 		for _, d := range []struct {
@@ -63,7 +64,7 @@ func (st State) Validate() error {
 	for i, in := range st.Instances {
 		override := in.AttachLimit
 		if override != nil {
-			if err := checkSlots("attachLimit", *override, 1); err != nil {
+			if err := cloud.CheckSlots("attachLimit", *override, 1); err != nil {
 				errs = append(errs, fmt.Errorf("instances[%d]: %w", i, err))
 				override = nil
 			}
@@ -83,30 +84,8 @@ func (st State) Validate() error {
 }
 
 func validateLimits(l Limits) error {
-	return errors.Join(checkQuota("attachments", &l.Attachments, cloud.MaxQuotaCount),
-		checkQuota("volumes", &l.Volumes, cloud.MaxQuotaCount), checkQuota("capacityBytes", &l.CapacityBytes, cloud.MaxQuotaBytes))
-}
-
-// checkSlots reports a count of attach slots outside [lowest, cloud.MaxAttachSlots], naming
-// the field, the value and the bounds.
-func checkSlots(field string, v, lowest int) error {
-	if v < lowest || v > cloud.MaxAttachSlots {
-		return fmt.Errorf("%s must be in [%d, %d], got %d", field, lowest, cloud.MaxAttachSlots, v)
-	}
-	return nil
-}
-
-// checkQuota reports a quota limit outside [0, bound] (cloud.MaxQuotaCount for the counts,
-// cloud.MaxQuotaBytes for capacityBytes), naming the field, the value and the bounds; nil v
-// (not patched) is fine.
-func checkQuota(field string, v *int64, bound int64) error {
-	if v == nil {
-		return nil
-	}
-	if *v < 0 || *v > bound {
-		return fmt.Errorf("%s must be in [0, %d], got %d", field, bound, *v)
-	}
-	return nil
+	return errors.Join(cloud.CheckQuota("attachments", &l.Attachments, cloud.MaxQuotaCount),
+		cloud.CheckQuota("volumes", &l.Volumes, cloud.MaxQuotaCount), cloud.CheckQuota("capacityBytes", &l.CapacityBytes, cloud.MaxQuotaBytes))
 }
 
 // SeedIfEmpty writes st when the store has never been seeded (a new data directory) and
@@ -188,5 +167,5 @@ func (t *txn) load(st State, eventType string) error {
 	if err := t.put(bucketMeta, keySeeded, []byte("1")); err != nil {
 		return fmt.Errorf("mark seeded: %w", err)
 	}
-	return t.event(cloud.Event{Type: eventType, Detail: fmt.Sprintf("%d instance types, %d instances", len(st.InstanceTypes), len(st.Instances))})
+	return t.event(cloud.Event{Type: eventType, Detail: plural.Of(len(st.InstanceTypes), "instance type", "instance types") + ", " + plural.Of(len(st.Instances), "instance", "instances")})
 }

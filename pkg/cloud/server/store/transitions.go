@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/fakecloud/fakecloud-csi/internal/plural"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
 
@@ -413,8 +414,8 @@ func (s *Store) AttachMode(volumeID, instanceID string, readOnly bool, register 
 			return cloud.NewError(cloud.CodeZoneMismatch, "volume %s is in zone %s, instance %s in %s", cloud.Quote(v.rec.ID), cloud.Quote(v.rec.Zone), cloud.Quote(iv.rec.ID), cloud.Quote(iv.rec.Zone))
 		}
 		if iv.slots().FreeSlots() <= 0 {
-			return cloud.NewError(cloud.CodeAttachmentLimitExceeded, "instance %s: %d slots held by volumes + %d out-of-band slots of limit %d",
-				cloud.Quote(iv.rec.ID), iv.state.attached, iv.rec.OutOfBandSlots, iv.limit)
+			return cloud.NewError(cloud.CodeAttachmentLimitExceeded, "instance %s: %s held by volumes + %s of limit %d",
+				cloud.Quote(iv.rec.ID), plural.Of(iv.state.attached, "slot", "slots"), plural.Of(iv.rec.OutOfBandSlots, "out-of-band slot", "out-of-band slots"), iv.limit)
 		}
 		q, err := t.quotas()
 		if err != nil {
