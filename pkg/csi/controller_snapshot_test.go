@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
-	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
+	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudreal"
 )
 
 // TestGetSnapshot: GET_SNAPSHOT answers the snapshot CreateSnapshot made, the same on every
@@ -38,7 +38,7 @@ func TestGetSnapshot(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.inject != nil {
-				f.FailNext(cloudfake.OperationGetSnapshot, c.inject)
+				f.FailNext(cloudreal.OperationGetSnapshot, c.inject)
 			}
 			resp, err := s.GetSnapshot(ctx, c.req)
 			wantCode(t, err, c.want)
