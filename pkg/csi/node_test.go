@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
-	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudreal"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
 )
 
@@ -43,7 +42,7 @@ func (c *fixedCapacity) Restore(context.Context) {}
 
 type nodeEnv struct {
 	srv     *NodeServer
-	fake    *cloudreal.Cloud
+	fake    *realCloud
 	mounter mount.Mounter
 	dir     string
 	real    bool
@@ -51,7 +50,7 @@ type nodeEnv struct {
 
 func newNode(t *testing.T, m mount.Mounter, c CapacityReporter) *nodeEnv {
 	t.Helper()
-	f := cloudreal.New(t)
+	f := newRealCloud(t)
 	f.AddInstance("i-1", "zone-a", 8, 1)
 	dir := t.TempDir()
 	if c == nil {
@@ -635,10 +634,10 @@ func TestNodeGetInfo(t *testing.T) {
 
 func TestNodeZoneIsFetchedOnceAndFixed(t *testing.T) {
 	var ready atomic.Int32
-	f := cloudreal.New(t)
+	f := newRealCloud(t)
 	f.AddInstance("i-1", "zone-a", 8, 1)
 	// The real cloud keeps an instance in its zone: the instance "moves" in the answers.
-	moved := &movedInstance{Cloud: f}
+	moved := &movedInstance{realCloud: f}
 	n := NewNodeServer(NodeConfig{NodeID: "i-1", StateDir: t.TempDir(), Cloud: moved, Mounter: mount.NewFake(),
 		Capacity: &fixedCapacity{slots: 3}, TopologyReady: func() { ready.Add(1) }})
 	ctx := context.Background()
@@ -664,12 +663,12 @@ func TestNodeZoneIsFetchedOnceAndFixed(t *testing.T) {
 
 // movedInstance answers GetInstance with the instance in zone, once set.
 type movedInstance struct {
-	*cloudreal.Cloud
+	*realCloud
 	zone atomic.Value // string
 }
 
 func (m *movedInstance) GetInstance(ctx context.Context, id string) (*cloud.Instance, error) {
-	in, err := m.Cloud.GetInstance(ctx, id)
+	in, err := m.realCloud.GetInstance(ctx, id)
 	if z, ok := m.zone.Load().(string); ok && err == nil {
 		in.Zone = z
 	}
@@ -781,7 +780,7 @@ func TestNodeDataFollowsTheVolumeThroughASharedDataDir(t *testing.T) {
 		dir := t.TempDir()
 		shared := filepath.Join(dir, "disks")
 		node := func(id string) *NodeServer {
-			f := cloudreal.New(t)
+			f := newRealCloud(t)
 			f.AddInstance(id, "zone-a", 8, 1)
 			return NewNodeServer(NodeConfig{NodeID: id, StateDir: filepath.Join(dir, id), DataDir: shared, KubeletRoot: dir,
 				Cloud: f, Mounter: m, Capacity: &fixedCapacity{slots: 7}})

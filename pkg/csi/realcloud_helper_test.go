@@ -1,4 +1,4 @@
-package cloudreal_test
+package csi
 
 import (
 	"context"
@@ -6,18 +6,17 @@ import (
 	"testing"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
-	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudreal"
 )
 
-// TestHeldTransitionsHoldSlots: SetAsync, FailTransitions and Complete drive the real cloud's
+// TestRealCloudHeldTransitionsHoldSlots: SetAsync, FailTransitions and Complete drive the real cloud's
 // transitions, and its slot counts follow docs/attach.md: a volume holds its slot from the
 // start of attaching to the end of detaching, a failed detach keeps it, a failed attach gives
 // it back; TransitionsStarted counts each started transition once, a joining repeat none.
-func TestHeldTransitionsHoldSlots(t *testing.T) {
+func TestRealCloudHeldTransitionsHoldSlots(t *testing.T) {
 	ctx := context.Background()
 	type counts struct{ attached, attaching, detaching, failed int }
-	f := cloudreal.New(t)
-	f.AddInstance("i-1", cloudreal.DefaultZone, 4, 0)
+	f := newRealCloud(t)
+	f.AddInstance("i-1", realCloudZone, 4, 0)
 	f.SetAsync(true)
 	var vols []string
 	for _, name := range []string{"a", "b"} {
@@ -69,12 +68,12 @@ func TestHeldTransitionsHoldSlots(t *testing.T) {
 	}
 }
 
-// TestFailNext: a cloud code on a faultable operation is the cloud's answer through a fault
+// TestRealCloudFailNext: a cloud code on a faultable operation is the cloud's answer through a fault
 // rule, once; other errors come from the wrapper; Calls counts every call.
-func TestFailNext(t *testing.T) {
+func TestRealCloudFailNext(t *testing.T) {
 	ctx := context.Background()
-	f := cloudreal.New(t)
-	f.AddInstance("i-1", cloudreal.DefaultZone, 4, 0)
+	f := newRealCloud(t)
+	f.AddInstance("i-1", realCloudZone, 4, 0)
 	f.FailNext(cloud.OperationGetInstance, cloud.NewError(cloud.CodeThrottled, "slow down"))
 	if _, err := f.GetInstance(ctx, "i-1"); cloud.CodeOf(err) != cloud.CodeThrottled {
 		t.Fatalf("GetInstance: %v, want Throttled", err)
@@ -85,7 +84,7 @@ func TestFailNext(t *testing.T) {
 	if _, err := f.GetInstance(ctx, "i-1"); err != nil {
 		t.Fatalf("GetInstance after the injected failure: %v", err)
 	}
-	f.FailNext(cloudreal.OperationWaitVolume, cloud.ErrWaitUnsupported)
+	f.FailNext(cloudOpWaitVolume, cloud.ErrWaitUnsupported)
 	if _, err := f.WaitVolume(ctx, "vol-x", cloud.VolumeWait{For: cloud.StateAttached, InstanceID: "i-1"}); !errors.Is(err, cloud.ErrWaitUnsupported) {
 		t.Fatalf("WaitVolume: %v, want the injected sentinel", err)
 	}

@@ -1,16 +1,17 @@
-// Package cloudreal starts the real fake cloud (pkg/cloud/server) in process for the unit
+package csi
+
+// The real fake cloud (pkg/cloud/server), started in process for the unit
 // tests of pkg/csi, so that they run against the cloud's own rules instead of a copy of them:
 // a server whose store does not fsync (no data dir), serving HTTP on a loopback port, with
 // transitions that complete within the request unless a test holds them, and a real
 // cloud.Client in front of it.
 //
-// Cloud wraps that client with what tests need besides: counting calls, hooks that block or
+// realCloud wraps that client with what tests need besides: counting calls, hooks that block or
 // fail a call before it is sent, and admin shortcuts (instances, limits, quotas, health, fault
 // rules, held transitions). Failures with a cloud code on an operation the cloud's fault rules
 // name go through the cloud's fault API, so the answer is the real cloud's; other errors
 // (a context error, a wrapped sentinel, an operation no rule names) are returned by the
 // wrapper without a request.
-package cloudreal
 
 import (
 	"context"
@@ -33,37 +34,37 @@ import (
 
 // Operations the cloud's fault rules do not name but tests fail or hook in the wrapper.
 const (
-	OperationGetQuotas        cloud.Operation = "GetQuotas"
-	OperationGetSnapshot      cloud.Operation = "GetSnapshot"
-	OperationGetGroupSnapshot cloud.Operation = "GetGroupSnapshot"
-	// OperationWaitVolume is WaitVolume (the cloud's fault rules see it as GetVolume): its
+	cloudOpGetQuotas        cloud.Operation = "GetQuotas"
+	cloudOpGetSnapshot      cloud.Operation = "GetSnapshot"
+	cloudOpGetGroupSnapshot cloud.Operation = "GetGroupSnapshot"
+	// cloudOpWaitVolume is WaitVolume (the cloud's fault rules see it as GetVolume): its
 	// own here, so that tests tell a wait from a look.
-	OperationWaitVolume cloud.Operation = "WaitVolume"
+	cloudOpWaitVolume cloud.Operation = "WaitVolume"
 )
 
-// DefaultZone is the zone of volumes created without one (server.DefaultZoneName).
-const DefaultZone = server.DefaultZoneName
+// realCloudZone is the zone of volumes created without one (server.DefaultZoneName).
+const realCloudZone = server.DefaultZoneName
 
-// instanceType is the one instance type; AddInstance overrides its limit per instance.
-const instanceType = "test"
+// realCloudInstanceType is the one instance type; AddInstance overrides its limit per instance.
+const realCloudInstanceType = "test"
 
-// maxSlots is the instance type's maxAttachments.
-const maxSlots = 64
+// realCloudMaxSlots is the instance type's maxAttachments.
+const realCloudMaxSlots = 64
 
-// Hook runs before a call is sent; a non-nil error is the call's answer. Hooks may block (to
+// cloudHook runs before a call is sent; a non-nil error is the call's answer. Hooks may block (to
 // keep a call in flight) and should honour ctx.
-type Hook func(ctx context.Context) error
+type cloudHook func(ctx context.Context) error
 
-// Cloud is a running real fake cloud and a driver client of it, with the test controls.
+// realCloud is a running real fake cloud and a driver client of it, with the test controls.
 // It implements the method set pkg/csi's cloud interfaces ask for.
-type Cloud struct {
+type realCloud struct {
 	t      testing.TB
 	client *cloud.Client
 	admin  *cloud.Client
 
 	mu    sync.Mutex
 	calls map[cloud.Operation]int
-	hooks map[cloud.Operation]Hook
+	hooks map[cloud.Operation]cloudHook
 	errs  map[cloud.Operation][]error
 	// hold is the transition rules that hold attaches and detaches (nil: none); holdFail the
 	// code held transitions end with.
@@ -71,9 +72,9 @@ type Cloud struct {
 	holdFail cloud.Code
 }
 
-// New starts a fake cloud with no instances and the largest quotas; it stops in
+// newRealCloud starts a fake cloud with no instances and the largest quotas; it stops in
 // t.Cleanup.
-func New(t testing.TB) *Cloud {
+func newRealCloud(t testing.TB) *realCloud {
 	t.Helper()
 	const driverToken, adminToken = "driver-token", "admin-token"
 	// The largest quotas the cloud takes, not to matter unless a test lowers them.
@@ -82,7 +83,7 @@ func New(t testing.TB) *Cloud {
 	quiet := klog.Logger{}
 	srv, err := server.New(server.Config{
 		Logger: &quiet,
-		Seed:   server.Seed{InstanceTypes: []cloud.InstanceType{{Name: instanceType, MaxAttachments: maxSlots}}, Quotas: limits},
+		Seed:   server.Seed{InstanceTypes: []cloud.InstanceType{{Name: realCloudInstanceType, MaxAttachments: realCloudMaxSlots}}, Quotas: limits},
 		Tokens: []server.Token{{Token: driverToken, Role: server.RoleDriver}, {Token: adminToken, Role: server.RoleAdmin}},
 	})
 	if err != nil {
@@ -103,7 +104,7 @@ func New(t testing.TB) *Cloud {
 		_ = srv.Close()
 	})
 	url := "http://" + ln.Addr().String()
-	c := &Cloud{t: t, calls: map[cloud.Operation]int{}, hooks: map[cloud.Operation]Hook{}, errs: map[cloud.Operation][]error{}}
+	c := &realCloud{t: t, calls: map[cloud.Operation]int{}, hooks: map[cloud.Operation]cloudHook{}, errs: map[cloud.Operation][]error{}}
 	if c.client, err = cloud.NewClient(url, cloud.WithToken(driverToken)); err != nil {
 		t.Fatal(err)
 	}
@@ -114,10 +115,10 @@ func New(t testing.TB) *Cloud {
 }
 
 // Admin is an admin client of the cloud, for what the shortcuts do not cover.
-func (c *Cloud) Admin() *cloud.Client { return c.admin }
+func (c *realCloud) Admin() *cloud.Client { return c.admin }
 
 // must fails the test on err from an admin call.
-func (c *Cloud) must(err error) {
+func (c *realCloud) must(err error) {
 	c.t.Helper()
 	if err != nil {
 		c.t.Fatalf("fake cloud admin: %v", err)
@@ -126,16 +127,16 @@ func (c *Cloud) must(err error) {
 
 // AddInstance creates an instance in zone with the given attach limit and out-of-band slots
 // (both in slots, 1 ≤ attachLimit ≤ 64), healthy.
-func (c *Cloud) AddInstance(id, zone string, attachLimit, outOfBandSlots int) {
+func (c *realCloud) AddInstance(id, zone string, attachLimit, outOfBandSlots int) {
 	c.t.Helper()
 	ctx := context.Background()
-	_, err := c.admin.CreateInstance(ctx, cloud.CreateInstanceRequest{ID: id, Zone: zone, InstanceType: instanceType})
+	_, err := c.admin.CreateInstance(ctx, cloud.CreateInstanceRequest{ID: id, Zone: zone, InstanceType: realCloudInstanceType})
 	c.must(err)
 	c.SetInstanceLimits(id, attachLimit, outOfBandSlots)
 }
 
 // SetInstanceLimits changes an instance's attach limit and out-of-band slots.
-func (c *Cloud) SetInstanceLimits(id string, attachLimit, outOfBandSlots int) {
+func (c *realCloud) SetInstanceLimits(id string, attachLimit, outOfBandSlots int) {
 	c.t.Helper()
 	_, err := c.admin.PatchInstance(context.Background(), id, cloud.InstancePatch{AttachLimit: &attachLimit, OutOfBandSlots: &outOfBandSlots})
 	c.must(err)
@@ -143,7 +144,7 @@ func (c *Cloud) SetInstanceLimits(id string, attachLimit, outOfBandSlots int) {
 
 // SetQuotaLimits sets the account quota limits: attachments and volumes are counts,
 // capacityBytes is bytes.
-func (c *Cloud) SetQuotaLimits(attachments, volumes, capacityBytes int64) {
+func (c *realCloud) SetQuotaLimits(attachments, volumes, capacityBytes int64) {
 	c.t.Helper()
 	_, err := c.admin.PatchQuotas(context.Background(), cloud.QuotasPatch{Attachments: &attachments, Volumes: &volumes, CapacityBytes: &capacityBytes})
 	c.must(err)
@@ -151,7 +152,7 @@ func (c *Cloud) SetQuotaLimits(attachments, volumes, capacityBytes int64) {
 
 // SetInstanceHealth sets an instance's health through the admin API; false when there is no
 // such instance.
-func (c *Cloud) SetInstanceHealth(id string, h cloud.InstanceHealth, message string) bool {
+func (c *realCloud) SetInstanceHealth(id string, h cloud.InstanceHealth, message string) bool {
 	c.t.Helper()
 	_, err := c.admin.SetInstanceHealth(context.Background(), id, h, message)
 	if cloud.CodeOf(err) == cloud.CodeInstanceNotFound {
@@ -163,7 +164,7 @@ func (c *Cloud) SetInstanceHealth(id string, h cloud.InstanceHealth, message str
 
 // SetVolumeHealth sets a volume's health through the admin API; false when there is no such
 // volume.
-func (c *Cloud) SetVolumeHealth(id string, h cloud.VolumeHealth, message string) bool {
+func (c *realCloud) SetVolumeHealth(id string, h cloud.VolumeHealth, message string) bool {
 	c.t.Helper()
 	_, err := c.admin.SetVolumeHealth(context.Background(), id, h, message)
 	if cloud.CodeOf(err) == cloud.CodeVolumeNotFound {
@@ -174,7 +175,7 @@ func (c *Cloud) SetVolumeHealth(id string, h cloud.VolumeHealth, message string)
 }
 
 // Volumes is every volume, in ID order (creation order).
-func (c *Cloud) Volumes() []cloud.Volume {
+func (c *realCloud) Volumes() []cloud.Volume {
 	c.t.Helper()
 	var out []cloud.Volume
 	token := ""
@@ -190,7 +191,7 @@ func (c *Cloud) Volumes() []cloud.Volume {
 
 // Revision is the cloud's global revision: tests compare it to prove a request changed
 // nothing.
-func (c *Cloud) Revision() uint64 {
+func (c *realCloud) Revision() uint64 {
 	c.t.Helper()
 	events, err := c.admin.ListEvents(context.Background(), 0)
 	c.must(err)
@@ -203,7 +204,7 @@ func (c *Cloud) Revision() uint64 {
 // FailNext makes the next len(errs) calls of op answer errs in order. A *cloud.Error on an
 // operation the cloud's fault rules name becomes a fault rule (the cloud answers with its
 // code); any other error is returned by the wrapper.
-func (c *Cloud) FailNext(op cloud.Operation, errs ...error) {
+func (c *realCloud) FailNext(op cloud.Operation, errs ...error) {
 	c.t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -211,7 +212,7 @@ func (c *Cloud) FailNext(op cloud.Operation, errs ...error) {
 }
 
 // SetHook installs h for op (nil removes it).
-func (c *Cloud) SetHook(op cloud.Operation, h Hook) {
+func (c *realCloud) SetHook(op cloud.Operation, h cloudHook) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if h == nil {
@@ -222,7 +223,7 @@ func (c *Cloud) SetHook(op cloud.Operation, h Hook) {
 }
 
 // Calls is how many times op was called, failed calls included.
-func (c *Cloud) Calls(op cloud.Operation) int {
+func (c *realCloud) Calls(op cloud.Operation) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.calls[op]
@@ -231,19 +232,19 @@ func (c *Cloud) Calls(op cloud.Operation) int {
 // SetAsync holds attaches and detaches in attaching and detaching (with their slots) until
 // Complete, by fault rules of kind stick; off, it releases them and transitions complete within
 // the request again.
-func (c *Cloud) SetAsync(on bool) {
+func (c *realCloud) SetAsync(on bool) {
 	c.t.Helper()
 	c.setHold(on, "")
 }
 
 // FailTransitions is SetAsync(true) whose held transitions end in state error with code
 // when Complete releases them (a failed attach gives back its slot, a failed detach keeps it).
-func (c *Cloud) FailTransitions(code cloud.Code) {
+func (c *realCloud) FailTransitions(code cloud.Code) {
 	c.t.Helper()
 	c.setHold(true, code)
 }
 
-func (c *Cloud) setHold(on bool, fail cloud.Code) {
+func (c *realCloud) setHold(on bool, fail cloud.Code) {
 	c.t.Helper()
 	ctx := context.Background()
 	c.mu.Lock()
@@ -279,7 +280,7 @@ func (c *Cloud) setHold(on bool, fail cloud.Code) {
 // Complete ends every held transition (with the code of FailTransitions, if any) and returns
 // how many there were, once none is left; transitions started later are held again (without
 // a failure code).
-func (c *Cloud) Complete() int {
+func (c *realCloud) Complete() int {
 	c.t.Helper()
 	held := 0
 	for _, v := range c.Volumes() {
@@ -306,7 +307,7 @@ func (c *Cloud) Complete() int {
 
 // TransitionsStarted is how many attaches and detaches started a transition; a repeat that
 // joins one under way, or answers at once, starts none.
-func (c *Cloud) TransitionsStarted() int {
+func (c *realCloud) TransitionsStarted() int {
 	c.t.Helper()
 	events, err := c.admin.ListEvents(context.Background(), 0)
 	c.must(err)
@@ -327,13 +328,13 @@ func (c *Cloud) TransitionsStarted() int {
 	return n
 }
 
-// faultable is whether the cloud's fault rules can target op.
-func faultable(op cloud.Operation) bool { return slices.Contains(faults.Operations(), op) }
+// faultableOp is whether the cloud's fault rules can target op.
+func faultableOp(op cloud.Operation) bool { return slices.Contains(faults.Operations(), op) }
 
 // begin counts the call, runs op's hook and takes the next injected error: a *cloud.Error on
-// a faultable operation becomes a fault rule firing once on the request about to be sent
+// a faultableOp operation becomes a fault rule firing once on the request about to be sent
 // (the call's answer is then the cloud's), anything else is returned here.
-func (c *Cloud) begin(ctx context.Context, op cloud.Operation) error {
+func (c *realCloud) begin(ctx context.Context, op cloud.Operation) error {
 	c.mu.Lock()
 	c.calls[op]++
 	h := c.hooks[op]
@@ -356,7 +357,7 @@ func (c *Cloud) begin(ctx context.Context, op cloud.Operation) error {
 	c.errs[op] = q[1:]
 	c.mu.Unlock()
 	var ce *cloud.Error
-	if !faultable(op) || !errors.As(err, &ce) || ce.Code == "" || err != error(ce) {
+	if !faultableOp(op) || !errors.As(err, &ce) || ce.Code == "" || err != error(ce) {
 		return err
 	}
 	_, ferr := c.admin.CreateFault(ctx, cloud.FaultRule{Operation: op, Error: ce.Code, Count: 1})
@@ -367,7 +368,7 @@ func (c *Cloud) begin(ctx context.Context, op cloud.Operation) error {
 }
 
 // GetInstance is cloud.Client.GetInstance.
-func (c *Cloud) GetInstance(ctx context.Context, id string) (*cloud.Instance, error) {
+func (c *realCloud) GetInstance(ctx context.Context, id string) (*cloud.Instance, error) {
 	if err := c.begin(ctx, cloud.OperationGetInstance); err != nil {
 		return nil, err
 	}
@@ -375,23 +376,23 @@ func (c *Cloud) GetInstance(ctx context.Context, id string) (*cloud.Instance, er
 }
 
 // GetCapacity is cloud.Client.GetCapacity.
-func (c *Cloud) GetCapacity(ctx context.Context, instanceID string) (*cloud.Capacity, error) {
+func (c *realCloud) GetCapacity(ctx context.Context, instanceID string) (*cloud.Capacity, error) {
 	if err := c.begin(ctx, cloud.OperationGetCapacity); err != nil {
 		return nil, err
 	}
 	return c.client.GetCapacity(ctx, instanceID)
 }
 
-// GetQuotas is cloud.Client.GetQuotas (operation OperationGetQuotas).
-func (c *Cloud) GetQuotas(ctx context.Context) (*cloud.Quotas, error) {
-	if err := c.begin(ctx, OperationGetQuotas); err != nil {
+// GetQuotas is cloud.Client.GetQuotas (operation cloudOpGetQuotas).
+func (c *realCloud) GetQuotas(ctx context.Context) (*cloud.Quotas, error) {
+	if err := c.begin(ctx, cloudOpGetQuotas); err != nil {
 		return nil, err
 	}
 	return c.client.GetQuotas(ctx)
 }
 
 // CreateVolume is cloud.Client.CreateVolume.
-func (c *Cloud) CreateVolume(ctx context.Context, req cloud.CreateVolumeRequest) (*cloud.Volume, error) {
+func (c *realCloud) CreateVolume(ctx context.Context, req cloud.CreateVolumeRequest) (*cloud.Volume, error) {
 	if err := c.begin(ctx, cloud.OperationCreateVolume); err != nil {
 		return nil, err
 	}
@@ -399,23 +400,23 @@ func (c *Cloud) CreateVolume(ctx context.Context, req cloud.CreateVolumeRequest)
 }
 
 // GetVolume is cloud.Client.GetVolume.
-func (c *Cloud) GetVolume(ctx context.Context, id string) (*cloud.Volume, error) {
+func (c *realCloud) GetVolume(ctx context.Context, id string) (*cloud.Volume, error) {
 	if err := c.begin(ctx, cloud.OperationGetVolume); err != nil {
 		return nil, err
 	}
 	return c.client.GetVolume(ctx, id)
 }
 
-// WaitVolume is cloud.Client.WaitVolume (operation OperationWaitVolume).
-func (c *Cloud) WaitVolume(ctx context.Context, id string, w cloud.VolumeWait) (*cloud.Volume, error) {
-	if err := c.begin(ctx, OperationWaitVolume); err != nil {
+// WaitVolume is cloud.Client.WaitVolume (operation cloudOpWaitVolume).
+func (c *realCloud) WaitVolume(ctx context.Context, id string, w cloud.VolumeWait) (*cloud.Volume, error) {
+	if err := c.begin(ctx, cloudOpWaitVolume); err != nil {
 		return nil, err
 	}
 	return c.client.WaitVolume(ctx, id, w)
 }
 
 // ListVolumes is cloud.Client.ListVolumes.
-func (c *Cloud) ListVolumes(ctx context.Context, maxResults int, pageToken string) (*cloud.VolumeList, error) {
+func (c *realCloud) ListVolumes(ctx context.Context, maxResults int, pageToken string) (*cloud.VolumeList, error) {
 	if err := c.begin(ctx, cloud.OperationListVolumes); err != nil {
 		return nil, err
 	}
@@ -423,7 +424,7 @@ func (c *Cloud) ListVolumes(ctx context.Context, maxResults int, pageToken strin
 }
 
 // DeleteVolume is cloud.Client.DeleteVolume.
-func (c *Cloud) DeleteVolume(ctx context.Context, id string) error {
+func (c *realCloud) DeleteVolume(ctx context.Context, id string) error {
 	if err := c.begin(ctx, cloud.OperationDeleteVolume); err != nil {
 		return err
 	}
@@ -431,12 +432,12 @@ func (c *Cloud) DeleteVolume(ctx context.Context, id string) error {
 }
 
 // AttachVolume is cloud.Client.AttachVolume (operation AttachVolume).
-func (c *Cloud) AttachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error) {
+func (c *realCloud) AttachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error) {
 	return c.Attach(ctx, volumeID, cloud.AttachRequest{InstanceID: instanceID})
 }
 
 // Attach is cloud.Client.Attach (operation AttachVolume).
-func (c *Cloud) Attach(ctx context.Context, volumeID string, req cloud.AttachRequest) (*cloud.Attachment, error) {
+func (c *realCloud) Attach(ctx context.Context, volumeID string, req cloud.AttachRequest) (*cloud.Attachment, error) {
 	if err := c.begin(ctx, cloud.OperationAttachVolume); err != nil {
 		return nil, err
 	}
@@ -444,7 +445,7 @@ func (c *Cloud) Attach(ctx context.Context, volumeID string, req cloud.AttachReq
 }
 
 // DetachVolume is cloud.Client.DetachVolume.
-func (c *Cloud) DetachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error) {
+func (c *realCloud) DetachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error) {
 	if err := c.begin(ctx, cloud.OperationDetachVolume); err != nil {
 		return nil, err
 	}
@@ -452,7 +453,7 @@ func (c *Cloud) DetachVolume(ctx context.Context, volumeID, instanceID string) (
 }
 
 // ResizeVolume is cloud.Client.ResizeVolume.
-func (c *Cloud) ResizeVolume(ctx context.Context, volumeID string, sizeBytes int64) (*cloud.Volume, error) {
+func (c *realCloud) ResizeVolume(ctx context.Context, volumeID string, sizeBytes int64) (*cloud.Volume, error) {
 	if err := c.begin(ctx, cloud.OperationResizeVolume); err != nil {
 		return nil, err
 	}
@@ -460,7 +461,7 @@ func (c *Cloud) ResizeVolume(ctx context.Context, volumeID string, sizeBytes int
 }
 
 // ModifyVolume is cloud.Client.ModifyVolume.
-func (c *Cloud) ModifyVolume(ctx context.Context, volumeID string, req cloud.ModifyVolumeRequest) (*cloud.Volume, error) {
+func (c *realCloud) ModifyVolume(ctx context.Context, volumeID string, req cloud.ModifyVolumeRequest) (*cloud.Volume, error) {
 	if err := c.begin(ctx, cloud.OperationModifyVolume); err != nil {
 		return nil, err
 	}
@@ -468,23 +469,23 @@ func (c *Cloud) ModifyVolume(ctx context.Context, volumeID string, req cloud.Mod
 }
 
 // CreateSnapshot is cloud.Client.CreateSnapshot.
-func (c *Cloud) CreateSnapshot(ctx context.Context, req cloud.CreateSnapshotRequest) (*cloud.Snapshot, error) {
+func (c *realCloud) CreateSnapshot(ctx context.Context, req cloud.CreateSnapshotRequest) (*cloud.Snapshot, error) {
 	if err := c.begin(ctx, cloud.OperationCreateSnapshot); err != nil {
 		return nil, err
 	}
 	return c.client.CreateSnapshot(ctx, req)
 }
 
-// GetSnapshot is cloud.Client.GetSnapshot (operation OperationGetSnapshot).
-func (c *Cloud) GetSnapshot(ctx context.Context, id string) (*cloud.Snapshot, error) {
-	if err := c.begin(ctx, OperationGetSnapshot); err != nil {
+// GetSnapshot is cloud.Client.GetSnapshot (operation cloudOpGetSnapshot).
+func (c *realCloud) GetSnapshot(ctx context.Context, id string) (*cloud.Snapshot, error) {
+	if err := c.begin(ctx, cloudOpGetSnapshot); err != nil {
 		return nil, err
 	}
 	return c.client.GetSnapshot(ctx, id)
 }
 
 // ListSnapshots is cloud.Client.ListSnapshots.
-func (c *Cloud) ListSnapshots(ctx context.Context, opts cloud.ListSnapshotsOptions) (*cloud.SnapshotList, error) {
+func (c *realCloud) ListSnapshots(ctx context.Context, opts cloud.ListSnapshotsOptions) (*cloud.SnapshotList, error) {
 	if err := c.begin(ctx, cloud.OperationListSnapshots); err != nil {
 		return nil, err
 	}
@@ -492,7 +493,7 @@ func (c *Cloud) ListSnapshots(ctx context.Context, opts cloud.ListSnapshotsOptio
 }
 
 // DeleteSnapshot is cloud.Client.DeleteSnapshot.
-func (c *Cloud) DeleteSnapshot(ctx context.Context, id string) error {
+func (c *realCloud) DeleteSnapshot(ctx context.Context, id string) error {
 	if err := c.begin(ctx, cloud.OperationDeleteSnapshot); err != nil {
 		return err
 	}
@@ -500,23 +501,23 @@ func (c *Cloud) DeleteSnapshot(ctx context.Context, id string) error {
 }
 
 // CreateGroupSnapshot is cloud.Client.CreateGroupSnapshot.
-func (c *Cloud) CreateGroupSnapshot(ctx context.Context, req cloud.CreateGroupSnapshotRequest) (*cloud.GroupSnapshot, error) {
+func (c *realCloud) CreateGroupSnapshot(ctx context.Context, req cloud.CreateGroupSnapshotRequest) (*cloud.GroupSnapshot, error) {
 	if err := c.begin(ctx, cloud.OperationCreateGroupSnapshot); err != nil {
 		return nil, err
 	}
 	return c.client.CreateGroupSnapshot(ctx, req)
 }
 
-// GetGroupSnapshot is cloud.Client.GetGroupSnapshot (operation OperationGetGroupSnapshot).
-func (c *Cloud) GetGroupSnapshot(ctx context.Context, id string) (*cloud.GroupSnapshot, error) {
-	if err := c.begin(ctx, OperationGetGroupSnapshot); err != nil {
+// GetGroupSnapshot is cloud.Client.GetGroupSnapshot (operation cloudOpGetGroupSnapshot).
+func (c *realCloud) GetGroupSnapshot(ctx context.Context, id string) (*cloud.GroupSnapshot, error) {
+	if err := c.begin(ctx, cloudOpGetGroupSnapshot); err != nil {
 		return nil, err
 	}
 	return c.client.GetGroupSnapshot(ctx, id)
 }
 
 // DeleteGroupSnapshot is cloud.Client.DeleteGroupSnapshot.
-func (c *Cloud) DeleteGroupSnapshot(ctx context.Context, id string) error {
+func (c *realCloud) DeleteGroupSnapshot(ctx context.Context, id string) error {
 	if err := c.begin(ctx, cloud.OperationDeleteGroupSnapshot); err != nil {
 		return err
 	}
@@ -525,7 +526,7 @@ func (c *Cloud) DeleteGroupSnapshot(ctx context.Context, id string) error {
 
 // AddVolume creates a volume through the admin client (not counted as a call), for tests
 // that need one without the driver's CreateVolume; the cloud issues its ID.
-func (c *Cloud) AddVolume(req cloud.CreateVolumeRequest) *cloud.Volume {
+func (c *realCloud) AddVolume(req cloud.CreateVolumeRequest) *cloud.Volume {
 	c.t.Helper()
 	v, err := c.admin.CreateVolume(context.Background(), req)
 	c.must(err)
