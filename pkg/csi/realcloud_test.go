@@ -66,10 +66,8 @@ type realCloud struct {
 	calls map[cloud.Operation]int
 	hooks map[cloud.Operation]cloudHook
 	errs  map[cloud.Operation][]error
-	// hold is the transition rules that hold attaches and detaches (nil: none); holdFail the
-	// code held transitions end with.
-	hold     []string
-	holdFail cloud.Code
+	// hold is the IDs of the transition rules that hold attaches and detaches (nil: none).
+	hold []string
 }
 
 // newRealCloud starts a fake cloud with no instances and the largest quotas; it stops in
@@ -244,12 +242,14 @@ func (c *realCloud) FailTransitions(code cloud.Code) {
 	c.setHold(true, code)
 }
 
+// setHold deletes the hold rules, and with on installs new ones whose transitions end with
+// fail ("" succeeds) once released.
 func (c *realCloud) setHold(on bool, fail cloud.Code) {
 	c.t.Helper()
 	ctx := context.Background()
 	c.mu.Lock()
 	old := c.hold
-	c.hold, c.holdFail = nil, fail
+	c.hold = nil
 	c.mu.Unlock()
 	for _, id := range old {
 		c.must(c.admin.DeleteFault(ctx, id))
@@ -367,68 +367,54 @@ func (c *realCloud) begin(ctx context.Context, op cloud.Operation) error {
 	return nil
 }
 
+// call is one call of op through the real client: counted, hooked, maybe failed by begin.
+func call[T any](ctx context.Context, c *realCloud, op cloud.Operation, do func() (T, error)) (T, error) {
+	if err := c.begin(ctx, op); err != nil {
+		var zero T
+		return zero, err
+	}
+	return do()
+}
+
 // GetInstance is cloud.Client.GetInstance.
 func (c *realCloud) GetInstance(ctx context.Context, id string) (*cloud.Instance, error) {
-	if err := c.begin(ctx, cloud.OperationGetInstance); err != nil {
-		return nil, err
-	}
-	return c.client.GetInstance(ctx, id)
+	return call(ctx, c, cloud.OperationGetInstance, func() (*cloud.Instance, error) { return c.client.GetInstance(ctx, id) })
 }
 
 // GetCapacity is cloud.Client.GetCapacity.
 func (c *realCloud) GetCapacity(ctx context.Context, instanceID string) (*cloud.Capacity, error) {
-	if err := c.begin(ctx, cloud.OperationGetCapacity); err != nil {
-		return nil, err
-	}
-	return c.client.GetCapacity(ctx, instanceID)
+	return call(ctx, c, cloud.OperationGetCapacity, func() (*cloud.Capacity, error) { return c.client.GetCapacity(ctx, instanceID) })
 }
 
 // GetQuotas is cloud.Client.GetQuotas (operation cloudOpGetQuotas).
 func (c *realCloud) GetQuotas(ctx context.Context) (*cloud.Quotas, error) {
-	if err := c.begin(ctx, cloudOpGetQuotas); err != nil {
-		return nil, err
-	}
-	return c.client.GetQuotas(ctx)
+	return call(ctx, c, cloudOpGetQuotas, func() (*cloud.Quotas, error) { return c.client.GetQuotas(ctx) })
 }
 
 // CreateVolume is cloud.Client.CreateVolume.
 func (c *realCloud) CreateVolume(ctx context.Context, req cloud.CreateVolumeRequest) (*cloud.Volume, error) {
-	if err := c.begin(ctx, cloud.OperationCreateVolume); err != nil {
-		return nil, err
-	}
-	return c.client.CreateVolume(ctx, req)
+	return call(ctx, c, cloud.OperationCreateVolume, func() (*cloud.Volume, error) { return c.client.CreateVolume(ctx, req) })
 }
 
 // GetVolume is cloud.Client.GetVolume.
 func (c *realCloud) GetVolume(ctx context.Context, id string) (*cloud.Volume, error) {
-	if err := c.begin(ctx, cloud.OperationGetVolume); err != nil {
-		return nil, err
-	}
-	return c.client.GetVolume(ctx, id)
+	return call(ctx, c, cloud.OperationGetVolume, func() (*cloud.Volume, error) { return c.client.GetVolume(ctx, id) })
 }
 
 // WaitVolume is cloud.Client.WaitVolume (operation cloudOpWaitVolume).
 func (c *realCloud) WaitVolume(ctx context.Context, id string, w cloud.VolumeWait) (*cloud.Volume, error) {
-	if err := c.begin(ctx, cloudOpWaitVolume); err != nil {
-		return nil, err
-	}
-	return c.client.WaitVolume(ctx, id, w)
+	return call(ctx, c, cloudOpWaitVolume, func() (*cloud.Volume, error) { return c.client.WaitVolume(ctx, id, w) })
 }
 
 // ListVolumes is cloud.Client.ListVolumes.
 func (c *realCloud) ListVolumes(ctx context.Context, maxResults int, pageToken string) (*cloud.VolumeList, error) {
-	if err := c.begin(ctx, cloud.OperationListVolumes); err != nil {
-		return nil, err
-	}
-	return c.client.ListVolumes(ctx, maxResults, pageToken)
+	return call(ctx, c, cloud.OperationListVolumes, func() (*cloud.VolumeList, error) { return c.client.ListVolumes(ctx, maxResults, pageToken) })
 }
 
 // DeleteVolume is cloud.Client.DeleteVolume.
 func (c *realCloud) DeleteVolume(ctx context.Context, id string) error {
-	if err := c.begin(ctx, cloud.OperationDeleteVolume); err != nil {
-		return err
-	}
-	return c.client.DeleteVolume(ctx, id)
+	_, err := call(ctx, c, cloud.OperationDeleteVolume, func() (struct{}, error) { return struct{}{}, c.client.DeleteVolume(ctx, id) })
+	return err
 }
 
 // AttachVolume is cloud.Client.AttachVolume (operation AttachVolume).
@@ -438,90 +424,59 @@ func (c *realCloud) AttachVolume(ctx context.Context, volumeID, instanceID strin
 
 // Attach is cloud.Client.Attach (operation AttachVolume).
 func (c *realCloud) Attach(ctx context.Context, volumeID string, req cloud.AttachRequest) (*cloud.Attachment, error) {
-	if err := c.begin(ctx, cloud.OperationAttachVolume); err != nil {
-		return nil, err
-	}
-	return c.client.Attach(ctx, volumeID, req)
+	return call(ctx, c, cloud.OperationAttachVolume, func() (*cloud.Attachment, error) { return c.client.Attach(ctx, volumeID, req) })
 }
 
 // DetachVolume is cloud.Client.DetachVolume.
 func (c *realCloud) DetachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error) {
-	if err := c.begin(ctx, cloud.OperationDetachVolume); err != nil {
-		return nil, err
-	}
-	return c.client.DetachVolume(ctx, volumeID, instanceID)
+	return call(ctx, c, cloud.OperationDetachVolume, func() (*cloud.Attachment, error) { return c.client.DetachVolume(ctx, volumeID, instanceID) })
 }
 
 // ResizeVolume is cloud.Client.ResizeVolume.
 func (c *realCloud) ResizeVolume(ctx context.Context, volumeID string, sizeBytes int64) (*cloud.Volume, error) {
-	if err := c.begin(ctx, cloud.OperationResizeVolume); err != nil {
-		return nil, err
-	}
-	return c.client.ResizeVolume(ctx, volumeID, sizeBytes)
+	return call(ctx, c, cloud.OperationResizeVolume, func() (*cloud.Volume, error) { return c.client.ResizeVolume(ctx, volumeID, sizeBytes) })
 }
 
 // ModifyVolume is cloud.Client.ModifyVolume.
 func (c *realCloud) ModifyVolume(ctx context.Context, volumeID string, req cloud.ModifyVolumeRequest) (*cloud.Volume, error) {
-	if err := c.begin(ctx, cloud.OperationModifyVolume); err != nil {
-		return nil, err
-	}
-	return c.client.ModifyVolume(ctx, volumeID, req)
+	return call(ctx, c, cloud.OperationModifyVolume, func() (*cloud.Volume, error) { return c.client.ModifyVolume(ctx, volumeID, req) })
 }
 
 // CreateSnapshot is cloud.Client.CreateSnapshot.
 func (c *realCloud) CreateSnapshot(ctx context.Context, req cloud.CreateSnapshotRequest) (*cloud.Snapshot, error) {
-	if err := c.begin(ctx, cloud.OperationCreateSnapshot); err != nil {
-		return nil, err
-	}
-	return c.client.CreateSnapshot(ctx, req)
+	return call(ctx, c, cloud.OperationCreateSnapshot, func() (*cloud.Snapshot, error) { return c.client.CreateSnapshot(ctx, req) })
 }
 
 // GetSnapshot is cloud.Client.GetSnapshot (operation cloudOpGetSnapshot).
 func (c *realCloud) GetSnapshot(ctx context.Context, id string) (*cloud.Snapshot, error) {
-	if err := c.begin(ctx, cloudOpGetSnapshot); err != nil {
-		return nil, err
-	}
-	return c.client.GetSnapshot(ctx, id)
+	return call(ctx, c, cloudOpGetSnapshot, func() (*cloud.Snapshot, error) { return c.client.GetSnapshot(ctx, id) })
 }
 
 // ListSnapshots is cloud.Client.ListSnapshots.
 func (c *realCloud) ListSnapshots(ctx context.Context, opts cloud.ListSnapshotsOptions) (*cloud.SnapshotList, error) {
-	if err := c.begin(ctx, cloud.OperationListSnapshots); err != nil {
-		return nil, err
-	}
-	return c.client.ListSnapshots(ctx, opts)
+	return call(ctx, c, cloud.OperationListSnapshots, func() (*cloud.SnapshotList, error) { return c.client.ListSnapshots(ctx, opts) })
 }
 
 // DeleteSnapshot is cloud.Client.DeleteSnapshot.
 func (c *realCloud) DeleteSnapshot(ctx context.Context, id string) error {
-	if err := c.begin(ctx, cloud.OperationDeleteSnapshot); err != nil {
-		return err
-	}
-	return c.client.DeleteSnapshot(ctx, id)
+	_, err := call(ctx, c, cloud.OperationDeleteSnapshot, func() (struct{}, error) { return struct{}{}, c.client.DeleteSnapshot(ctx, id) })
+	return err
 }
 
 // CreateGroupSnapshot is cloud.Client.CreateGroupSnapshot.
 func (c *realCloud) CreateGroupSnapshot(ctx context.Context, req cloud.CreateGroupSnapshotRequest) (*cloud.GroupSnapshot, error) {
-	if err := c.begin(ctx, cloud.OperationCreateGroupSnapshot); err != nil {
-		return nil, err
-	}
-	return c.client.CreateGroupSnapshot(ctx, req)
+	return call(ctx, c, cloud.OperationCreateGroupSnapshot, func() (*cloud.GroupSnapshot, error) { return c.client.CreateGroupSnapshot(ctx, req) })
 }
 
 // GetGroupSnapshot is cloud.Client.GetGroupSnapshot (operation cloudOpGetGroupSnapshot).
 func (c *realCloud) GetGroupSnapshot(ctx context.Context, id string) (*cloud.GroupSnapshot, error) {
-	if err := c.begin(ctx, cloudOpGetGroupSnapshot); err != nil {
-		return nil, err
-	}
-	return c.client.GetGroupSnapshot(ctx, id)
+	return call(ctx, c, cloudOpGetGroupSnapshot, func() (*cloud.GroupSnapshot, error) { return c.client.GetGroupSnapshot(ctx, id) })
 }
 
 // DeleteGroupSnapshot is cloud.Client.DeleteGroupSnapshot.
 func (c *realCloud) DeleteGroupSnapshot(ctx context.Context, id string) error {
-	if err := c.begin(ctx, cloud.OperationDeleteGroupSnapshot); err != nil {
-		return err
-	}
-	return c.client.DeleteGroupSnapshot(ctx, id)
+	_, err := call(ctx, c, cloud.OperationDeleteGroupSnapshot, func() (struct{}, error) { return struct{}{}, c.client.DeleteGroupSnapshot(ctx, id) })
+	return err
 }
 
 // AddVolume creates a volume through the admin client (not counted as a call), for tests
