@@ -10,12 +10,11 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
-	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
 )
 
 // awaitState waits until the fake shows volume id in state want, reading it without a call
 // the fake counts (Volumes, not GetVolume).
-func awaitState(t *testing.T, f *cloudfake.Fake, id string, want cloud.AttachState) {
+func awaitState(t *testing.T, f *realCloud, id string, want cloud.AttachState) {
 	t.Helper()
 	for range 10000 {
 		for _, v := range f.Volumes() {
@@ -31,8 +30,11 @@ func awaitState(t *testing.T, f *cloudfake.Fake, id string, want cloud.AttachSta
 // transition runs publish (or unpublish) of volID to i-1 against the asynchronous fake,
 // completes the transition it starts once the fake shows it under way, and returns the
 // call's error.
-func transition(t *testing.T, s *ControllerServer, f *cloudfake.Fake, volID string, unpublish bool, fail cloud.Code) error {
+func transition(t *testing.T, s *ControllerServer, f *realCloud, volID string, unpublish bool, fail cloud.Code) error {
 	t.Helper()
+	if fail != "" {
+		f.FailTransitions(fail)
+	}
 	done := make(chan error, 1)
 	go func() {
 		var err error
@@ -48,7 +50,7 @@ func transition(t *testing.T, s *ControllerServer, f *cloudfake.Fake, volID stri
 		from = cloud.StateDetaching
 	}
 	awaitState(t, f, volID, from)
-	f.Complete(fail)
+	f.Complete()
 	return <-done
 }
 
@@ -65,7 +67,7 @@ func TestPublishWaitsThroughTheCloud(t *testing.T) {
 	if got := f.Calls(cloud.OperationGetVolume); got != 0 {
 		t.Errorf("publish and unpublish looked at the volume %d times; want none: the cloud's wait answers the end", got)
 	}
-	if got := f.Calls(cloudfake.OperationWaitVolume); got < 2 {
+	if got := f.Calls(cloudOpWaitVolume); got < 2 {
 		t.Errorf("%d waits, want one at least per call", got)
 	}
 }
@@ -77,10 +79,10 @@ func TestPublishPollsACloudWithoutWaits(t *testing.T) {
 	s, f := newController(t)
 	f.SetAsync(true)
 	v := mustCreate(t, s, "v").GetVolumeId()
-	f.FailNext(cloudfake.OperationWaitVolume, cloud.ErrWaitUnsupported)
+	f.FailNext(cloudOpWaitVolume, cloud.ErrWaitUnsupported)
 	wantCode(t, transition(t, s, f, v, false, ""), codes.OK)
 	wantCode(t, transition(t, s, f, v, true, ""), codes.OK)
-	if got := f.Calls(cloudfake.OperationWaitVolume); got != 1 {
+	if got := f.Calls(cloudOpWaitVolume); got != 1 {
 		t.Errorf("%d waits asked of a cloud that said it has none, want 1 (the first)", got)
 	}
 	if got := f.Calls(cloud.OperationGetVolume); got < 2 {
@@ -100,7 +102,7 @@ func TestPublishPollsWhenTheCloudHoldsAllWaits(t *testing.T) {
 	f.SetAsync(true)
 	v := mustCreate(t, s, "v").GetVolumeId()
 	busy := fmt.Errorf("%w: %w", cloud.ErrWaitBusy, cloud.NewError(cloud.CodeThrottled, "2 waits are open"))
-	f.FailNext(cloudfake.OperationWaitVolume, busy, busy)
+	f.FailNext(cloudOpWaitVolume, busy, busy)
 	wantCode(t, transition(t, s, f, v, false, ""), codes.OK)
 	wantCode(t, transition(t, s, f, v, true, ""), codes.OK)
 	if s.noWait.Load() {
@@ -130,7 +132,7 @@ func TestWaitErrorsKeepTheirCodes(t *testing.T) {
 			f.SetAsync(true)
 			v := mustCreate(t, s, "v").GetVolumeId()
 			if tc.waitErr != nil {
-				f.FailNext(cloudfake.OperationWaitVolume, tc.waitErr)
+				f.FailNext(cloudOpWaitVolume, tc.waitErr)
 			}
 			wantCode(t, transition(t, s, f, v, false, tc.fail), tc.publish)
 			// Attached for the unpublish, whatever the publish answered.
@@ -140,7 +142,7 @@ func TestWaitErrorsKeepTheirCodes(t *testing.T) {
 			}
 			f.SetAsync(true)
 			if tc.waitErr != nil {
-				f.FailNext(cloudfake.OperationWaitVolume, tc.waitErr)
+				f.FailNext(cloudOpWaitVolume, tc.waitErr)
 			}
 			wantCode(t, transition(t, s, f, v, true, tc.fail), tc.unpublish)
 		})

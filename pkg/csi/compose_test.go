@@ -24,15 +24,14 @@ import (
 
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/clustercheck"
-	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
 )
 
-var _ Cloud = (*cloudfake.Fake)(nil)
+var _ Cloud = (*realCloud)(nil)
 
 // newNodeDriver is clustercheck.Decide and NewForCloud in node mode for instance i-1 (8 slots, 1 out of band) of a
 // fake cloud, with the driver's flags plus args.
-func newNodeDriver(t *testing.T, kube kubernetes.Interface, args ...string) (*Driver, *cloudfake.Fake, *prometheus.Registry) {
+func newNodeDriver(t *testing.T, kube kubernetes.Interface, args ...string) (*Driver, *realCloud, *prometheus.Registry) {
 	t.Helper()
 	var o Options
 	fs := pflag.NewFlagSet("driver", pflag.ContinueOnError)
@@ -40,7 +39,7 @@ func newNodeDriver(t *testing.T, kube kubernetes.Interface, args ...string) (*Dr
 	if err := fs.Parse(append([]string{"--mode=node", "--node-id=i-1", "--state-dir=" + t.TempDir()}, args...)); err != nil {
 		t.Fatal(err)
 	}
-	f := cloudfake.New()
+	f := newRealCloud(t)
 	f.AddInstance("i-1", "zone-a", 8, 1)
 	reg := prometheus.NewRegistry()
 	if err := o.Validate(); err != nil {

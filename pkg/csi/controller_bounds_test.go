@@ -12,7 +12,6 @@ import (
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
-	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
 )
 
 // realCloudClient serves a real fake cloud (default seed, no auth) on a loopback httptest
@@ -180,7 +179,7 @@ func TestControllerBoundsEveryField(t *testing.T) {
 }
 
 // totalCalls counts the fake cloud's calls of every operation.
-func totalCalls(f *cloudfake.Fake) int {
+func totalCalls(f *realCloud) int {
 	n := 0
 	for _, op := range []cloud.Operation{cloud.OperationCreateVolume, cloud.OperationDeleteVolume, cloud.OperationGetVolume,
 		cloud.OperationListVolumes, cloud.OperationAttachVolume, cloud.OperationDetachVolume, cloud.OperationResizeVolume,

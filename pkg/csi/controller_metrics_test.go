@@ -15,7 +15,6 @@ import (
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/backoff"
-	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
 )
 
 func TestCloudClass(t *testing.T) {
@@ -49,7 +48,7 @@ func TestCloudClass(t *testing.T) {
 
 // newMeteredController is newBackoffController (fake clock, no jitter) with the controller
 // metrics on a registry of its own.
-func newMeteredController(t *testing.T) (*ControllerServer, *cloudfake.Fake, *prometheus.Registry) {
+func newMeteredController(t *testing.T) (*ControllerServer, *realCloud, *prometheus.Registry) {
 	t.Helper()
 	_, f := newController(t)
 	s, _ := newBackoffController(t, f)

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
-	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
 )
 
 // TestGetSnapshot: GET_SNAPSHOT answers the snapshot CreateSnapshot made, the same on every
@@ -38,7 +37,7 @@ func TestGetSnapshot(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.inject != nil {
-				f.FailNext(cloudfake.OperationGetSnapshot, c.inject)
+				f.FailNext(cloudOpGetSnapshot, c.inject)
 			}
 			resp, err := s.GetSnapshot(ctx, c.req)
 			wantCode(t, err, c.want)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/backoff"
-	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
 )
 
 func mountCap(mode csi.VolumeCapability_AccessMode_Mode) *csi.VolumeCapability {
@@ -35,9 +34,9 @@ func blockCap(mode csi.VolumeCapability_AccessMode_Mode) *csi.VolumeCapability {
 
 var rwo = mountCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)
 
-func newController(t *testing.T) (*ControllerServer, *cloudfake.Fake) {
+func newController(t *testing.T) (*ControllerServer, *realCloud) {
 	t.Helper()
-	f := cloudfake.New()
+	f := newRealCloud(t)
 	f.AddInstance("i-1", "zone-a", 4, 1)
 	f.AddInstance("i-2", "zone-a", 4, 0)
 	f.AddInstance("i-b", "zone-b", 4, 0)
@@ -171,16 +170,16 @@ func TestControllerValidationChangesNothing(t *testing.T) {
 func TestControllerPublishErrors(t *testing.T) {
 	tests := []struct {
 		name   string
-		setup  func(f *cloudfake.Fake, volID string)
+		setup  func(f *realCloud, volID string)
 		volume string // "" means the created volume
 		node   string
 		want   codes.Code
 	}{
 		{name: "ok", node: "i-1", want: codes.OK},
-		{name: "node slots full", node: "i-1", setup: func(f *cloudfake.Fake, _ string) { f.SetInstanceLimits("i-1", 2, 2) }, want: codes.ResourceExhausted},
-		{name: "attachment quota", node: "i-1", setup: func(f *cloudfake.Fake, _ string) { f.SetQuotaLimits(0, 100, 1<<50) }, want: codes.ResourceExhausted},
+		{name: "node slots full", node: "i-1", setup: func(f *realCloud, _ string) { f.SetInstanceLimits("i-1", 2, 2) }, want: codes.ResourceExhausted},
+		{name: "attachment quota", node: "i-1", setup: func(f *realCloud, _ string) { f.SetQuotaLimits(0, 100, 1<<50) }, want: codes.ResourceExhausted},
 		{name: "zone mismatch", node: "i-b", want: codes.FailedPrecondition},
-		{name: "attached elsewhere", node: "i-1", setup: func(f *cloudfake.Fake, id string) {
+		{name: "attached elsewhere", node: "i-1", setup: func(f *realCloud, id string) {
 			if _, err := f.AttachVolume(context.Background(), id, "i-2"); err != nil {
 				panic(err)
 			}
@@ -197,21 +196,21 @@ func TestControllerPublishErrors(t *testing.T) {
 	for c, want := range injected {
 		tests = append(tests, struct {
 			name   string
-			setup  func(f *cloudfake.Fake, volID string)
+			setup  func(f *realCloud, volID string)
 			volume string
 			node   string
 			want   codes.Code
-		}{name: "injected " + string(c), node: "i-1", want: want, setup: func(f *cloudfake.Fake, _ string) {
+		}{name: "injected " + string(c), node: "i-1", want: want, setup: func(f *realCloud, _ string) {
 			f.FailNext(cloud.OperationAttachVolume, cloud.NewError(c, "injected"))
 		}})
 	}
 	tests = append(tests, struct {
 		name   string
-		setup  func(f *cloudfake.Fake, volID string)
+		setup  func(f *realCloud, volID string)
 		volume string
 		node   string
 		want   codes.Code
-	}{name: "timeout", node: "i-1", want: codes.DeadlineExceeded, setup: func(f *cloudfake.Fake, _ string) {
+	}{name: "timeout", node: "i-1", want: codes.DeadlineExceeded, setup: func(f *realCloud, _ string) {
 		f.FailNext(cloud.OperationAttachVolume, context.DeadlineExceeded)
 	}})
 	for _, tc := range tests {
@@ -365,7 +364,7 @@ func TestControllerInFlightIsAborted(t *testing.T) {
 }
 
 // waitState waits until the fake cloud shows volume id in state want.
-func waitState(t *testing.T, f *cloudfake.Fake, id string, want cloud.AttachState) {
+func waitState(t *testing.T, f *realCloud, id string, want cloud.AttachState) {
 	t.Helper()
 	for range 10000 {
 		v, err := f.GetVolume(context.Background(), id)
@@ -400,7 +399,7 @@ func TestPublishJoinsAsyncAttach(t *testing.T) {
 		}()
 		waitState(t, f, v.GetVolumeId(), cloud.StateAttaching)
 	}
-	if n := f.Complete(""); n != 1 {
+	if n := f.Complete(); n != 1 {
 		t.Fatalf("%d transitions under way, want 1", n)
 	}
 	wg.Wait()
@@ -427,7 +426,7 @@ func TestPublishDeadlineThenRetry(t *testing.T) {
 	defer cancel()
 	_, err := s.ControllerPublishVolume(short, pub)
 	wantCode(t, err, codes.DeadlineExceeded)
-	f.Complete("")
+	f.Complete()
 	resp, err := s.ControllerPublishVolume(context.Background(), pub)
 	wantCode(t, err, codes.OK)
 	again, err := s.ControllerPublishVolume(context.Background(), pub)
@@ -444,7 +443,7 @@ func TestPublishDeadlineThenRetry(t *testing.T) {
 	// While detaching, a publish to the same node is "operation pending": ABORTED.
 	_, err = s.ControllerPublishVolume(context.Background(), pub)
 	wantCode(t, err, codes.Aborted)
-	f.Complete("")
+	f.Complete()
 	_, err = s.ControllerUnpublishVolume(context.Background(), unpub)
 	wantCode(t, err, codes.OK)
 	if got := f.TransitionsStarted(); got != 2 {
@@ -494,7 +493,7 @@ func TestTransitionFailureCodes(t *testing.T) {
 		t.Run(string(tc.fail), func(t *testing.T) {
 			ctx := context.Background()
 			s, f := newController(t)
-			f.SetAsync(true)
+			f.FailTransitions(tc.fail)
 			v := mustCreate(t, s, "v")
 			pub := &csi.ControllerPublishVolumeRequest{VolumeId: v.GetVolumeId(), NodeId: "i-1", VolumeCapability: rwo}
 			done := make(chan error, 1)
@@ -503,19 +502,19 @@ func TestTransitionFailureCodes(t *testing.T) {
 				done <- err
 			}()
 			waitState(t, f, v.GetVolumeId(), cloud.StateAttaching)
-			f.Complete(tc.fail)
+			f.Complete()
 			wantCode(t, <-done, tc.publish)
 
 			f.SetAsync(false)
 			_, err := s.ControllerPublishVolume(ctx, pub)
 			wantCode(t, err, codes.OK)
-			f.SetAsync(true)
+			f.FailTransitions(tc.fail)
 			go func() {
 				_, err := s.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: v.GetVolumeId(), NodeId: "i-1"})
 				done <- err
 			}()
 			waitState(t, f, v.GetVolumeId(), cloud.StateDetaching)
-			f.Complete(tc.fail)
+			f.Complete()
 			wantCode(t, <-done, tc.detach)
 		})
 	}
@@ -791,14 +790,14 @@ func TestGetCapacity(t *testing.T) {
 	if resp.GetAvailableCapacity() != 9*GiB {
 		t.Errorf("available = %d, want 9GiB", resp.GetAvailableCapacity())
 	}
-	f.FailNext(cloudfake.OperationGetQuotas, cloud.NewError(cloud.CodeThrottled, "slow down"))
+	f.FailNext(cloudOpGetQuotas, cloud.NewError(cloud.CodeThrottled, "slow down"))
 	_, err = s.GetCapacity(context.Background(), &csi.GetCapacityRequest{})
 	wantCode(t, err, codes.Unavailable)
 }
 
 // newBackoffController is newController with a publish backoff on a fake clock, without
 // jitter so that windows are exact; i-1 has 3 free slots.
-func newBackoffController(t *testing.T, f *cloudfake.Fake) (*ControllerServer, *clocktesting.FakePassiveClock) {
+func newBackoffController(t *testing.T, f *realCloud) (*ControllerServer, *clocktesting.FakePassiveClock) {
 	t.Helper()
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	cfg := backoff.DefaultConfig()
@@ -830,7 +829,7 @@ func fillNode(t *testing.T, s *ControllerServer, node string, n int) []string {
 
 func TestControllerPublishBackoff(t *testing.T) {
 	ctx := context.Background()
-	attaches := func(f *cloudfake.Fake) int { return f.Calls(cloud.OperationAttachVolume) }
+	attaches := func(f *realCloud) int { return f.Calls(cloud.OperationAttachVolume) }
 
 	t.Run("a full node is refused without the cloud until the window ends", func(t *testing.T) {
 		_, f := newController(t)

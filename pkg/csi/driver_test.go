@@ -22,7 +22,6 @@ import (
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
-	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/nodestate"
 )
@@ -42,7 +41,7 @@ type runningDriver struct {
 	d    *Driver
 	conn *grpc.ClientConn
 	reg  *prometheus.Registry
-	fake *cloudfake.Fake
+	fake *realCloud
 	sock string
 	done chan error
 	stop context.CancelFunc
@@ -51,7 +50,7 @@ type runningDriver struct {
 func startDriver(t *testing.T, mode string) *runningDriver {
 	t.Helper()
 	dir := shortDir(t)
-	f := cloudfake.New()
+	f := newRealCloud(t)
 	f.AddInstance("i-1", "zone-a", 8, 1)
 	opts := DefaultOptions()
 	opts.Mode, opts.NodeID, opts.StateDir, opts.Version = mode, "i-1", filepath.Join(dir, "state"), "v0.0.0-test"
@@ -218,7 +217,7 @@ func TestRunRefusesNonSocket(t *testing.T) {
 	}
 	opts := DefaultOptions()
 	opts.Mode, opts.Endpoint = ModeController, "unix://"+p
-	d, err := New(opts, Deps{ControllerCloud: cloudfake.New(), Registry: prometheus.NewRegistry()})
+	d, err := New(opts, Deps{ControllerCloud: newRealCloud(t), Registry: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +260,7 @@ func (c *refreshingCapacity) Run(ctx context.Context) error {
 
 func TestDriverRunsTheRefresherAndFeedsTheLiveCount(t *testing.T) {
 	dir := shortDir(t)
-	f := cloudfake.New()
+	f := newRealCloud(t)
 	f.AddInstance("i-1", "zone-a", 8, 1)
 	c := &refreshingCapacity{fixedCapacity: fixedCapacity{slots: 7}, running: make(chan struct{}), stopped: make(chan struct{})}
 	opts := DefaultOptions()

@@ -12,12 +12,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
-	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
 )
 
 // newGroupController is a group controller and a controller sharing one fake cloud and one
 // in-flight guard, as Driver builds them.
-func newGroupController(t *testing.T) (*GroupControllerServer, *ControllerServer, *cloudfake.Fake) {
+func newGroupController(t *testing.T) (*GroupControllerServer, *ControllerServer, *realCloud) {
 	t.Helper()
 	s, f := newController(t)
 	return NewGroupControllerServer(f, s.inflight, nil), s, f
@@ -160,7 +159,7 @@ func TestGetAndDeleteVolumeGroupSnapshot(t *testing.T) {
 	} {
 		t.Run("get "+c.name, func(t *testing.T) {
 			if c.inject != nil {
-				f.FailNext(cloudfake.OperationGetGroupSnapshot, c.inject)
+				f.FailNext(cloudOpGetGroupSnapshot, c.inject)
 			}
 			got, err := g.GetVolumeGroupSnapshot(ctx, c.req)
 			wantCode(t, err, c.want)

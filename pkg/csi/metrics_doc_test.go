@@ -22,7 +22,6 @@ import (
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/clustercheck"
-	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
 )
 
@@ -123,7 +122,7 @@ func compareRows(t *testing.T, component string, got, doc map[string]docRow) {
 // until every vector has a child, so that every metric shows in Gather.
 func driverFamilies(t *testing.T) []*dto.MetricFamily {
 	t.Helper()
-	f := cloudfake.New()
+	f := newRealCloud(t)
 	f.AddInstance("i-1", "zone-a", 4, 1)
 	reg := prometheus.NewRegistry()
 	opts := DefaultOptions()

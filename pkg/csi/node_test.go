@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
-	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
 )
 
@@ -43,7 +42,7 @@ func (c *fixedCapacity) Restore(context.Context) {}
 
 type nodeEnv struct {
 	srv     *NodeServer
-	fake    *cloudfake.Fake
+	fake    *realCloud
 	mounter mount.Mounter
 	dir     string
 	real    bool
@@ -51,7 +50,7 @@ type nodeEnv struct {
 
 func newNode(t *testing.T, m mount.Mounter, c CapacityReporter) *nodeEnv {
 	t.Helper()
-	f := cloudfake.New()
+	f := newRealCloud(t)
 	f.AddInstance("i-1", "zone-a", 8, 1)
 	dir := t.TempDir()
 	if c == nil {
@@ -635,9 +634,11 @@ func TestNodeGetInfo(t *testing.T) {
 
 func TestNodeZoneIsFetchedOnceAndFixed(t *testing.T) {
 	var ready atomic.Int32
-	f := cloudfake.New()
+	f := newRealCloud(t)
 	f.AddInstance("i-1", "zone-a", 8, 1)
-	n := NewNodeServer(NodeConfig{NodeID: "i-1", StateDir: t.TempDir(), Cloud: f, Mounter: mount.NewFake(),
+	// The real cloud keeps an instance in its zone: the instance "moves" in the answers.
+	moved := &movedInstance{realCloud: f}
+	n := NewNodeServer(NodeConfig{NodeID: "i-1", StateDir: t.TempDir(), Cloud: moved, Mounter: mount.NewFake(),
 		Capacity: &fixedCapacity{slots: 3}, TopologyReady: func() { ready.Add(1) }})
 	ctx := context.Background()
 	f.FailNext(cloud.OperationGetInstance, cloud.NewError(cloud.CodeThrottled, "slow down"))
@@ -650,7 +651,7 @@ func TestNodeZoneIsFetchedOnceAndFixed(t *testing.T) {
 			t.Fatalf("zone = %q", z)
 		}
 		// The instance moving zones later must not change the reported topology.
-		f.AddInstance("i-1", "zone-z", 8, 1)
+		moved.zone.Store("zone-z")
 	}
 	if got := f.Calls(cloud.OperationGetInstance); got != 2 {
 		t.Errorf("GetInstance called %d times, want 2 (one failure, one success)", got)
@@ -658,6 +659,20 @@ func TestNodeZoneIsFetchedOnceAndFixed(t *testing.T) {
 	if ready.Load() != 1 {
 		t.Errorf("TopologyReady called %d times, want 1", ready.Load())
 	}
+}
+
+// movedInstance answers GetInstance with the instance in zone, once set.
+type movedInstance struct {
+	*realCloud
+	zone atomic.Value // string
+}
+
+func (m *movedInstance) GetInstance(ctx context.Context, id string) (*cloud.Instance, error) {
+	in, err := m.realCloud.GetInstance(ctx, id)
+	if z, ok := m.zone.Load().(string); ok && err == nil {
+		in.Zone = z
+	}
+	return in, err
 }
 
 func TestNodeGetInfoWaitsBoundedForTopology(t *testing.T) {
@@ -765,7 +780,7 @@ func TestNodeDataFollowsTheVolumeThroughASharedDataDir(t *testing.T) {
 		dir := t.TempDir()
 		shared := filepath.Join(dir, "disks")
 		node := func(id string) *NodeServer {
-			f := cloudfake.New()
+			f := newRealCloud(t)
 			f.AddInstance(id, "zone-a", 8, 1)
 			return NewNodeServer(NodeConfig{NodeID: id, StateDir: filepath.Join(dir, id), DataDir: shared, KubeletRoot: dir,
 				Cloud: f, Mounter: m, Capacity: &fixedCapacity{slots: 7}})

@@ -19,13 +19,12 @@ import (
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/clustercheck"
-	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/nodestate"
 )
 
 // cloudDown makes every GetInstance and GetCapacity of f fail as an unreachable cloud would.
-func cloudDown(f *cloudfake.Fake) {
+func cloudDown(f *realCloud) {
 	down := func(context.Context) error { return cloud.NewError(cloud.CodeUnavailable, "cloud is down") }
 	f.SetHook(cloud.OperationGetInstance, down)
 	f.SetHook(cloud.OperationGetCapacity, down)
@@ -95,7 +94,7 @@ func TestNodeGetInfoFromPersistedIdentityWhileTheCloudIsDown(t *testing.T) {
 			if tc.capacity {
 				writeJSON(t, cfg.StatePath, persistedCapacity())
 			}
-			f := cloudfake.New()
+			f := newRealCloud(t)
 			f.AddInstance("i-1", "zone-cloud", 8, 1)
 			cloudDown(f)
 			rep, err := capacity.NewReporter(cfg, f, "i-1", nil, nil, nil)
@@ -129,7 +128,7 @@ func TestNodeGetInfoFromPersistedIdentityWhileTheCloudIsDown(t *testing.T) {
 
 func TestNodeIdentityIsPersistedAfterTheFirstLookup(t *testing.T) {
 	stateDir := filepath.Join(t.TempDir(), "state")
-	f := cloudfake.New()
+	f := newRealCloud(t)
 	f.AddInstance("i-1", "zone-a", 8, 1)
 	// A stale file of another node ID on this state dir is replaced.
 	writeJSON(t, nodestate.NewDir(stateDir).IdentityFile(), nodestate.Identity{Version: 1, NodeID: "i-old", Zone: "zone-old", SavedAt: time.Now()})
@@ -170,7 +169,7 @@ func TestNodePersistedZoneIsKeptWhenTheCloudDisagrees(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f := cloudfake.New()
+			f := newRealCloud(t)
 			f.AddInstance("i-1", cloudZone, 8, 1)
 			f.FailNext(cloud.OperationGetInstance, cloud.NewError(cloud.CodeUnavailable, "down once"))
 			n := NewNodeServer(NodeConfig{NodeID: "i-1", StateDir: stateDir, Cloud: f, Mounter: mount.NewFake(), Capacity: &fixedCapacity{slots: 3}})
@@ -204,7 +203,7 @@ func TestDriverRestartsWithTheCloudDown(t *testing.T) {
 	stateDir := filepath.Join(dir, "state")
 	writeJSON(t, nodestate.NewDir(stateDir).IdentityFile(), nodestate.Identity{Version: 1, NodeID: "i-1", Zone: "zone-p", SavedAt: time.Now()})
 	writeJSON(t, filepath.Join(stateDir, "capacity.json"), persistedCapacity())
-	f := cloudfake.New()
+	f := newRealCloud(t)
 	cloudDown(f)
 	opts := DefaultOptions()
 	opts.Mode, opts.NodeID, opts.StateDir = ModeNode, "i-1", stateDir

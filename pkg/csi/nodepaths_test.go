@@ -312,9 +312,10 @@ func TestNodeStageChecksSourcesWithTheCloud(t *testing.T) {
 	ctx := context.Background()
 	e := newNode(t, mount.NewFake(), nil)
 	n := e.srv
-	e.fake.AddVolume(cloud.Volume{ID: "vol-mine", Name: "mine", SizeBytes: GiB, Zone: "zone-a", SourceVolumeID: "vol-src"})
-	e.fake.AddVolume(cloud.Volume{ID: "vol-plain", Name: "plain", SizeBytes: GiB, Zone: "zone-a"})
-	for _, id := range []string{"vol-src", "vol-tenant"} {
+	srcVol := e.fake.AddVolume(cloud.CreateVolumeRequest{Name: "src", SizeBytes: GiB, Zone: "zone-a"}).ID
+	mineVol := e.fake.AddVolume(cloud.CreateVolumeRequest{Name: "mine", SizeBytes: GiB, Zone: "zone-a", SourceVolumeID: srcVol}).ID
+	plainVol := e.fake.AddVolume(cloud.CreateVolumeRequest{Name: "plain", SizeBytes: GiB, Zone: "zone-a"}).ID
+	for _, id := range []string{srcVol, "vol-tenant"} {
 		if err := os.MkdirAll(n.dataDir(id), 0o750); err != nil {
 			t.Fatal(err)
 		}
@@ -327,12 +328,12 @@ func TestNodeStageChecksSourcesWithTheCloud(t *testing.T) {
 		vc       map[string]string
 		want     codes.Code
 	}{
-		{"another volume than recorded", "vol-mine", map[string]string{VolumeContextSourceVolume: "vol-tenant"}, codes.InvalidArgument},
-		{"a clone source for a volume made empty", "vol-plain", map[string]string{VolumeContextSourceVolume: "vol-tenant"}, codes.InvalidArgument},
-		{"a snapshot not recorded", "vol-plain", map[string]string{VolumeContextSourceSnapshot: "snap-tenant"}, codes.InvalidArgument},
+		{"another volume than recorded", mineVol, map[string]string{VolumeContextSourceVolume: "vol-tenant"}, codes.InvalidArgument},
+		{"a clone source for a volume made empty", plainVol, map[string]string{VolumeContextSourceVolume: "vol-tenant"}, codes.InvalidArgument},
+		{"a snapshot not recorded", plainVol, map[string]string{VolumeContextSourceSnapshot: "snap-tenant"}, codes.InvalidArgument},
 		{"a volume the cloud does not know", "vol-unknown", map[string]string{VolumeContextSourceVolume: "vol-tenant"}, codes.NotFound},
-		{"the snapshot store as source volume", "vol-mine", map[string]string{VolumeContextSourceVolume: ".snapshots"}, codes.InvalidArgument},
-		{"the snapshot store as snapshot", "vol-mine", map[string]string{VolumeContextSourceSnapshot: ".snapshots"}, codes.InvalidArgument},
+		{"the snapshot store as source volume", mineVol, map[string]string{VolumeContextSourceVolume: ".snapshots"}, codes.InvalidArgument},
+		{"the snapshot store as snapshot", mineVol, map[string]string{VolumeContextSourceSnapshot: ".snapshots"}, codes.InvalidArgument},
 		{"the snapshot store as volume", ".snapshots", nil, codes.InvalidArgument},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -349,17 +350,17 @@ func TestNodeStageChecksSourcesWithTheCloud(t *testing.T) {
 	}
 	// The cloud unreachable: UNAVAILABLE, nothing copied.
 	e.fake.FailNext(cloud.OperationGetVolume, cloud.NewError(cloud.CodeUnavailable, "down"))
-	_, err := n.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: "vol-mine", StagingTargetPath: filepath.Join(e.dir, "staging", "mine"),
-		VolumeCapability: rwo, VolumeContext: map[string]string{VolumeContextSourceVolume: "vol-src"}})
+	_, err := n.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: mineVol, StagingTargetPath: filepath.Join(e.dir, "staging", "mine"),
+		VolumeCapability: rwo, VolumeContext: map[string]string{VolumeContextSourceVolume: srcVol}})
 	wantCode(t, err, codes.Unavailable)
-	if _, err := os.Stat(n.backingDir("vol-mine")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(n.backingDir(mineVol)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("stage without the cloud's word copied the source (%v)", err)
 	}
 	// The recorded source is copied.
-	_, err = n.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: "vol-mine", StagingTargetPath: filepath.Join(e.dir, "staging", "mine"),
-		VolumeCapability: rwo, VolumeContext: map[string]string{VolumeContextSourceVolume: "vol-src"}})
+	_, err = n.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: mineVol, StagingTargetPath: filepath.Join(e.dir, "staging", "mine"),
+		VolumeCapability: rwo, VolumeContext: map[string]string{VolumeContextSourceVolume: srcVol}})
 	wantCode(t, err, codes.OK)
-	if b, err := os.ReadFile(filepath.Join(n.dataDir("vol-mine"), "secret")); err != nil || string(b) != "vol-src" {
+	if b, err := os.ReadFile(filepath.Join(n.dataDir(mineVol), "secret")); err != nil || string(b) != srcVol {
 		t.Errorf("clone's data = %q, %v; want the recorded source's", b, err)
 	}
 }

@@ -71,23 +71,23 @@ func TestControllerVolumeHealth(t *testing.T) {
 func TestNodeVolumeHealth(t *testing.T) {
 	ctx := context.Background()
 	e := newNode(t, mount.NewFake(), nil)
-	e.fake.AddVolume(cloud.Volume{ID: "vol-1", Name: "v1", SizeBytes: GiB, Zone: "zone-a"})
+	vol := e.fake.AddVolume(cloud.CreateVolumeRequest{Name: "v1", SizeBytes: GiB, Zone: "zone-a"}).ID
 	staging := filepath.Join(e.dir, "staging")
-	_, err := e.srv.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: "vol-1", StagingTargetPath: staging, VolumeCapability: rwo})
+	_, err := e.srv.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: vol, StagingTargetPath: staging, VolumeCapability: rwo})
 	wantCode(t, err, codes.OK)
 	get := func(id string) (*csi.NodeGetVolumeHealthResponse, error) {
 		return e.srv.NodeGetVolumeHealth(ctx, &csi.NodeGetVolumeHealthRequest{VolumeId: id})
 	}
-	resp, err := get("vol-1")
+	resp, err := get(vol)
 	wantCode(t, err, codes.OK)
 	if st := healthStatuses(resp.GetVolumeHealth()); len(st) != 0 {
 		t.Errorf("healthy staged volume reports %v", st)
 	}
-	e.fake.SetVolumeHealth("vol-1", cloud.VolumeHealthDegraded, "slow")
-	if err := os.RemoveAll(e.srv.dataDir("vol-1")); err != nil {
+	e.fake.SetVolumeHealth(vol, cloud.VolumeHealthDegraded, "slow")
+	if err := os.RemoveAll(e.srv.dataDir(vol)); err != nil {
 		t.Fatal(err)
 	}
-	resp, err = get("vol-1")
+	resp, err = get(vol)
 	wantCode(t, err, codes.OK)
 	st := healthStatuses(resp.GetVolumeHealth())
 	if len(st) != 2 || st[0] != csi.VolumeHealthErrorType_DEGRADED || st[1] != csi.VolumeHealthErrorType_INACCESSIBLE {

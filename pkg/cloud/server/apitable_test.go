@@ -1,13 +1,10 @@
-// Package cloudtest is the contract of the fake cloud's volume, attach and capacity API: one
-// table of cases that runs against every implementation of it, so that the in-memory fake of
-// the driver's unit tests (pkg/csi/internal/cloudfake) and the real fake cloud
-// (pkg/cloud/server through *cloud.Client) cannot drift apart. Each implementation's tests
-// call Run with a constructor that builds a cloud holding a given World.
-//
-// The contract is the synchronous cloud (server.Config with zero attach and detach
-// durations, the fake's default): attaches and detaches end within the call. The
-// asynchronous state machine is the server's own tests' (docs/attach.md).
-package cloudtest
+package server_test
+
+// The table of the volume, attach and capacity API's answers through the driver's client
+// (formerly the contract suite pkg/cloud/cloudtest, which held an in-memory fake and this
+// server to it; the fake is gone: pkg/csi's unit tests run on this server, realcloud_test.go).
+// The table is the synchronous cloud (zero attach and detach durations): attaches and
+// detaches end within the call. The asynchronous state machine is transitions_test.go's.
 
 import (
 	"context"
@@ -17,30 +14,9 @@ import (
 	"time"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
 )
-
-// Cloud is the part of the cloud API the contract covers; *cloud.Client and
-// *cloudfake.Fake implement it. Errors are *cloud.Error values for the cloud's answers.
-type Cloud interface {
-	CreateVolume(ctx context.Context, req cloud.CreateVolumeRequest) (*cloud.Volume, error)
-	GetVolume(ctx context.Context, id string) (*cloud.Volume, error)
-	WaitVolume(ctx context.Context, id string, w cloud.VolumeWait) (*cloud.Volume, error)
-	DeleteVolume(ctx context.Context, id string) error
-	AttachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error)
-	Attach(ctx context.Context, volumeID string, req cloud.AttachRequest) (*cloud.Attachment, error)
-	DetachVolume(ctx context.Context, volumeID, instanceID string) (*cloud.Attachment, error)
-	ResizeVolume(ctx context.Context, volumeID string, sizeBytes int64) (*cloud.Volume, error)
-	ModifyVolume(ctx context.Context, volumeID string, req cloud.ModifyVolumeRequest) (*cloud.Volume, error)
-	GetInstance(ctx context.Context, id string) (*cloud.Instance, error)
-	GetCapacity(ctx context.Context, instanceID string) (*cloud.Capacity, error)
-	GetQuotas(ctx context.Context) (*cloud.Quotas, error)
-	CreateSnapshot(ctx context.Context, req cloud.CreateSnapshotRequest) (*cloud.Snapshot, error)
-	GetSnapshot(ctx context.Context, id string) (*cloud.Snapshot, error)
-	DeleteSnapshot(ctx context.Context, id string) error
-	CreateGroupSnapshot(ctx context.Context, req cloud.CreateGroupSnapshotRequest) (*cloud.GroupSnapshot, error)
-	GetGroupSnapshot(ctx context.Context, id string) (*cloud.GroupSnapshot, error)
-	DeleteGroupSnapshot(ctx context.Context, id string) error
-}
 
 // Instance is an instance of a World: its ID, zone, effective attach limit and out-of-band
 // slots (both in slots).
@@ -61,7 +37,7 @@ type World struct {
 	CapacityQuota   int64
 }
 
-// DefaultZone is the zone of volumes created without one, in both implementations.
+// DefaultZone is the zone of volumes created without one.
 const DefaultZone = "zone-a"
 
 // op is what a step does.
@@ -147,7 +123,7 @@ type step struct {
 	quotas      *used
 }
 
-// testCase is one row of the contract.
+// testCase is one row of the table.
 type testCase struct {
 	name  string
 	world World
@@ -403,12 +379,12 @@ func tooManyVolumes() []string {
 	return out
 }
 
-// Run runs every case of the contract as a subtest, each against a new cloud from newCloud
-// holding the case's World. newCloud fails t when it cannot build one.
-func Run(t *testing.T, newCloud func(t *testing.T, w World) Cloud) {
+// TestAPITable runs every case of the table as a subtest, each against a new cloud holding
+// the case's World, through the driver's client.
+func TestAPITable(t *testing.T) {
 	for _, tc := range cases() {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &runner{t: t, c: newCloud(t, tc.world), ids: map[string]string{}, devices: map[string]string{},
+			r := &runner{t: t, c: newWorldCloud(t, tc.world), ids: map[string]string{}, devices: map[string]string{},
 				snaps: map[string]string{}, groups: map[string]*cloud.GroupSnapshot{}}
 			for i, s := range tc.steps {
 				r.step(i, s)
@@ -417,11 +393,29 @@ func Run(t *testing.T, newCloud func(t *testing.T, w World) Cloud) {
 	}
 }
 
+// newWorldCloud starts a fake cloud holding w, with zero attach and detach durations, and
+// returns its driver client.
+func newWorldCloud(t *testing.T, w World) *cloud.Client {
+	seed := server.Seed{
+		// Every instance sets its own limit; the type's only has to be valid.
+		InstanceTypes: []cloud.InstanceType{{Name: "contract", MaxAttachments: 1}},
+		Quotas:        &store.Limits{Attachments: w.AttachmentQuota, Volumes: w.VolumeQuota, CapacityBytes: w.CapacityQuota},
+	}
+	for _, in := range w.Instances {
+		limit := in.AttachLimit
+		seed.Instances = append(seed.Instances, store.SeedInstance{
+			CreateInstanceRequest: cloud.CreateInstanceRequest{ID: in.ID, Zone: in.Zone, InstanceType: "contract", OutOfBandSlots: in.OutOfBandSlots},
+			AttachLimit:           &limit,
+		})
+	}
+	return startCloud(t, server.Config{Seed: seed, DefaultZone: DefaultZone}).driver
+}
+
 // runner runs the steps of one case, keeping the IDs of the volumes created by name and the
 // device each volume was first attached as.
 type runner struct {
 	t       *testing.T
-	c       Cloud
+	c       *cloud.Client
 	ids     map[string]string
 	devices map[string]string
 	// snaps are the snapshot IDs by step name (see step.snap); groups the group snapshots
@@ -500,7 +494,7 @@ func (r *runner) step(i int, s step) {
 	case opVolume:
 		v, err = r.c.GetVolume(ctx, r.id(s.vol))
 	case opWait:
-		// The contract's clouds complete transitions within the request, so a wait finds
+		// The table's clouds complete transitions within the request, so a wait finds
 		// nothing under way and answers at once, however long it may wait.
 		v, err = r.c.WaitVolume(ctx, r.id(s.vol), cloud.VolumeWait{For: s.waitFor, InstanceID: s.inst, Timeout: time.Minute})
 	case opInstance:
