@@ -9,7 +9,6 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
-	"github.com/fakecloud/fakecloud-csi/pkg/csi/internal/cloudfake"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/nodestate"
 )
 
@@ -18,7 +17,7 @@ import (
 // the controller does (cloudWaitMessage; issue 26). Before, it logged only "Cannot learn the
 // node's zone from the cloud yet", which sends the reader to the network.
 func TestNodeCloudWaitNamesTheTokenFlag(t *testing.T) {
-	f := cloudfake.New()
+	f := newRealCloud(t)
 	f.AddInstance("i-1", "zone-a", 8, 1)
 	f.FailNext(cloud.OperationGetInstance, cloud.NewError(cloud.CodeUnauthenticated, "no token"))
 	topo := NewTopology("i-1", nodestate.NewDir(t.TempDir()), f, nil)
