@@ -84,20 +84,25 @@ type reactor struct {
 	id             int
 }
 
-// resources are the kinds the server serves: resource, kind, namespaced.
-var resources = []struct {
+// served is one resource the server serves.
+type served struct {
 	gv         schema.GroupVersion
 	resource   string
 	kind       string
 	namespaced bool
-}{
-	{corev1.SchemeGroupVersion, "nodes", "Node", false},
-	{corev1.SchemeGroupVersion, "pods", "Pod", true},
-	{corev1.SchemeGroupVersion, "events", "Event", true},
-	{storagev1.SchemeGroupVersion, "csidrivers", "CSIDriver", false},
-	{storagev1.SchemeGroupVersion, "csinodes", "CSINode", false},
-	{storagev1.SchemeGroupVersion, "volumeattachments", "VolumeAttachment", false},
-	{eventsv1.SchemeGroupVersion, "events", "Event", true},
+}
+
+// resources are the resources the server serves.
+func resources() []served {
+	return []served{
+		{corev1.SchemeGroupVersion, "nodes", "Node", false},
+		{corev1.SchemeGroupVersion, "pods", "Pod", true},
+		{corev1.SchemeGroupVersion, "events", "Event", true},
+		{storagev1.SchemeGroupVersion, "csidrivers", "CSIDriver", false},
+		{storagev1.SchemeGroupVersion, "csinodes", "CSINode", false},
+		{storagev1.SchemeGroupVersion, "volumeattachments", "VolumeAttachment", false},
+		{eventsv1.SchemeGroupVersion, "events", "Event", true},
+	}
 }
 
 // New starts a server holding objs (closed when t ends). Errors fail t: an object of a kind
@@ -222,7 +227,7 @@ func (s *Server) keyOf(obj runtime.Object) (key, error) {
 	if err != nil {
 		return key{}, err
 	}
-	for _, r := range resources {
+	for _, r := range resources() {
 		if r.gv == gvks[0].GroupVersion() && r.kind == gvks[0].Kind {
 			k := key{gv: r.gv, resource: r.resource, name: m.GetName()}
 			if r.namespaced {
@@ -318,7 +323,7 @@ func (s *Server) do(a Action, gv schema.GroupVersion, body []byte) (runtime.Obje
 	defer s.mu.Unlock()
 	gr := schema.GroupResource{Group: a.Group, Resource: a.Resource}
 	var kind string
-	for _, res := range resources {
+	for _, res := range resources() {
 		if res.gv == gv && res.resource == a.Resource {
 			kind = res.kind
 		}
@@ -396,7 +401,7 @@ func parsePath(p string) (a Action, gv schema.GroupVersion, ok bool) {
 	default:
 		return a, gv, false
 	}
-	for _, r := range resources {
+	for _, r := range resources() {
 		if r.gv == gv && r.resource == a.Resource && r.namespaced == (a.Namespace != "") {
 			return a, gv, true
 		}
