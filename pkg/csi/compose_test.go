@@ -11,17 +11,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	apiversion "k8s.io/apimachinery/pkg/version"
-	fakediscovery "k8s.io/client-go/discovery/fake"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/fakecloud/fakecloud-csi/internal/kubeapi"
+	"github.com/fakecloud/fakecloud-csi/internal/kubeapi/kubeapitest"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/clustercheck"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/mount"
@@ -31,7 +29,7 @@ var _ Cloud = (*realCloud)(nil)
 
 // newNodeDriver is clustercheck.Decide and NewForCloud in node mode for instance i-1 (8 slots, 1 out of band) of a
 // fake cloud, with the driver's flags plus args.
-func newNodeDriver(t *testing.T, kube kubernetes.Interface, args ...string) (*Driver, *realCloud, *prometheus.Registry) {
+func newNodeDriver(t *testing.T, kube *kubeapitest.Server, args ...string) (*Driver, *realCloud, *prometheus.Registry) {
 	t.Helper()
 	var o Options
 	fs := pflag.NewFlagSet("driver", pflag.ContinueOnError)
@@ -45,7 +43,7 @@ func newNodeDriver(t *testing.T, kube kubernetes.Interface, args ...string) (*Dr
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	d, err := NewForCloud(o, f, clustercheck.Decide(context.Background(), o.ClusterCheckConfig(), kube, reg), mount.NewFake(), reg)
+	d, err := NewForCloud(o, f, clustercheck.Decide(context.Background(), o.ClusterCheckConfig(), kubeClient(t, kube), reg), mount.NewFake(), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,51 +97,66 @@ func TestDynamicCapacityFlagChoosesTheReporter(t *testing.T) {
 
 // kubeCluster is a fake API server of version server whose CSIDriver sets period (nil: unset),
 // with a Node "node-1" (kubelet v1.37.2) labelled nodeLabels.
-func kubeCluster(server string, period *int64, nodeLabels map[string]string) *fake.Clientset {
-	cs := fake.NewClientset(&storagev1.CSIDriver{
+func kubeCluster(t testing.TB, server string, period *int64, nodeLabels map[string]string) *kubeapitest.Server {
+	t.Helper()
+	cs := kubeapitest.New(t, &storagev1.CSIDriver{
 		ObjectMeta: metav1.ObjectMeta{Name: DriverName},
 		Spec:       storagev1.CSIDriverSpec{NodeAllocatableUpdatePeriodSeconds: period},
 	}, &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "node-1", Labels: nodeLabels},
 		Status:     corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.37.2"}},
 	})
-	cs.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &apiversion.Info{GitVersion: server}
+	cs.SetServerVersion(server)
 	return cs
 }
 
+// kubeClient is the cluster check's client of the fake API server s, nil for nil (no API
+// access).
+func kubeClient(t testing.TB, s *kubeapitest.Server) *kubeapi.Client {
+	t.Helper()
+	if s == nil {
+		return nil
+	}
+	c, err := clustercheck.NewClientForConfig(s.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func TestClusterCheckChoosesTheReporter(t *testing.T) {
-	unreachable := kubeCluster("v1.37.2", ptr.To[int64](10), nil)
-	unreachable.PrependReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+	unreachable := kubeCluster(t, "v1.37.2", ptr.To[int64](10), nil)
+	unreachable.PrependReactor("*", "*", func(kubeapitest.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("down")
 	})
 	tests := []struct {
 		name          string
-		kube          *fake.Clientset
+		kube          *kubeapitest.Server
 		args          []string
 		wantStatic    bool
 		wantSupported float64 // -1: the gauge is not exported
 		wantEvents    int
 		wantReason    string // in /debug/capacity, for a static count
 	}{
-		{name: "supported cluster: the policy", kube: kubeCluster("v1.37.2", ptr.To[int64](10), nil), wantSupported: 1},
-		{name: "period unset: static count and an event", kube: kubeCluster("v1.37.2", nil, nil), wantStatic: true, wantEvents: 1,
+		{name: "supported cluster: the policy", kube: kubeCluster(t, "v1.37.2", ptr.To[int64](10), nil), wantSupported: 1},
+		{name: "period unset: static count and an event", kube: kubeCluster(t, "v1.37.2", nil, nil), wantStatic: true, wantEvents: 1,
 			wantReason: "cannot take CSINode allocatable updates: CSIDriver disk.fakecloud.dev does not set spec.nodeAllocatableUpdatePeriodSeconds"},
-		{name: "old API server: static count and an event", kube: kubeCluster("v1.34.1", ptr.To[int64](10), nil), wantStatic: true, wantEvents: 1,
+		{name: "old API server: static count and an event", kube: kubeCluster(t, "v1.34.1", ptr.To[int64](10), nil), wantStatic: true, wantEvents: 1,
 			wantReason: "API server is v1.34.1"},
 		{name: "no answer: the flag as given, no gauge", kube: unreachable, args: []string{"--cluster-check-timeout=50ms"}, wantSupported: -1},
-		{name: "--dynamic-capacity=false: no check", kube: kubeCluster("v1.37.2", ptr.To[int64](10), nil),
+		{name: "--dynamic-capacity=false: no check", kube: kubeCluster(t, "v1.37.2", ptr.To[int64](10), nil),
 			args: []string{"--dynamic-capacity=false"}, wantStatic: true, wantSupported: -1, wantReason: "--dynamic-capacity=false"},
-		{name: "node label true overrides --dynamic-capacity=false", kube: kubeCluster("v1.37.2", ptr.To[int64](10), label("true")),
+		{name: "node label true overrides --dynamic-capacity=false", kube: kubeCluster(t, "v1.37.2", ptr.To[int64](10), label("true")),
 			args: []string{"--dynamic-capacity=false", "--node-name=node-1"}, wantSupported: 1},
-		{name: "node label false overrides the default", kube: kubeCluster("v1.37.2", ptr.To[int64](10), label("false")),
+		{name: "node label false overrides the default", kube: kubeCluster(t, "v1.37.2", ptr.To[int64](10), label("false")),
 			args: []string{"--node-name=node-1"}, wantStatic: true, wantSupported: -1, wantReason: "node label fakecloud.dev/dynamic-capacity=false"},
-		{name: "node label false: no fallback event on an old cluster", kube: kubeCluster("v1.34.1", nil, label("false")),
+		{name: "node label false: no fallback event on an old cluster", kube: kubeCluster(t, "v1.34.1", nil, label("false")),
 			args: []string{"--node-name=node-1"}, wantStatic: true, wantSupported: -1, wantReason: "node label"},
-		{name: "node label true still needs a supported cluster", kube: kubeCluster("v1.37.2", nil, label("true")),
+		{name: "node label true still needs a supported cluster", kube: kubeCluster(t, "v1.37.2", nil, label("true")),
 			args: []string{"--dynamic-capacity=false", "--node-name=node-1"}, wantStatic: true, wantEvents: 1, wantReason: "nodeAllocatableUpdatePeriodSeconds"},
-		{name: "a bad label value is ignored", kube: kubeCluster("v1.37.2", ptr.To[int64](10), label("yes")),
+		{name: "a bad label value is ignored", kube: kubeCluster(t, "v1.37.2", ptr.To[int64](10), label("yes")),
 			args: []string{"--node-name=node-1"}, wantSupported: 1},
-		{name: "unlabelled node: the flag", kube: kubeCluster("v1.37.2", ptr.To[int64](10), nil),
+		{name: "unlabelled node: the flag", kube: kubeCluster(t, "v1.37.2", ptr.To[int64](10), nil),
 			args: []string{"--dynamic-capacity=false", "--node-name=node-1"}, wantStatic: true, wantSupported: -1, wantReason: "--dynamic-capacity=false"},
 	}
 	for _, tc := range tests {
@@ -161,11 +174,10 @@ func TestClusterCheckChoosesTheReporter(t *testing.T) {
 			if got := gaugeValue(t, reg, "fakecloud_csi_cluster_dynamic_capacity_supported"); got != tc.wantSupported {
 				t.Errorf("fakecloud_csi_cluster_dynamic_capacity_supported = %v, want %v", got, tc.wantSupported)
 			}
-			evs, err := tc.kube.EventsV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
-			if err == nil && len(evs.Items) != tc.wantEvents {
-				t.Errorf("%d events, want %d", len(evs.Items), tc.wantEvents)
+			if evs := tc.kube.List(eventsv1.SchemeGroupVersion, "events"); len(evs) != tc.wantEvents {
+				t.Errorf("%d events, want %d", len(evs), tc.wantEvents)
 			}
-			if tc.name == "--dynamic-capacity=false: no check" && len(tc.kube.Actions()) != 1 { // the List above
+			if tc.name == "--dynamic-capacity=false: no check" && len(tc.kube.Actions()) != 0 {
 				t.Errorf("the check ran with --dynamic-capacity=false: %v", tc.kube.Actions())
 			}
 		})
@@ -194,18 +206,14 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 func TestDebugClusterShowsTheWatch(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		kube     *fake.Clientset
+		kube     *kubeapitest.Server
 		wantCode int
 	}{
-		{"watched", kubeCluster("v1.37.2", ptr.To[int64](10), nil), http.StatusOK},
+		{"watched", kubeCluster(t, "v1.37.2", ptr.To[int64](10), nil), http.StatusOK},
 		{"not checked", nil, http.StatusNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var kube kubernetes.Interface
-			if tc.kube != nil {
-				kube = tc.kube
-			}
-			d, _, _ := newNodeDriver(t, kube)
+			d, _, _ := newNodeDriver(t, tc.kube)
 			srv := httptest.NewServer(d.HTTPHandler())
 			defer srv.Close()
 			resp, err := http.Get(srv.URL + "/debug/cluster")
@@ -235,24 +243,20 @@ func TestDebugClusterShowsTheWatch(t *testing.T) {
 func TestDebugCapacityShowsTheDecision(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
-		kube         *fake.Clientset
+		kube         *kubeapitest.Server
 		args         []string
 		wantDecision string
 		wantReason   string
 		wantMode     string
 	}{
-		{name: "supported cluster", kube: kubeCluster("v1.37.2", ptr.To[int64](10), nil), args: []string{"--node-name=node-1"},
+		{name: "supported cluster", kube: kubeCluster(t, "v1.37.2", ptr.To[int64](10), nil), args: []string{"--node-name=node-1"},
 			wantDecision: "dynamic", wantReason: "supported"},
-		{name: "period unset", kube: kubeCluster("v1.37.2", nil, nil), args: []string{"--node-name=node-1"},
+		{name: "period unset", kube: kubeCluster(t, "v1.37.2", nil, nil), args: []string{"--node-name=node-1"},
 			wantDecision: "static", wantReason: "period-unset", wantMode: "static"},
 		{name: "no API access", wantDecision: "dynamic", wantReason: "unchecked"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var kube kubernetes.Interface
-			if tc.kube != nil {
-				kube = tc.kube
-			}
-			d, _, _ := newNodeDriver(t, kube, tc.args...)
+			d, _, _ := newNodeDriver(t, tc.kube, tc.args...)
 			srv := httptest.NewServer(d.HTTPHandler())
 			defer srv.Close()
 			resp, err := http.Get(srv.URL + "/debug/capacity")

@@ -127,7 +127,7 @@ func driverFamilies(t *testing.T) []*dto.MetricFamily {
 	reg := prometheus.NewRegistry()
 	opts := DefaultOptions()
 	opts.NodeID, opts.StateDir = "i-1", t.TempDir()
-	if r := clustercheck.Decide(context.Background(), opts.ClusterCheckConfig(), kubeCluster("v1.37.2", ptr.To[int64](10), nil), reg).StaticReason; r != "" {
+	if r := clustercheck.Decide(context.Background(), opts.ClusterCheckConfig(), kubeClient(t, kubeCluster(t, "v1.37.2", ptr.To[int64](10), nil)), reg).StaticReason; r != "" {
 		t.Fatalf("the cluster check refused a supported cluster: %s", r)
 	}
 	rep, err := capacity.NewReporter(opts.CapacityConfig(), f, "i-1", nil, nil, reg)

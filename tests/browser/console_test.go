@@ -23,9 +23,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/fakecloud/fakecloud-csi/internal/kubeapi/kubeapitest"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/console"
@@ -62,7 +61,7 @@ func chromiumPath() (string, error) {
 // startCloud serves a fake cloud seeded like `make run`, with the console showing one node
 // plugin and the cluster kube holds (through consoletest's API server, as the console reads a
 // real one), on loopback; it returns the cloud's URL.
-func startCloud(t *testing.T, pluginURL string, kube kubernetes.Interface) string {
+func startCloud(t *testing.T, pluginURL string, kube *kubeapitest.Server) string {
 	t.Helper()
 	seed, err := server.LoadSeed("../../examples/seed.yaml")
 	if err != nil {
@@ -189,9 +188,9 @@ func TestConsole(t *testing.T) {
 	plugin := &pluginHandler{}
 	ps := httptest.NewServer(plugin)
 	t.Cleanup(ps.Close)
-	// The cluster side, in client-go's fake clientset: node-a2 runs as Kubernetes node k8s-2,
-	// its CSINode count 7 (what the plugin reports at first); one pod waits for a node.
-	kube := fake.NewSimpleClientset( //nolint:staticcheck // NewClientset's type converter costs seconds; the view only lists
+	// The cluster side, in a fake API server (kubeapitest): node-a2 runs as Kubernetes node
+	// k8s-2, its CSINode count 7 (what the plugin reports at first); one pod waits for a node.
+	kube := kubeapitest.New(t,
 		csiNode(7),
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-9"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
 			Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
@@ -341,8 +340,7 @@ func TestConsole(t *testing.T) {
 				clusterCell(3, "7"), clusterCell(4, "4"), stale(true))},
 		{"the CSINode count follows (as kubelet would update it, KEP-4876): 4, the row no longer stale",
 			[]chromedp.Action[chromedp.Void]{chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
-				_, err := kube.StorageV1().CSINodes().Update(ctx, csiNode(4), metav1.UpdateOptions{})
-				return err
+				return kube.Put(csiNode(4))
 			})},
 			all(clusterCell(3, "4"), stale(false), `document.querySelector('[data-node="`+node+`"] [data-field="csinode"] b')?.textContent === "4"`,
 				// The node's chart has the cluster's series from the start: nothing attached
@@ -354,12 +352,11 @@ func TestConsole(t *testing.T) {
 					name     string
 					attached bool
 				}{{"va-1", true}, {"va-2", false}} {
-					if _, err := kube.StorageV1().VolumeAttachments().Create(ctx, volumeAttachment(o.name, o.attached), metav1.CreateOptions{}); err != nil {
+					if err := kube.Put(volumeAttachment(o.name, o.attached)); err != nil {
 						return err
 					}
 				}
-				_, err := kube.CoreV1().Pods("default").Create(ctx, pendingPod("disks-1"), metav1.CreateOptions{})
-				return err
+				return kube.Put(pendingPod("disks-1"))
 			})},
 			all(seriesIs("va-attached", 1), seriesIs("va-attaching", 1), seriesIs("pending", 1), seriesMoved("va-attached"),
 				seriesMoved("va-attaching"), seriesMoved("pending"),
@@ -410,13 +407,12 @@ func TestConsole(t *testing.T) {
 			all(reportedIs(4), `document.querySelector('[data-quota="attachments"] .meter.full') === null`)},
 		{"the second attach done and the pod running (they waited through the quota cut and the outage): attached 2, none attaching, none Pending",
 			[]chromedp.Action[chromedp.Void]{chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
-				if _, err := kube.StorageV1().VolumeAttachments().Update(ctx, volumeAttachment("va-2", true), metav1.UpdateOptions{}); err != nil {
+				if err := kube.Put(volumeAttachment("va-2", true)); err != nil {
 					return err
 				}
 				running := pendingPod("disks-1")
 				running.Status.Phase = corev1.PodRunning
-				_, err := kube.CoreV1().Pods("default").Update(ctx, running, metav1.UpdateOptions{})
-				return err
+				return kube.Put(running)
 			})},
 			all(seriesIs("va-attached", 2), seriesIs("va-attaching", 0), seriesIs("pending", 0), clusterCell(6, "2"))},
 		{"a scenario pasted into the page runs in the fake cloud: its row says done and its step shows",

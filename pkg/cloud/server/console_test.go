@@ -10,8 +10,8 @@ import (
 
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/fakecloud/fakecloud-csi/internal/kubeapi/kubeapitest"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/console"
@@ -87,7 +87,7 @@ func TestConsoleRoutes(t *testing.T) {
 // the instance it runs on.
 func TestConsoleClusterRoute(t *testing.T) {
 	count := int32(7)
-	kube := fake.NewSimpleClientset(&storagev1.CSINode{ //nolint:staticcheck // NewClientset's type converter costs seconds; the view only lists
+	kube := kubeapitest.New(t, &storagev1.CSINode{
 		ObjectMeta: metav1.ObjectMeta{Name: "k8s-a"},
 		Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{Name: console.DefaultDriverName, NodeID: "node-a",
 			Allocatable: &storagev1.VolumeNodeResources{Count: &count}}}},

@@ -35,16 +35,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+
+	"github.com/fakecloud/fakecloud-csi/internal/kubeapi"
 )
 
 // MinMajor.MinMinor is the oldest API server and kubelet that take allocatable updates with
@@ -99,12 +100,12 @@ type Result struct {
 	AttacherErrorCode AttacherEvidence
 }
 
-// Checker reads the cluster through Client. DriverName is the CSIDriver object's name (the CSI
+// Checker reads the cluster through Client (NewClient's). DriverName is the CSIDriver object's name (the CSI
 // driver name); NodeName is this node's Kubernetes name, empty to skip the kubelet check and
 // the label; ModeLabel is the key of a Node label whose value Check returns (the per-node
 // dynamic capacity switch), empty for none; NodeID names the reporting instance in Events.
 type Checker struct {
-	Client     kubernetes.Interface
+	Client     *kubeapi.Client
 	DriverName string
 	NodeName   string
 	ModeLabel  string
@@ -120,7 +121,7 @@ func (c Checker) Check(ctx context.Context) (Result, error) {
 	var res Result
 	// With the context: a server that accepts the connection and never answers must not hold
 	// the node plugin's start past the check's deadline.
-	info, err := discovery.ToServerVersionInterfaceWithContext(c.Client.Discovery()).ServerVersionWithContext(ctx)
+	info, err := c.Client.ServerVersion(ctx)
 	if err != nil {
 		return res, fmt.Errorf("read the API server version: %w", err)
 	}
@@ -132,7 +133,8 @@ func (c Checker) Check(ctx context.Context) (Result, error) {
 	res.ServerGate = gateAt(sv)
 	res.addGateProblem("API server", info.GitVersion, res.ServerGate, ReasonAPIServerTooOld, ReasonAPIServerGateOffByDefault)
 
-	d, err := c.Client.StorageV1().CSIDrivers().Get(ctx, c.DriverName, metav1.GetOptions{})
+	d := &storagev1.CSIDriver{}
+	err = c.Client.Get(ctx, "csidrivers", "", c.DriverName, d)
 	switch {
 	case apierrors.IsNotFound(err):
 		res.addProblem(ReasonCSIDriverMissing, fmt.Sprintf("the CSIDriver object %s does not exist", c.DriverName))
@@ -148,8 +150,8 @@ func (c Checker) Check(ctx context.Context) (Result, error) {
 	}
 
 	if c.NodeName != "" {
-		n, err := c.Client.CoreV1().Nodes().Get(ctx, c.NodeName, metav1.GetOptions{})
-		if err != nil {
+		n := &corev1.Node{}
+		if err := c.Client.Get(ctx, "nodes", "", c.NodeName, n); err != nil {
 			return res, fmt.Errorf("read Node %s: %w", c.NodeName, err)
 		}
 		res.KubeletVersion = n.Status.NodeInfo.KubeletVersion
@@ -176,8 +178,8 @@ const vaListLimit = 500
 // driver's carried status.attachError.errorCode. It is evidence only: a failed read is
 // AttacherUnknown, never an error of the check (the node plugin's RBAC may not grant list).
 func (c Checker) attacherEvidence(ctx context.Context) AttacherEvidence {
-	l, err := c.Client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{Limit: vaListLimit})
-	if err != nil {
+	l := &storagev1.VolumeAttachmentList{}
+	if err := c.Client.List(ctx, "volumeattachments", "", metav1.ListOptions{Limit: vaListLimit}, l); err != nil {
 		klog.FromContext(ctx).V(4).Info("Cannot list VolumeAttachments; whether the attacher writes errorCode stays unknown", "err", err)
 		return AttacherUnknown
 	}
@@ -258,7 +260,7 @@ func (c Checker) Report(ctx context.Context, res Result) error {
 			APIVersion: "storage.k8s.io/v1", Kind: "CSIDriver", Name: c.DriverName, UID: types.UID(res.CSIDriverUID),
 		},
 	}
-	if _, err := c.Client.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+	if err := c.Client.Create(ctx, "events", metav1.NamespaceDefault, ev, &eventsv1.Event{}); err != nil {
 		return fmt.Errorf("create event %s for CSIDriver %s: %w", EventReason, c.DriverName, err)
 	}
 	return nil
@@ -267,8 +269,10 @@ func (c Checker) Report(ctx context.Context, res Result) error {
 // NewClient returns a client for the cluster: from kubeconfig when it is not empty, else from
 // the pod's service account when the process runs in a pod (KUBERNETES_SERVICE_HOST is set);
 // nil and no error when neither, i.e. there is no cluster to check (make run, csi-sanity).
+// The client knows the three API groups the check reads and writes (core, storage.k8s.io,
+// events.k8s.io) and no others: not client-go's clientset (package kubeapi says why).
 // Errors: an unreadable or invalid kubeconfig, an in-cluster config that cannot be loaded.
-func NewClient(kubeconfig, userAgent string) (kubernetes.Interface, error) {
+func NewClient(kubeconfig, userAgent string) (*kubeapi.Client, error) {
 	var cfg *rest.Config
 	var err error
 	switch {
@@ -285,11 +289,14 @@ func NewClient(kubeconfig, userAgent string) (kubernetes.Interface, error) {
 	cfg.UserAgent = userAgent
 	// Each request of the check is bounded on its own too, whatever the caller's context.
 	cfg.Timeout = requestTimeout
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return cs, nil
+	return NewClientForConfig(cfg)
+}
+
+// NewClientForConfig returns the check's client of the cluster cfg describes, as NewClient
+// does from a kubeconfig (tests give it a fake API server's, kubeapitest). Errors: cfg cannot
+// make an HTTP client.
+func NewClientForConfig(cfg *rest.Config) (*kubeapi.Client, error) {
+	return kubeapi.New(cfg, corev1.AddToScheme, storagev1.AddToScheme, eventsv1.AddToScheme)
 }
 
 // cutShort reports whether an attempt's err is the deadline's doing rather than an answer:

@@ -12,24 +12,25 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	apiversion "k8s.io/apimachinery/pkg/version"
-	fakediscovery "k8s.io/client-go/discovery/fake"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/fakecloud/fakecloud-csi/internal/kubeapi"
+	"github.com/fakecloud/fakecloud-csi/internal/kubeapi/kubeapitest"
 )
 
 const driver = "disk.fakecloud.dev"
 
 // cluster is a fake API server with the given versions; period nil leaves the CSIDriver's
 // field unset, noDriver leaves the CSIDriver out, kubelet "" leaves the Node out.
-func cluster(server string, period *int64, noDriver bool, kubelet string) *fake.Clientset {
+func cluster(t testing.TB, server string, period *int64, noDriver bool, kubelet string) *kubeapitest.Server {
+	t.Helper()
 	var objs []runtime.Object
 	if !noDriver {
 		objs = append(objs, &storagev1.CSIDriver{
@@ -43,43 +44,65 @@ func cluster(server string, period *int64, noDriver bool, kubelet string) *fake.
 			Status:     corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: kubelet}},
 		})
 	}
-	cs := fake.NewClientset(objs...)
-	cs.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &apiversion.Info{GitVersion: server}
+	cs := kubeapitest.New(t, objs...)
+	cs.SetServerVersion(server)
 	return cs
+}
+
+// client is the check's client of the fake API server s (NewClientForConfig), nil for nil.
+func client(t testing.TB, s *kubeapitest.Server) *kubeapi.Client {
+	t.Helper()
+	if s == nil {
+		return nil
+	}
+	c, err := NewClientForConfig(s.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// events are the events.k8s.io Events s holds.
+func events(s *kubeapitest.Server) []*eventsv1.Event {
+	var evs []*eventsv1.Event
+	for _, o := range s.List(eventsv1.SchemeGroupVersion, "events") {
+		evs = append(evs, o.(*eventsv1.Event))
+	}
+	return evs
 }
 
 func TestCheck(t *testing.T) {
 	tests := []struct {
 		name         string
-		client       *fake.Clientset
+		client       *kubeapitest.Server
 		nodeName     string
 		wantErr      string
 		wantProblems []string // substrings, one per problem, in order
 	}{
-		{name: "v1.37 with a period and a new kubelet", client: cluster("v1.37.2", ptr.To[int64](10), false, "v1.37.2"), nodeName: "node-1"},
-		{name: "v1.35 is the minimum", client: cluster("v1.35.0", ptr.To[int64](60), false, "v1.35.0"), nodeName: "node-1"},
-		{name: "provider suffixes parse", client: cluster("v1.36.4-gke.1200", ptr.To[int64](10), false, "v1.36.4-eks-abc"), nodeName: "node-1"},
-		{name: "no node name: kubelet not checked", client: cluster("v1.37.2", ptr.To[int64](10), false, ""), nodeName: ""},
-		{name: "old API server", client: cluster("v1.34.3", ptr.To[int64](10), false, "v1.37.2"), nodeName: "node-1",
+		{name: "v1.37 with a period and a new kubelet", client: cluster(t, "v1.37.2", ptr.To[int64](10), false, "v1.37.2"), nodeName: "node-1"},
+		{name: "v1.35 is the minimum", client: cluster(t, "v1.35.0", ptr.To[int64](60), false, "v1.35.0"), nodeName: "node-1"},
+		{name: "provider suffixes parse", client: cluster(t, "v1.36.4-gke.1200", ptr.To[int64](10), false, "v1.36.4-eks-abc"), nodeName: "node-1"},
+		{name: "no node name: kubelet not checked", client: cluster(t, "v1.37.2", ptr.To[int64](10), false, ""), nodeName: ""},
+		{name: "old API server", client: cluster(t, "v1.34.3", ptr.To[int64](10), false, "v1.37.2"), nodeName: "node-1",
 			wantProblems: []string{"API server is v1.34.3, older than v1.35"}},
-		{name: "period unset", client: cluster("v1.37.2", nil, false, "v1.37.2"), nodeName: "node-1",
+		{name: "period unset", client: cluster(t, "v1.37.2", nil, false, "v1.37.2"), nodeName: "node-1",
 			wantProblems: []string{"does not set spec.nodeAllocatableUpdatePeriodSeconds"}},
-		{name: "no CSIDriver object", client: cluster("v1.37.2", nil, true, "v1.37.2"), nodeName: "node-1",
+		{name: "no CSIDriver object", client: cluster(t, "v1.37.2", nil, true, "v1.37.2"), nodeName: "node-1",
 			wantProblems: []string{"CSIDriver object disk.fakecloud.dev does not exist"}},
-		{name: "old kubelet", client: cluster("v1.37.2", ptr.To[int64](10), false, "v1.34.0"), nodeName: "node-1",
+		{name: "old kubelet", client: cluster(t, "v1.37.2", ptr.To[int64](10), false, "v1.34.0"), nodeName: "node-1",
 			wantProblems: []string{"kubelet of node node-1 is v1.34.0"}},
-		{name: "everything wrong, all listed", client: cluster("v1.33.1", nil, false, "v1.32.0"), nodeName: "node-1",
+		{name: "everything wrong, all listed", client: cluster(t, "v1.33.1", nil, false, "v1.32.0"), nodeName: "node-1",
 			wantProblems: []string{"API server", "nodeAllocatableUpdatePeriodSeconds", "kubelet"}},
-		{name: "node missing is an error", client: cluster("v1.37.2", ptr.To[int64](10), false, ""), nodeName: "node-1",
+		{name: "node missing is an error", client: cluster(t, "v1.37.2", ptr.To[int64](10), false, ""), nodeName: "node-1",
 			wantErr: `read Node node-1`},
-		{name: "unparsable server version", client: cluster("banana", ptr.To[int64](10), false, ""),
+		{name: "unparsable server version", client: cluster(t, "banana", ptr.To[int64](10), false, ""),
 			wantErr: `parse the API server version "banana"`},
-		{name: "unparsable kubelet version", client: cluster("v1.37.2", ptr.To[int64](10), false, "x"), nodeName: "node-1",
+		{name: "unparsable kubelet version", client: cluster(t, "v1.37.2", ptr.To[int64](10), false, "x"), nodeName: "node-1",
 			wantErr: `parse the kubelet of node node-1 version "x"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := Checker{Client: tc.client, DriverName: driver, NodeName: tc.nodeName, NodeID: "node-1"}.Check(context.Background())
+			res, err := Checker{Client: client(t, tc.client), DriverName: driver, NodeName: tc.nodeName, NodeID: "node-1"}.Check(context.Background())
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Check error = %v, want one containing %q", err, tc.wantErr)
@@ -110,11 +133,11 @@ func TestCheck(t *testing.T) {
 func TestCheckReadErrorsAreErrorsNotProblems(t *testing.T) {
 	for _, resource := range []string{"csidrivers", "nodes"} {
 		t.Run(resource, func(t *testing.T) {
-			cs := cluster("v1.37.2", ptr.To[int64](10), false, "v1.37.2")
-			cs.PrependReactor("get", resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+			cs := cluster(t, "v1.37.2", ptr.To[int64](10), false, "v1.37.2")
+			cs.PrependReactor("get", resource, func(kubeapitest.Action) (bool, runtime.Object, error) {
 				return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: resource}, "x", errors.New("RBAC"))
 			})
-			res, err := Checker{Client: cs, DriverName: driver, NodeName: "node-1"}.Check(context.Background())
+			res, err := Checker{Client: client(t, cs), DriverName: driver, NodeName: "node-1"}.Check(context.Background())
 			if !apierrors.IsForbidden(err) {
 				t.Fatalf("Check = %+v, %v; want a Forbidden error", res, err)
 			}
@@ -123,16 +146,16 @@ func TestCheckReadErrorsAreErrorsNotProblems(t *testing.T) {
 }
 
 func TestCheckUntilRetriesUntilAnAnswer(t *testing.T) {
-	cs := cluster("v1.37.2", nil, false, "")
+	cs := cluster(t, "v1.37.2", nil, false, "")
 	calls := 0
-	cs.PrependReactor("get", "csidrivers", func(k8stesting.Action) (bool, runtime.Object, error) {
+	cs.PrependReactor("get", "csidrivers", func(kubeapitest.Action) (bool, runtime.Object, error) {
 		calls++
 		if calls < 3 {
 			return true, nil, apierrors.NewServiceUnavailable("starting")
 		}
 		return false, nil, nil
 	})
-	res, err := Checker{Client: cs, DriverName: driver}.CheckUntil(context.Background(), time.Millisecond, time.Minute)
+	res, err := Checker{Client: client(t, cs), DriverName: driver}.CheckUntil(context.Background(), time.Millisecond, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,19 +165,19 @@ func TestCheckUntilRetriesUntilAnAnswer(t *testing.T) {
 }
 
 func TestCheckUntilGivesUpWithTheLastError(t *testing.T) {
-	cs := cluster("v1.37.2", ptr.To[int64](10), false, "")
-	cs.PrependReactor("get", "csidrivers", func(k8stesting.Action) (bool, runtime.Object, error) {
+	cs := cluster(t, "v1.37.2", ptr.To[int64](10), false, "")
+	cs.PrependReactor("get", "csidrivers", func(kubeapitest.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "storage.k8s.io", Resource: "csidrivers"}, driver, errors.New("no RBAC"))
 	})
-	_, err := Checker{Client: cs, DriverName: driver}.CheckUntil(context.Background(), time.Millisecond, 20*time.Millisecond)
+	_, err := Checker{Client: client(t, cs), DriverName: driver}.CheckUntil(context.Background(), time.Millisecond, 20*time.Millisecond)
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "no answer within 20ms") {
 		t.Fatalf("CheckUntil error = %v, want the Forbidden error, wrapped", err)
 	}
 }
 
 func TestReportCreatesAWarningOnTheCSIDriver(t *testing.T) {
-	cs := cluster("v1.34.0", nil, false, "")
-	c := Checker{Client: cs, DriverName: driver, NodeID: "i-7"}
+	cs := cluster(t, "v1.34.0", nil, false, "")
+	c := Checker{Client: client(t, cs), DriverName: driver, NodeID: "i-7"}
 	res, err := c.Check(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -162,15 +185,15 @@ func TestReportCreatesAWarningOnTheCSIDriver(t *testing.T) {
 	if err := c.Report(context.Background(), res); err != nil {
 		t.Fatal(err)
 	}
-	evs, err := cs.EventsV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
+	evs := events(cs)
+	if len(evs) != 1 {
+		t.Fatalf("%d events, want 1", len(evs))
 	}
-	if len(evs.Items) != 1 {
-		t.Fatalf("%d events, want 1", len(evs.Items))
+	ev := evs[0]
+	if ev.Namespace != metav1.NamespaceDefault {
+		t.Errorf("event in namespace %q, want %q", ev.Namespace, metav1.NamespaceDefault)
 	}
-	ev := evs.Items[0]
-	// The fake clientset does not validate; the API server checks the name prefix so.
+	// The fake API server does not validate; the real one checks the name prefix so.
 	if errs := apimachineryvalidation.NameIsDNSSubdomain(ev.GenerateName, true); len(errs) != 0 {
 		t.Errorf("generateName %q: %v", ev.GenerateName, errs)
 	}
@@ -186,13 +209,16 @@ func TestReportCreatesAWarningOnTheCSIDriver(t *testing.T) {
 }
 
 func TestReportCutsALongNote(t *testing.T) {
-	cs := cluster("v1.37.2", nil, false, "")
-	c := Checker{Client: cs, DriverName: driver, NodeID: "i-1"}
+	cs := cluster(t, "v1.37.2", nil, false, "")
+	c := Checker{Client: client(t, cs), DriverName: driver, NodeID: "i-1"}
 	if err := c.Report(context.Background(), Result{Problems: []string{strings.Repeat("x", 3000)}}); err != nil {
 		t.Fatal(err)
 	}
-	evs, _ := cs.EventsV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
-	if n := len(evs.Items[0].Note); n != 1024 {
+	evs := events(cs)
+	if len(evs) != 1 {
+		t.Fatalf("%d events, want 1", len(evs))
+	}
+	if n := len(evs[0].Note); n != 1024 {
 		t.Errorf("note of %d bytes, want 1024", n)
 	}
 }
@@ -221,9 +247,9 @@ current-context: x
 }
 
 func TestCheckUntilReportsTheCauseNotTheDeadline(t *testing.T) {
-	cs := cluster("v1.37.2", ptr.To[int64](10), false, "v1.37.2")
+	cs := cluster(t, "v1.37.2", ptr.To[int64](10), false, "v1.37.2")
 	calls := 0
-	cs.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+	cs.PrependReactor("get", "nodes", func(kubeapitest.Action) (bool, runtime.Object, error) {
 		calls++
 		if calls == 1 {
 			return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, "node-9")
@@ -231,7 +257,7 @@ func TestCheckUntilReportsTheCauseNotTheDeadline(t *testing.T) {
 		time.Sleep(60 * time.Millisecond) // the deadline cuts this attempt short
 		return true, nil, context.DeadlineExceeded
 	})
-	_, err := Checker{Client: cs, DriverName: driver, NodeName: "node-9"}.CheckUntil(context.Background(), time.Millisecond, 50*time.Millisecond)
+	_, err := Checker{Client: client(t, cs), DriverName: driver, NodeName: "node-9"}.CheckUntil(context.Background(), time.Millisecond, 50*time.Millisecond)
 	if !apierrors.IsNotFound(err) {
 		t.Fatalf("CheckUntil error = %v, want the NotFound of the attempt before the deadline", err)
 	}
@@ -241,20 +267,35 @@ func TestCheckUntilReportsTheCauseNotTheDeadline(t *testing.T) {
 // not say so yet: on a busy machine the timer that cancels it may run late, and CI's race run
 // then reported "context deadline exceeded" instead of the NotFound before it.
 func TestCheckUntilKeepsTheCauseOverALateDeadline(t *testing.T) {
-	cs := cluster("v1.37.2", ptr.To[int64](10), false, "v1.37.2")
+	cs := cluster(t, "v1.37.2", ptr.To[int64](10), false, "v1.37.2")
+	// The first read of node-9 is the server's NotFound; later ones end in a context error at
+	// once, in the client (as a timer that cancels the request does): the context is still alive.
 	calls := 0
-	cs.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
-		calls++
-		if calls == 1 {
-			return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, "node-9")
-		}
-		return true, nil, context.DeadlineExceeded // at once: the context is still alive
-	})
-	_, err := Checker{Client: cs, DriverName: driver, NodeName: "node-9"}.CheckUntil(context.Background(), time.Millisecond, 50*time.Millisecond)
-	if !apierrors.IsNotFound(err) {
-		t.Fatalf("CheckUntil error = %v, want the NotFound of the attempt before the deadline", err)
+	cfg := cs.Config()
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if strings.HasSuffix(r.URL.Path, "/nodes/node-9") {
+				calls++
+				if calls > 1 {
+					return nil, context.DeadlineExceeded
+				}
+			}
+			return rt.RoundTrip(r)
+		})
+	}
+	c, err := NewClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Checker{Client: c, DriverName: driver, NodeName: "node-9"}.CheckUntil(context.Background(), time.Millisecond, 50*time.Millisecond)
+	if !apierrors.IsNotFound(err) || calls < 2 {
+		t.Fatalf("CheckUntil error = %v after %d reads of the node, want the NotFound of the attempt before the deadline", err, calls)
 	}
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // TestCheckUntilEndsWhenTheServerNeverAnswers: an API server that accepts the connection and
 // the TLS handshake but never answers must not hold the check past its timeout.

@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	"github.com/fakecloud/fakecloud-csi/internal/kubeapi"
 )
 
 // checkInterval is the pause between start-up check attempts.
@@ -70,7 +71,7 @@ type Mode struct {
 // fakecloud_csi_cluster_dynamic_capacity_supported when a node that wants dynamic capacity
 // got an answer, and fakecloud_csi_cluster_capacity_decision and
 // fakecloud_csi_cluster_kubelet_minor_version always (exportDecision); nil: not exported.
-func Decide(ctx context.Context, cfg Config, kube kubernetes.Interface, reg prometheus.Registerer) Mode {
+func Decide(ctx context.Context, cfg Config, kube *kubeapi.Client, reg prometheus.Registerer) Mode {
 	mode := decide(ctx, cfg, kube, reg)
 	if err := exportDecision(reg, mode.Decision); err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot register the capacity decision metrics")
@@ -82,7 +83,7 @@ func Decide(ctx context.Context, cfg Config, kube kubernetes.Interface, reg prom
 }
 
 // decide is Decide without the decision's metrics.
-func decide(ctx context.Context, cfg Config, kube kubernetes.Interface, reg prometheus.Registerer) Mode {
+func decide(ctx context.Context, cfg Config, kube *kubeapi.Client, reg prometheus.Registerer) Mode {
 	logger := klog.FromContext(ctx)
 	flagReason := ""
 	if !cfg.DynamicCapacity {

@@ -9,28 +9,39 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/fakecloud/fakecloud-csi/internal/kubeapi/kubeapitest"
 )
 
 const modeLabel = "fakecloud.dev/dynamic-capacity"
 
 // labelled is cluster (kubelet v1.37.2 on node-1) with node-1 labelled modeLabel=v; "" leaves
 // the label out.
-func labelled(server string, period *int64, v string) *fake.Clientset {
-	cs := cluster(server, period, false, "v1.37.2")
+func labelled(t testing.TB, server string, period *int64, v string) *kubeapitest.Server {
+	t.Helper()
+	cs := cluster(t, server, period, false, "v1.37.2")
 	if v != "" {
-		n, _ := cs.CoreV1().Nodes().Get(context.Background(), "node-1", metav1.GetOptions{})
-		n.Labels = map[string]string{modeLabel: v}
-		_, _ = cs.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
+		setNodeLabel(t, cs, v)
 	}
-	cs.ClearActions()
 	return cs
+}
+
+// setNodeLabel sets node-1's modeLabel to v.
+func setNodeLabel(t testing.TB, cs *kubeapitest.Server, v string) {
+	t.Helper()
+	n := &corev1.Node{}
+	if !cs.Get("", "node-1", n) {
+		t.Fatal("no node-1")
+	}
+	n.Labels = map[string]string{modeLabel: v}
+	if err := cs.Put(n); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // supportedGauge is the value of fakecloud_csi_cluster_dynamic_capacity_supported in reg, -1
@@ -52,13 +63,13 @@ func supportedGauge(t *testing.T, reg *prometheus.Registry) float64 {
 // TestDecide is the mode decision of a node plugin at start: the reason of a static count
 // ("" for the policy), whether the cluster is watched, the gauge and the Events.
 func TestDecide(t *testing.T) {
-	unreachable := labelled("v1.37.2", ptr.To[int64](10), "")
-	unreachable.PrependReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+	unreachable := labelled(t, "v1.37.2", ptr.To[int64](10), "")
+	unreachable.PrependReactor("*", "*", func(kubeapitest.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("down")
 	})
 	for _, tc := range []struct {
 		name          string
-		kube          *fake.Clientset // nil: no API access
+		kube          *kubeapitest.Server // nil: no API access
 		dynamic       bool
 		nodeName      string
 		timeout       time.Duration
@@ -70,19 +81,19 @@ func TestDecide(t *testing.T) {
 	}{
 		{name: "no API access: the flag", dynamic: true, wantSupported: -1},
 		{name: "no API access, static flag", dynamic: false, wantReason: "--dynamic-capacity=false", wantSupported: -1},
-		{name: "supported cluster", kube: labelled("v1.37.2", ptr.To[int64](10), ""), dynamic: true, wantWatch: true, wantSupported: 1},
-		{name: "period unset: static, an Event, still watched", kube: labelled("v1.37.2", nil, ""), dynamic: true,
+		{name: "supported cluster", kube: labelled(t, "v1.37.2", ptr.To[int64](10), ""), dynamic: true, wantWatch: true, wantSupported: 1},
+		{name: "period unset: static, an Event, still watched", kube: labelled(t, "v1.37.2", nil, ""), dynamic: true,
 			wantReason: "the cluster cannot take CSINode allocatable updates: CSIDriver disk.fakecloud.dev does not set spec.nodeAllocatableUpdatePeriodSeconds " +
 				"(or the API server's MutableCSINodeAllocatableCount gate is off and dropped it)",
 			wantWatch: true, wantSupported: 0, wantEvents: 1},
 		{name: "no answer: the flag as given", kube: unreachable, dynamic: true, timeout: 50 * time.Millisecond, wantSupported: -1},
-		{name: "static flag without a node name: no check", kube: labelled("v1.37.2", ptr.To[int64](10), ""), dynamic: false,
+		{name: "static flag without a node name: no check", kube: labelled(t, "v1.37.2", ptr.To[int64](10), ""), dynamic: false,
 			wantReason: "--dynamic-capacity=false", wantSupported: -1, wantNoCalls: true},
-		{name: "label true overrides the flag", kube: labelled("v1.37.2", ptr.To[int64](10), "true"), nodeName: "node-1",
+		{name: "label true overrides the flag", kube: labelled(t, "v1.37.2", ptr.To[int64](10), "true"), nodeName: "node-1",
 			wantWatch: true, wantSupported: 1},
-		{name: "label false overrides the flag", kube: labelled("v1.37.2", ptr.To[int64](10), "false"), dynamic: true, nodeName: "node-1",
+		{name: "label false overrides the flag", kube: labelled(t, "v1.37.2", ptr.To[int64](10), "false"), dynamic: true, nodeName: "node-1",
 			wantReason: "node label " + modeLabel + "=false", wantSupported: -1},
-		{name: "a bad label value is ignored", kube: labelled("v1.37.2", ptr.To[int64](10), "yes"), dynamic: true, nodeName: "node-1",
+		{name: "a bad label value is ignored", kube: labelled(t, "v1.37.2", ptr.To[int64](10), "yes"), dynamic: true, nodeName: "node-1",
 			wantWatch: true, wantSupported: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,11 +103,7 @@ func TestDecide(t *testing.T) {
 			if tc.timeout > 0 {
 				cfg.Timeout = tc.timeout
 			}
-			var kube kubernetes.Interface
-			if tc.kube != nil {
-				kube = tc.kube
-			}
-			mode := Decide(context.Background(), cfg, kube, reg)
+			mode := Decide(context.Background(), cfg, client(t, tc.kube), reg)
 			if mode.StaticReason != tc.wantReason || (mode.Watch != nil) != tc.wantWatch {
 				t.Errorf("Decide = reason %q, watch %v; want %q, watch %v", mode.StaticReason, mode.Watch != nil, tc.wantReason, tc.wantWatch)
 			}
@@ -109,8 +116,8 @@ func TestDecide(t *testing.T) {
 			if tc.wantNoCalls && len(tc.kube.Actions()) != 0 {
 				t.Errorf("the cluster was read: %v", tc.kube.Actions())
 			}
-			if evs, err := tc.kube.EventsV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{}); err == nil && len(evs.Items) != tc.wantEvents {
-				t.Errorf("%d events, want %d", len(evs.Items), tc.wantEvents)
+			if evs := events(tc.kube); len(evs) != tc.wantEvents {
+				t.Errorf("%d events, want %d", len(evs), tc.wantEvents)
 			}
 		})
 	}
@@ -119,21 +126,21 @@ func TestDecide(t *testing.T) {
 // TestWatchFollowsTheCluster: the re-check moves the gauge and DebugState with the cluster;
 // a failed re-check changes nothing.
 func TestWatchFollowsTheCluster(t *testing.T) {
-	kube := labelled("v1.37.2", ptr.To[int64](10), "")
+	kube := labelled(t, "v1.37.2", ptr.To[int64](10), "")
 	reg := prometheus.NewRegistry()
-	mode := Decide(context.Background(), Config{DriverName: driver, NodeID: "i-1", ModeLabel: modeLabel, DynamicCapacity: true, Timeout: time.Minute}, kube, reg)
+	mode := Decide(context.Background(), Config{DriverName: driver, NodeID: "i-1", ModeLabel: modeLabel, DynamicCapacity: true, Timeout: time.Minute}, client(t, kube), reg)
 	watch := mode.Watch
 	if mode.StaticReason != "" || watch == nil {
 		t.Fatalf("Decide = %q, %v; want dynamic with a watch", mode.StaticReason, watch)
 	}
 	setPeriod := func(p *int64) {
 		t.Helper()
-		d, err := kube.StorageV1().CSIDrivers().Get(context.Background(), driver, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
+		d := &storagev1.CSIDriver{}
+		if !kube.Get("", driver, d) {
+			t.Fatal("no CSIDriver")
 		}
 		d.Spec.NodeAllocatableUpdatePeriodSeconds = p
-		if _, err := kube.StorageV1().CSIDrivers().Update(context.Background(), d, metav1.UpdateOptions{}); err != nil {
+		if err := kube.Put(d); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -147,15 +154,14 @@ func TestWatchFollowsTheCluster(t *testing.T) {
 		{period: ptr.To[int64](30), want: 1},             // back
 	} {
 		setPeriod(step.period)
+		remove := func() {}
 		if step.fail {
-			kube.PrependReactor("get", "csidrivers", func(k8stesting.Action) (bool, runtime.Object, error) {
+			remove = kube.PrependReactor("get", "csidrivers", func(kubeapitest.Action) (bool, runtime.Object, error) {
 				return true, nil, apierrors.NewServiceUnavailable("down")
 			})
 		}
 		watch.once(context.Background())
-		if step.fail {
-			kube.ReactionChain = kube.ReactionChain[1:]
-		}
+		remove()
 		if got := testutil.ToFloat64(watch.gauge); got != step.want {
 			t.Errorf("period %v, failing %v: supported = %v, want %v", step.period, step.fail, got, step.want)
 		}

@@ -12,19 +12,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/fakecloud/fakecloud-csi/internal/kubeapi/kubeapitest"
 )
 
 // cell is cluster with node-1's kubelet at kubelet and its mode label at label ("": none).
-func cell(server string, period *int64, kubelet, label string) *fake.Clientset {
-	cs := cluster(server, period, false, kubelet)
+func cell(t testing.TB, server string, period *int64, kubelet, label string) *kubeapitest.Server {
+	t.Helper()
+	cs := cluster(t, server, period, false, kubelet)
 	if label != "" {
-		n, _ := cs.CoreV1().Nodes().Get(context.Background(), "node-1", metav1.GetOptions{})
-		n.Labels = map[string]string{modeLabel: label}
-		_, _ = cs.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
+		setNodeLabel(t, cs, label)
 	}
 	return cs
 }
@@ -35,45 +33,45 @@ func TestDecisionPerCell(t *testing.T) {
 	p10, p600 := ptr.To[int64](10), ptr.To[int64](600)
 	for _, tc := range []struct {
 		name       string
-		kube       *fake.Clientset // nil: no API access
-		dynamic    bool            // --dynamic-capacity
+		kube       *kubeapitest.Server // nil: no API access
+		dynamic    bool                // --dynamic-capacity
 		want       CapacityDecision
 		wantReason Reason
 		wantGate   GateState // the kubelet's; "" when not read
 	}{
-		{name: "1.37 control plane, 1.37 kubelet, period 10 s", kube: cell("v1.37.2", p10, "v1.37.2", ""), dynamic: true,
+		{name: "1.37 control plane, 1.37 kubelet, period 10 s", kube: cell(t, "v1.37.2", p10, "v1.37.2", ""), dynamic: true,
 			want: Dynamic, wantReason: ReasonSupported, wantGate: GateLockedOn},
-		{name: "1.37 control plane, 1.36 kubelet, period 600 s", kube: cell("v1.37.2", p600, "v1.36.3", ""), dynamic: true,
+		{name: "1.37 control plane, 1.36 kubelet, period 600 s", kube: cell(t, "v1.37.2", p600, "v1.36.3", ""), dynamic: true,
 			want: Dynamic, wantReason: ReasonSupported, wantGate: GateLockedOn},
-		{name: "1.37 control plane, 1.35 kubelet (gate on by default)", kube: cell("v1.37.2", p10, "v1.35.4", ""), dynamic: true,
+		{name: "1.37 control plane, 1.35 kubelet (gate on by default)", kube: cell(t, "v1.37.2", p10, "v1.35.4", ""), dynamic: true,
 			want: Dynamic, wantReason: ReasonSupported, wantGate: GateOnByDefault},
-		{name: "1.37 control plane, 1.34 kubelet, gate off (default)", kube: cell("v1.37.2", p10, "v1.34.4", ""), dynamic: true,
+		{name: "1.37 control plane, 1.34 kubelet, gate off (default)", kube: cell(t, "v1.37.2", p10, "v1.34.4", ""), dynamic: true,
 			want: Static, wantReason: ReasonKubeletGateOffByDefault, wantGate: GateOffByDefault},
-		{name: "1.37 control plane, 1.34 kubelet, gate on by hand and the node labelled true", kube: cell("v1.37.2", p10, "v1.34.4", "true"), dynamic: true,
+		{name: "1.37 control plane, 1.34 kubelet, gate on by hand and the node labelled true", kube: cell(t, "v1.37.2", p10, "v1.34.4", "true"), dynamic: true,
 			want: Dynamic, wantReason: ReasonNodeLabelOverride, wantGate: GateOffByDefault},
-		{name: "1.36 control plane, 1.33 kubelet labelled true (alpha gate on by hand)", kube: cell("v1.36.3", p10, "v1.33.5", "true"), dynamic: true,
+		{name: "1.36 control plane, 1.33 kubelet labelled true (alpha gate on by hand)", kube: cell(t, "v1.36.3", p10, "v1.33.5", "true"), dynamic: true,
 			want: Dynamic, wantReason: ReasonNodeLabelOverride, wantGate: GateOffByDefault},
-		{name: "1.36 control plane, 1.32 kubelet labelled true: no gate to turn on", kube: cell("v1.36.3", p10, "v1.32.9", "true"), dynamic: true,
+		{name: "1.36 control plane, 1.32 kubelet labelled true: no gate to turn on", kube: cell(t, "v1.36.3", p10, "v1.32.9", "true"), dynamic: true,
 			want: Static, wantReason: ReasonKubeletTooOld, wantGate: GateAbsent},
-		{name: "1.37 control plane, period unset", kube: cell("v1.37.2", nil, "v1.37.2", ""), dynamic: true,
+		{name: "1.37 control plane, period unset", kube: cell(t, "v1.37.2", nil, "v1.37.2", ""), dynamic: true,
 			want: Static, wantReason: ReasonPeriodUnset, wantGate: GateLockedOn},
-		{name: "1.37 control plane, period unset, label true: not overridden", kube: cell("v1.37.2", nil, "v1.37.2", "true"), dynamic: true,
+		{name: "1.37 control plane, period unset, label true: not overridden", kube: cell(t, "v1.37.2", nil, "v1.37.2", "true"), dynamic: true,
 			want: Static, wantReason: ReasonPeriodUnset, wantGate: GateLockedOn},
-		{name: "1.34 control plane, gate off (period dropped), 1.34 kubelet labelled true", kube: cell("v1.34.4", nil, "v1.34.4", "true"), dynamic: true,
+		{name: "1.34 control plane, gate off (period dropped), 1.34 kubelet labelled true", kube: cell(t, "v1.34.4", nil, "v1.34.4", "true"), dynamic: true,
 			want: Static, wantReason: ReasonPeriodUnset, wantGate: GateOffByDefault},
-		{name: "1.34 control plane, period read back, unlabelled", kube: cell("v1.34.4", p10, "v1.34.4", ""), dynamic: true,
+		{name: "1.34 control plane, period read back, unlabelled", kube: cell(t, "v1.34.4", p10, "v1.34.4", ""), dynamic: true,
 			want: Static, wantReason: ReasonAPIServerGateOffByDefault, wantGate: GateOffByDefault},
-		{name: "1.34 control plane, gates on by hand, labelled true", kube: cell("v1.34.4", p10, "v1.34.4", "true"), dynamic: true,
+		{name: "1.34 control plane, gates on by hand, labelled true", kube: cell(t, "v1.34.4", p10, "v1.34.4", "true"), dynamic: true,
 			want: Dynamic, wantReason: ReasonNodeLabelOverride, wantGate: GateOffByDefault},
-		{name: "1.32 control plane labelled true", kube: cell("v1.32.0", p10, "v1.32.0", "true"), dynamic: true,
+		{name: "1.32 control plane labelled true", kube: cell(t, "v1.32.0", p10, "v1.32.0", "true"), dynamic: true,
 			want: Static, wantReason: ReasonAPIServerTooOld, wantGate: GateAbsent},
-		{name: "no CSIDriver", kube: func() *fake.Clientset {
-			cs := cluster("v1.37.2", nil, true, "v1.37.2")
+		{name: "no CSIDriver", kube: func() *kubeapitest.Server {
+			cs := cluster(t, "v1.37.2", nil, true, "v1.37.2")
 			return cs
 		}(), dynamic: true, want: Static, wantReason: ReasonCSIDriverMissing, wantGate: GateLockedOn},
-		{name: "--dynamic-capacity=false, unlabelled", kube: cell("v1.37.2", p10, "v1.37.2", ""), dynamic: false,
+		{name: "--dynamic-capacity=false, unlabelled", kube: cell(t, "v1.37.2", p10, "v1.37.2", ""), dynamic: false,
 			want: Static, wantReason: ReasonFlagOff, wantGate: GateLockedOn},
-		{name: "node label false", kube: cell("v1.37.2", p10, "v1.37.2", "false"), dynamic: true,
+		{name: "node label false", kube: cell(t, "v1.37.2", p10, "v1.37.2", "false"), dynamic: true,
 			want: Static, wantReason: ReasonNodeLabelOff, wantGate: GateLockedOn},
 		{name: "no API access: the flag", dynamic: true, want: Dynamic, wantReason: ReasonUnchecked},
 		{name: "no API access, --dynamic-capacity=false", dynamic: false, want: Static, wantReason: ReasonFlagOff},
@@ -81,11 +79,7 @@ func TestDecisionPerCell(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			cfg := Config{DriverName: driver, NodeID: "i-1", NodeName: "node-1", ModeLabel: modeLabel, DynamicCapacity: tc.dynamic, Timeout: time.Minute}
-			var kube kubernetes.Interface
-			if tc.kube != nil {
-				kube = tc.kube
-			}
-			mode := Decide(context.Background(), cfg, kube, reg)
+			mode := Decide(context.Background(), cfg, client(t, tc.kube), reg)
 			d := mode.Decision
 			if d.Decision != tc.want || d.Reason != tc.wantReason || d.Evidence.KubeletGate != tc.wantGate {
 				t.Fatalf("decision %s (%s), kubelet gate %q; want %s (%s), %q; evidence %+v", d.Decision, d.Reason, d.Evidence.KubeletGate,
@@ -141,7 +135,7 @@ func mustGaugeVec(t *testing.T, reg *prometheus.Registry) *prometheus.GaugeVec {
 func TestKubeletMinorGauge(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	Decide(context.Background(), Config{DriverName: driver, NodeID: "i-1", NodeName: "node-1", ModeLabel: modeLabel, DynamicCapacity: true, Timeout: time.Minute},
-		cell("v1.37.2", ptr.To[int64](10), "v1.34.4", ""), reg)
+		client(t, cell(t, "v1.37.2", ptr.To[int64](10), "v1.34.4", "")), reg)
 	if got := gaugeNamed(t, reg, "fakecloud_csi_cluster_kubelet_minor_version"); got != 34 {
 		t.Errorf("kubelet minor gauge = %v, want 34", got)
 	}
@@ -188,18 +182,18 @@ func TestAttacherEvidence(t *testing.T) {
 		{name: "list forbidden", forbid: true, want: AttacherUnknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cs := cluster("v1.37.2", ptr.To[int64](10), false, "v1.37.2")
+			cs := cluster(t, "v1.37.2", ptr.To[int64](10), false, "v1.37.2")
 			for _, v := range tc.vas {
-				if _, err := cs.StorageV1().VolumeAttachments().Create(context.Background(), v, metav1.CreateOptions{}); err != nil {
+				if err := cs.Put(v); err != nil {
 					t.Fatal(err)
 				}
 			}
 			if tc.forbid {
-				cs.PrependReactor("list", "volumeattachments", func(k8stesting.Action) (bool, runtime.Object, error) {
+				cs.PrependReactor("list", "volumeattachments", func(kubeapitest.Action) (bool, runtime.Object, error) {
 					return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "storage.k8s.io", Resource: "volumeattachments"}, "", nil)
 				})
 			}
-			res, err := Checker{Client: cs, DriverName: driver, NodeName: "node-1"}.Check(context.Background())
+			res, err := Checker{Client: client(t, cs), DriverName: driver, NodeName: "node-1"}.Check(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}

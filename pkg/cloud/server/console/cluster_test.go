@@ -16,26 +16,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/fakecloud/fakecloud-csi/internal/kubeapi/kubeapitest"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/console"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/console/consoletest"
 )
 
 const driver = console.DefaultDriverName
 
-// newKube is client-go's fake clientset holding objs: the cluster the tests' API server
-// (consoletest) answers from. The simple one: NewClientset also builds a server-side-apply
-// type converter from the whole OpenAPI schema, 25 s under -race on a shared two-core machine,
-// for field management the view, which only lists, never uses.
-func newKube(objs ...runtime.Object) *fake.Clientset {
-	return fake.NewSimpleClientset(objs...) //nolint:staticcheck // see above
+// newKube is a fake API server (kubeapitest) holding objs: the cluster the tests' console
+// reads.
+func newKube(t testing.TB, objs ...runtime.Object) *kubeapitest.Server {
+	t.Helper()
+	return kubeapitest.New(t, objs...)
 }
 
 // newConsole is a console whose cluster view reads kube's cluster through consoletest's API
 // server, over HTTP as from a real one.
-func newConsole(t *testing.T, kube *fake.Clientset, now func() time.Time) *console.Console {
+func newConsole(t *testing.T, kube *kubeapitest.Server, now func() time.Time) *console.Console {
 	t.Helper()
 	c, err := console.New(console.Config{Kube: consoletest.Client(t, kube), Now: now})
 	if err != nil {
@@ -96,7 +94,7 @@ func warning(ns, podName, reason, msg string, at time.Time) *corev1.Event {
 		Type:           corev1.EventTypeWarning, Reason: reason, Message: msg, LastTimestamp: metav1.NewTime(at)}
 }
 
-// TestClusterView reads a cluster of client-go's fake clientset: the driver's CSINode entries
+// TestClusterView reads a cluster of a fake API server (kubeapitest): the driver's CSINode entries
 // (not another driver's), its VolumeAttachments per node, Pending pods with the reason that
 // explains each (the scheduler's for an unscheduled pod, the newest Warning event, else the
 // waiting container's), and nothing else; all by LIST calls only.
@@ -108,7 +106,7 @@ func TestClusterView(t *testing.T) {
 	creating := func(p *corev1.Pod) {
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}
 	}
-	kube := newKube(
+	kube := newKube(t,
 		csiNode("k8s-a", csiDriver("other.csi.example", "x", new(int32(99))), csiDriver(driver, "node-a1", new(int32(7)))),
 		csiNode("k8s-b", csiDriver(driver, "node-a2", nil)),
 		csiNode("k8s-c", csiDriver("other.csi.example", "y", new(int32(3)))),
@@ -152,16 +150,15 @@ func TestClusterView(t *testing.T) {
 	// selected by the API server (this fake ignores field selectors: the view filters again).
 	wantFields := map[string]string{"csinodes": "", "volumeattachments": "", "pods": "status.phase=Pending",
 		"events": "type=Warning,involvedObject.kind=Pod"}
-	for _, a := range kube.Actions() {
-		l, ok := a.(k8stesting.ListActionImpl)
-		if !ok || a.GetVerb() != "list" {
-			t.Errorf("the cluster view called %s %s: it may only list", a.GetVerb(), a.GetResource().Resource)
+	for _, l := range kube.Actions() {
+		if l.Verb != "list" {
+			t.Errorf("the cluster view called %s %s: it may only list", l.Verb, l.Resource)
 			continue
 		}
-		res := l.GetResource().Resource
+		res := l.Resource
 		if f, ok := wantFields[res]; !ok || l.ListOptions.Limit != console.MaxClusterObjects || l.ListOptions.FieldSelector != f ||
-			l.GetNamespace() != metav1.NamespaceAll {
-			t.Errorf("list %s in namespace %q with %+v: want limit %d, field selector %q, every namespace", res, l.GetNamespace(), l.ListOptions,
+			l.Namespace != metav1.NamespaceAll {
+			t.Errorf("list %s in namespace %q with %+v: want limit %d, field selector %q, every namespace", res, l.Namespace, l.ListOptions,
 				console.MaxClusterObjects, f)
 		}
 		delete(wantFields, res)
@@ -180,7 +177,7 @@ func TestClusterView(t *testing.T) {
 // TestClusterViewCache: readings within ClusterRefresh share one set of lists; after it the
 // view reads the cluster again and shows the change.
 func TestClusterViewCache(t *testing.T) {
-	kube := newKube(csiNode("k8s-a", csiDriver(driver, "node-a1", new(int32(7)))))
+	kube := newKube(t, csiNode("k8s-a", csiDriver(driver, "node-a1", new(int32(7)))))
 	clk := &clock{t: t0}
 	c := newConsole(t, kube, clk.now)
 	ctx := context.Background()
@@ -190,7 +187,7 @@ func TestClusterViewCache(t *testing.T) {
 	if perReading != 4 {
 		t.Fatalf("one reading made %d calls, want 4 lists (CSINodes, VolumeAttachments, pods, events)", perReading)
 	}
-	if _, err := kube.StorageV1().CSINodes().Update(ctx, csiNode("k8s-a", csiDriver(driver, "node-a1", new(int32(3)))), metav1.UpdateOptions{}); err != nil {
+	if err := kube.Put(csiNode("k8s-a", csiDriver(driver, "node-a1", new(int32(3))))); err != nil {
 		t.Fatal(err)
 	}
 	kube.ClearActions()
@@ -215,8 +212,8 @@ func TestClusterViewBounds(t *testing.T) {
 	// This fake ignores the limit (as an old server may): the view cuts the list itself.
 	// VolumeAttachments come as an API server that honours it sends them: one page and a
 	// continue token.
-	many := newKube(objs...)
-	many.PrependReactor("list", "volumeattachments", func(k8stesting.Action) (bool, runtime.Object, error) {
+	many := newKube(t, objs...)
+	many.PrependReactor("list", "volumeattachments", func(kubeapitest.Action) (bool, runtime.Object, error) {
 		return true, &storagev1.VolumeAttachmentList{ListMeta: metav1.ListMeta{Continue: "page-2"},
 			Items: []storagev1.VolumeAttachment{*va("va-1", driver, "k8s-0000", true, "")}}, nil
 	})
@@ -226,8 +223,8 @@ func TestClusterViewBounds(t *testing.T) {
 			got.Nodes[0].Attached, console.MaxClusterObjects)
 	}
 
-	refused := newKube(csiNode("k8s-a", csiDriver(driver, "node-a1", new(int32(7)))))
-	refused.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+	refused := newKube(t, csiNode("k8s-a", csiDriver(driver, "node-a1", new(int32(7)))))
+	refused.PrependReactor("list", "pods", func(kubeapitest.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", fmt.Errorf("RBAC says no"))
 	})
 	got = newConsole(t, refused, time.Now).Cluster(context.Background())
