@@ -138,3 +138,29 @@ func TestScenarioAliasBombIs413(t *testing.T) {
 		t.Fatalf("GET /v1/scenarios after the refusal: %d %s", r.status, r.body)
 	}
 }
+
+// TestScenarioStepEventSaysItsOffsetAsADuration: the ScenarioStep event (GET /v1/events and
+// the console) gives a step's offset as the scenario file does, +1ms, not in nanoseconds
+// (+1000000 before).
+func TestScenarioStepEventSaysItsOffsetAsADuration(t *testing.T) {
+	tc := startCloud(t, server.Config{})
+	r := tc.do(t, http.MethodPost, "/v1/scenarios", adminToken, "name: offset\nsteps:\n  - at: 1ms\n    quotas: {attachments: 3}\n")
+	var st scenario.Status
+	if r.status != http.StatusCreated || json.Unmarshal(r.body, &st) != nil {
+		t.Fatalf("POST /v1/scenarios: %d %s", r.status, r.body)
+	}
+	waitScenario(t, tc, st.ID)
+	evs, err := tc.admin.ListEvents(t.Context(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var details []string
+	for _, e := range evs {
+		if e.Type == "ScenarioStep" {
+			details = append(details, e.Detail)
+		}
+	}
+	if want := st.ID + " +1ms PATCH /v1/quotas"; len(details) != 1 || !strings.HasPrefix(details[0], want) {
+		t.Fatalf("ScenarioStep details %q, want one starting %q", details, want)
+	}
+}
