@@ -35,11 +35,15 @@ func (s *Server) router() *mux.Router {
 	r.MethodNotAllowedHandler = s.methodNotAllowedHandler(r)
 
 	add := func(method, path, name string, need Role, opts routeOpts, h handlerFunc) {
+		opts.pattern = method + " " + path
 		r.Handle(path, s.route(name, need, opts, h)).Methods(method).Name(name)
 	}
-	handle := func(method, path, name string, need Role, h handlerFunc) {
-		add(method, path, name, need, routeOpts{}, h)
+	// handle's query lists the query parameters the route takes, the only ones it accepts
+	// (routeOpts.query); every other route takes none.
+	handle := func(method, path, name string, need Role, h handlerFunc, query ...string) {
+		add(method, path, name, need, routeOpts{query: query}, h)
 	}
+	page := []string{"maxResults", "pageToken"}
 	handleBody := func(method, path, name string, need Role, h handlerFunc) {
 		add(method, path, name, need, routeOpts{body: true}, h)
 	}
@@ -57,7 +61,7 @@ func (s *Server) router() *mux.Router {
 	// order changes nothing but the cost (attach was the 16th).
 	handleBody(http.MethodPost, "/v1/volumes/{id}/attach", "attachVolume", RoleDriver, s.attachVolume)
 	handleBody(http.MethodPost, "/v1/volumes/{id}/detach", "detachVolume", RoleDriver, s.detachVolume)
-	handle(http.MethodGet, "/v1/volumes/{id}", "getVolume", RoleReader, s.getVolume)
+	handle(http.MethodGet, "/v1/volumes/{id}", "getVolume", RoleReader, s.getVolume, "waitFor", "instanceId", "timeoutMs")
 	handle(http.MethodGet, "/v1/instances/{id}/capacity", "getCapacity", RoleReader, s.getCapacity)
 
 	handle(http.MethodGet, "/healthz", "healthz", public, s.healthz)
@@ -86,14 +90,14 @@ func (s *Server) router() *mux.Router {
 	handleBody(http.MethodPut, "/v1/instances/{id}/health", "setInstanceHealth", RoleAdmin, s.setInstanceHealth)
 
 	handleBody(http.MethodPost, "/v1/volumes", "createVolume", RoleDriver, s.createVolume)
-	handle(http.MethodGet, "/v1/volumes", "listVolumes", RoleReader, s.listVolumes)
+	handle(http.MethodGet, "/v1/volumes", "listVolumes", RoleReader, s.listVolumes, page...)
 	handle(http.MethodDelete, "/v1/volumes/{id}", "deleteVolume", RoleDriver, s.deleteVolume)
 	handleBody(http.MethodPost, "/v1/volumes/{id}/resize", "resizeVolume", RoleDriver, s.resizeVolume)
 	handleBody(http.MethodPost, "/v1/volumes/{id}/modify", "modifyVolume", RoleDriver, s.modifyVolume)
 	handleBody(http.MethodPut, "/v1/volumes/{id}/health", "setVolumeHealth", RoleAdmin, s.setVolumeHealth)
 
 	handleBody(http.MethodPost, "/v1/snapshots", "createSnapshot", RoleDriver, s.createSnapshot)
-	handle(http.MethodGet, "/v1/snapshots", "listSnapshots", RoleReader, s.listSnapshots)
+	handle(http.MethodGet, "/v1/snapshots", "listSnapshots", RoleReader, s.listSnapshots, "snapshotId", "sourceVolumeId", "maxResults", "pageToken")
 	handle(http.MethodGet, "/v1/snapshots/{id}", "getSnapshot", RoleReader, s.getSnapshot)
 	handle(http.MethodDelete, "/v1/snapshots/{id}", "deleteSnapshot", RoleDriver, s.deleteSnapshot)
 
@@ -105,12 +109,12 @@ func (s *Server) router() *mux.Router {
 	handleIfMatch(http.MethodPatch, "/v1/quotas", "patchQuotas", RoleAdmin, s.patchQuotas)
 
 	handleBody(http.MethodPost, "/v1/faults", "createFault", RoleAdmin, s.createFault)
-	handle(http.MethodGet, "/v1/faults", "listFaults", RoleReader, s.listFaults)
+	handle(http.MethodGet, "/v1/faults", "listFaults", RoleReader, s.listFaults, page...)
 	handle(http.MethodGet, "/v1/faults/{id}", "getFault", RoleReader, s.getFault)
 	handle(http.MethodDelete, "/v1/faults/{id}", "deleteFault", RoleAdmin, s.deleteFault)
 	handle(http.MethodDelete, "/v1/faults", "clearFaults", RoleAdmin, s.clearFaults)
 
-	handle(http.MethodGet, "/v1/events", "listEvents", RoleReader, s.listEvents)
+	handle(http.MethodGet, "/v1/events", "listEvents", RoleReader, s.listEvents, "sinceRevision", "sinceSeq", "maxResults", "pageToken")
 	handle(http.MethodPost, "/v1/reset", "reset", RoleAdmin, s.reset)
 
 	handleBody(http.MethodPost, "/v1/scenarios", "createScenario", RoleAdmin, s.createScenario)
