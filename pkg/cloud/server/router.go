@@ -24,7 +24,7 @@ const public Role = ""
 // with '/' escaped as %2F (cloud.Client does that), and a path with "." or ".." steps or
 // doubled slashes matches no route (404). gorilla/mux would otherwise clean the path and
 // answer 301 to the cleaned one, which took "../../etc" as a volume ID to another route.
-// The server never redirects.
+// The server redirects only GET /ui/ to the console's page, /ui.
 //
 // Routes whose handlers read a JSON body are registered with handleBody; every other API
 // route refuses a request that carries a body (400 InvalidArgument), so a body meant for
@@ -122,12 +122,19 @@ func (s *Server) router() *mux.Router {
 	handle(http.MethodGet, "/v1/scenarios/{id}", "getScenario", RoleReader, s.getScenario)
 	handle(http.MethodDelete, "/v1/scenarios/{id}", "cancelScenario", RoleAdmin, s.cancelScenario)
 
-	// The web console (package console): the page at / and /ui (the same page: the server
-	// never redirects), its two files, and the node plugins' capacity state it plots.
+	// The web console (package console): the page at / and /ui (the same page), its two files, and the node plugins' capacity state it plots.
 	for path, asset := range map[string]string{"/": console.IndexName, "/ui": console.IndexName,
 		"/ui/" + console.ScriptName: console.ScriptName, "/ui/" + console.StyleName: console.StyleName} {
 		r.Handle(path, s.console.Handler(asset)).Methods(http.MethodGet).Name("console")
 	}
+	// /ui/ is what a browser or a person adds a slash to; the page at /ui/ would load its
+	// API calls (relative, "v1/events") from /ui/v1/..., so it is a redirect to /ui, not the
+	// page itself. Location is relative ("../ui"), so a proxy serving the cloud under a path
+	// prefix keeps it.
+	r.Handle("/ui/", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Location", "../ui")
+		w.WriteHeader(http.StatusMovedPermanently)
+	})).Methods(http.MethodGet).Name("consoleSlash")
 	handle(http.MethodGet, "/ui/nodes", "consoleNodes", RoleReader, s.consoleNodes)
 	handle(http.MethodGet, "/ui/nodes/{id}/capacity", "consoleNodeCapacity", RoleReader, s.consoleNodeCapacity)
 	handle(http.MethodGet, "/ui/cluster", "consoleCluster", RoleReader, s.consoleCluster)
