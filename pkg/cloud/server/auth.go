@@ -73,7 +73,7 @@ func LoadTokens(path string) ([]Token, error) {
 		return nil, fmt.Errorf("read tokens: %w", err)
 	}
 	var f TokensFile
-	doc, err := decodeFile(data, &f)
+	doc, err := decodeFile(data, &f, nil)
 	if err != nil {
 		return nil, fmt.Errorf("parse tokens %s: %w", path, err)
 	}
