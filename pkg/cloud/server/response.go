@@ -130,7 +130,8 @@ func (s *Server) route(name string, need Role, opts routeOpts, h handlerFunc) ht
 
 // logRequest logs one served request: a server fault always; at -v=4 every request; else,
 // through the request log's bounds, one short line per change or error and a summary of the
-// successful reads every readSummaryPeriod (what `make run` shows in the terminal).
+// successful reads every readSummaryPeriod when the period had more than reads, or at -v=2
+// (what `make run` shows in the terminal).
 func (s *Server) logRequest(logger klog.Logger, r *http.Request, name string, status int, reqID string, took time.Duration, err error) {
 	switch {
 	case status >= 500 && cloud.CodeOf(err) != cloud.CodeUnavailable:
@@ -152,7 +153,7 @@ func (s *Server) logRequest(logger klog.Logger, r *http.Request, name string, st
 		}
 		logger.Info("Request", kv...)
 	}
-	if reads, dropped, period := s.reqlog.summary(); period > 0 {
+	if reads, dropped, period := s.reqlog.summary(logger.V(2).Enabled()); period > 0 {
 		logger.Info("Requests summed up", "period", period, "reads", reads, "linesNotShown", dropped)
 	}
 }
