@@ -36,6 +36,9 @@ func (s *Server) router() *mux.Router {
 
 	add := func(method, path, name string, need Role, opts routeOpts, h handlerFunc) {
 		opts.pattern = method + " " + path
+		if len(opts.query) > 0 {
+			s.routeQuery[name] = opts.query
+		}
 		r.Handle(path, s.route(name, need, opts, h)).Methods(method).Name(name)
 	}
 	// handle's query lists the query parameters the route takes, the only ones it accepts
