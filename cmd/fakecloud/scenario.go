@@ -120,7 +120,7 @@ func runScenario(ctx context.Context, o scenarioOptions, file string, stdout io.
 		return fmt.Errorf("scenario: --map-instance: %w", err)
 	}
 	sc.MapInstances(m)
-	_, _ = fmt.Fprintf(stdout, "scenario %s: %s (%s over %v)\n", sc.Name, sc.Description, plural.Of(len(sc.Steps), "step", "steps"), sc.Duration())
+	_, _ = fmt.Fprintln(stdout, scenarioHeader(sc))
 	if sc.Expect != "" {
 		_, _ = fmt.Fprintf(stdout, "expect: %s\n", sc.Expect)
 	}
@@ -233,4 +233,15 @@ func consoleURL(cloudURL, token string) string {
 		return u
 	}
 	return u + "#token=" + url.QueryEscape(token)
+}
+
+// scenarioHeader is the first line of `fakecloud scenario`: "scenario NAME: DESCRIPTION (N
+// steps over D)", without the ": DESCRIPTION" when the file has none (it left a double
+// space).
+func scenarioHeader(sc *scenario.Scenario) string {
+	head := "scenario " + sc.Name
+	if sc.Description != "" {
+		head += ": " + sc.Description
+	}
+	return fmt.Sprintf("%s (%s over %v)", head, plural.Of(len(sc.Steps), "step", "steps"), sc.Duration())
 }

@@ -87,8 +87,8 @@ func TestScenarioCountsInTheSingular(t *testing.T) {
 	if err := run(context.Background(), []string{"scenario", "--dry-run", file}, &out, &out); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "scenario one:  (1 step over 0s)\n") {
-		t.Errorf("dry run's header lacks \"(1 step over 0s)\":\n%s", out.String())
+	if !strings.HasPrefix(out.String(), "scenario one (1 step over 0s)\n") {
+		t.Errorf("dry run's header is not \"scenario one (1 step over 0s)\" (a file without a description):\n%s", out.String())
 	}
 	out.Reset()
 	err = run(context.Background(), []string{"scenario", "--cloud-url=" + ts.URL, "--token=adm", "--settle-timeout=0", file}, &out, &out)

@@ -52,8 +52,14 @@ type Status struct {
 	Steps  int `json:"steps"`
 	Done   int `json:"done"`
 	Failed int `json:"failed"`
-	// Results are the newest MaxResults steps that ran, oldest first.
-	Results []StepResult `json:"results"`
+	// Error is why a failed run failed, in one line of at most cloud.MaxMessageBytes: the
+	// run's error and its first failed step's ("scenario \"x\": 1 of 3 steps failed; first:
+	// +0s PATCH /v1/instances/n {...}: InstanceNotFound: ..."). Empty for a run that is not
+	// failed. GET /v1/scenarios lists it, so a failed run says why without its results.
+	Error string `json:"error,omitempty"`
+	// Results are the newest MaxResults steps that ran, oldest first; GET /v1/scenarios
+	// leaves them out (nil, omitted), GET /v1/scenarios/{id} lists them ([] before a step).
+	Results []StepResult `json:"results,omitzero"`
 }
 
 // StatusList is the answer of GET /v1/scenarios, oldest first.
@@ -84,8 +90,10 @@ type Manager struct {
 
 type run struct {
 	status Status
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the run's goroutine ends
+	// firstFailure is the first failed step, for Status.Error; nil while none failed.
+	firstFailure *StepResult
+	cancel       context.CancelFunc
+	done         chan struct{} // closed when the run's goroutine ends
 }
 
 // NewManager returns a Manager with no runs; it starts nothing.
@@ -135,6 +143,9 @@ func (m *Manager) Start(sc *Scenario, api API, onStart func(Status) error, onSte
 		st.Done++
 		if err != nil {
 			st.Failed++
+			if r.firstFailure == nil {
+				r.firstFailure = &res
+			}
 		}
 		st.Results = append(st.Results, res)
 		if len(st.Results) > MaxResults {
@@ -168,6 +179,11 @@ func (m *Manager) Start(sc *Scenario, api API, onStart func(Status) error, onSte
 			r.status.State = StateCanceled
 		case err != nil:
 			r.status.State = StateFailed
+			r.status.Error = err.Error()
+			if f := r.firstFailure; f != nil {
+				r.status.Error += fmt.Sprintf("; first: +%v %s: %s", f.At, f.Step, f.Error)
+			}
+			r.status.Error = cloud.TruncateMessage(r.status.Error)
 		default:
 			r.status.State = StateDone
 		}

@@ -108,7 +108,11 @@ func (e *durationError) Error() string { return e.msg() }
 func (e *durationError) Unwrap() error { return e.err }
 
 // MarshalJSON writes the duration as a Go duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// String is the duration as Go writes one ("1s", "1m30s"), so that %v prints it as the
+// scenario file does, not as a count of nanoseconds.
+func (d Duration) String() string { return time.Duration(d).String() }
 
 // Scenario is one timeline.
 type Scenario struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -195,5 +196,53 @@ func TestIfMatchOnlyWhereHonoured(t *testing.T) {
 	r := tc.do(t, "PATCH", "/v1/quotas", adminToken, `{"volumes":5}`, "If-Match", `"999"`)
 	if e := r.errorBody(t); r.status != 412 {
 		t.Errorf("PATCH /v1/quotas with a stale If-Match: %d %q, want 412", r.status, e.Message)
+	}
+}
+
+// TestQueryParametersAreDocumented: the query parameters each route takes (the route table's
+// declaration, which the server enforces) are the ones /openapi.json lists for it.
+func TestQueryParametersAreDocumented(t *testing.T) {
+	tc := startCloud(t, server.Config{})
+	r := tc.do(t, http.MethodGet, "/openapi.json", "", "")
+	type param struct {
+		Ref  string `json:"$ref"`
+		Name string `json:"name"`
+		In   string `json:"in"`
+	}
+	var doc struct {
+		Paths      map[string]map[string]json.RawMessage `json:"paths"`
+		Components struct {
+			Parameters map[string]param `json:"parameters"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(r.body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	declared := 0
+	for _, rt := range server.Routes(tc.srv) {
+		var op struct {
+			Parameters []param `json:"parameters"`
+		}
+		if raw, ok := doc.Paths[rt.Path][strings.ToLower(rt.Method)]; !ok || json.Unmarshal(raw, &op) != nil {
+			continue // TestEveryRouteIsDocumented names it
+		}
+		var documented []string
+		for _, p := range op.Parameters {
+			if p.Ref != "" {
+				p = doc.Components.Parameters[p.Ref[strings.LastIndexByte(p.Ref, '/')+1:]]
+			}
+			if p.In == "query" {
+				documented = append(documented, p.Name)
+			}
+		}
+		slices.Sort(documented)
+		got := slices.Sorted(slices.Values(rt.Query))
+		if !slices.Equal(got, documented) {
+			t.Errorf("%s %s takes query %v, openapi.json lists %v", rt.Method, rt.Path, got, documented)
+		}
+		declared += len(got)
+	}
+	if declared < 10 {
+		t.Errorf("only %d query parameters declared in all; the route table's declarations were not found", declared)
 	}
 }

@@ -73,7 +73,7 @@ func LoadTokens(path string) ([]Token, error) {
 		return nil, fmt.Errorf("read tokens: %w", err)
 	}
 	var f TokensFile
-	doc, err := decodeFile(data, &f)
+	doc, err := decodeFile(data, &f, nil)
 	if err != nil {
 		return nil, fmt.Errorf("parse tokens %s: %w", path, err)
 	}
@@ -116,8 +116,14 @@ type caller struct {
 func (c caller) mayRegister() bool { return c.anonymous || c.role == RoleDriver }
 
 // authenticate resolves the caller of r and checks that it may call a route needing need:
-// Unauthenticated without a known token, AccessDenied with a role that is too weak.
+// Unauthenticated without a known token, AccessDenied with a role that is too weak. A
+// request with more than one Authorization header is InvalidArgument on every route, public
+// ones and --auth=none included: which one counts would be a guess (the first was used, so
+// a reader's token ahead of an admin's was 403 and the other way round 200).
 func (s *Server) authenticate(r *http.Request, need Role) (caller, error) {
+	if n := len(r.Header.Values("Authorization")); n > 1 {
+		return caller{}, cloud.NewError(cloud.CodeInvalidArgument, "%d Authorization headers; send one, \"Authorization: Bearer TOKEN\"", n)
+	}
 	if need == public {
 		return caller{}, nil
 	}

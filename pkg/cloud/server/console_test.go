@@ -52,7 +52,6 @@ func TestConsoleRoutes(t *testing.T) {
 		body                string
 	}{
 		{http.MethodGet, "/ui/other.js", "", http.StatusNotFound, cloud.CodeNotFound, ""},
-		{http.MethodGet, "/ui/", "", http.StatusNotFound, cloud.CodeNotFound, ""},
 		{http.MethodPost, "/ui", "", http.StatusMethodNotAllowed, cloud.CodeMethodNotAllowed, ""},
 		{http.MethodGet, "/ui/nodes", "", http.StatusUnauthorized, cloud.CodeUnauthenticated, ""},
 		{http.MethodGet, "/ui/nodes", readerToken, http.StatusOK, "", `{"nodes":[{"name":"node-a","url":"` + plugin.URL + `"}]}`},
@@ -108,5 +107,40 @@ func TestConsoleConfigIsValidated(t *testing.T) {
 	_, err := server.New(server.Config{Auth: server.AuthNone, Console: console.Config{Nodes: []console.Node{{Name: "n", URL: "ftp://x"}}}})
 	if err == nil || !strings.Contains(err.Error(), "ftp://x") {
 		t.Fatalf("New: %v, want the bad URL named", err)
+	}
+}
+
+// TestConsoleTrailingSlashRedirects: GET /ui/ is a 301 to /ui (it was a JSON 404), whose
+// page and files load as they do without the slash; other paths under /ui/ stay 404.
+func TestConsoleTrailingSlashRedirects(t *testing.T) {
+	tc := startCloud(t, server.Config{})
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Get(tc.url + "/ui/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc, err := resp.Location()
+	if resp.StatusCode != http.StatusMovedPermanently || err != nil || loc.String() != tc.url+"/ui" {
+		t.Fatalf("GET /ui/: %d, Location %q (%v), want 301 to /ui", resp.StatusCode, resp.Header.Get("Location"), err)
+	}
+	// Followed, as a browser does: the page, then its files, relative to where it landed.
+	resp, err = http.Get(tc.url + "/ui/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/ui" || !strings.Contains(string(body), "<title>fakecloud console") {
+		t.Fatalf("GET /ui/ followed: %d at %s, want the console page at /ui", resp.StatusCode, resp.Request.URL.Path)
+	}
+	for _, p := range []string{"ui/console.js", "ui/console.css", "v1/quotas"} {
+		u, _ := resp.Request.URL.Parse(p)
+		if r := tc.do(t, http.MethodGet, u.Path, readerToken, ""); r.status != http.StatusOK {
+			t.Errorf("GET %s (%s relative to the page): %d", u.Path, p, r.status)
+		}
+	}
+	if r := tc.do(t, http.MethodGet, "/ui//", "", ""); r.status != http.StatusNotFound {
+		t.Errorf("GET /ui//: %d, want 404", r.status)
 	}
 }

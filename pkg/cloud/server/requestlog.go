@@ -25,8 +25,11 @@ const (
 // requestLog decides what the fake cloud logs at the default verbosity: every change and
 // every error one line each (at most requestLogRate a second after a burst of
 // requestLogBurst), successful reads counted per route and summed up once per
-// readSummaryPeriod, with the lines the rate limit dropped. At -v=4 every request has its own
-// line anyway ("Request served") and this log stays out of the way.
+// readSummaryPeriod, with the lines the rate limit dropped. A period of reads alone (the node
+// plugins' polling while nothing changes) is summed up at -v=2 only: at the default
+// verbosity it would print the same line every readSummaryPeriod forever; /metrics counts
+// those reads anyway (fakecloud_requests_total). At -v=4 every request has its own line
+// anyway ("Request served") and this log stays out of the way.
 type requestLog struct {
 	now func() time.Time
 
@@ -34,8 +37,11 @@ type requestLog struct {
 	tokens  float64
 	refill  time.Time // when tokens were last topped up
 	dropped int
-	reads   map[string]int
-	since   time.Time // start of the current summary period
+	// lines counts the lines offered (allow) in the current summary period, shown or not:
+	// changes, errors and fault firings, what makes a period worth a summary.
+	lines int
+	reads map[string]int
+	since time.Time // start of the current summary period
 }
 
 func newRequestLog(now func() time.Time) *requestLog {
@@ -52,6 +58,7 @@ func (l *requestLog) allow() bool {
 		l.tokens = min(requestLogBurst, l.tokens+now.Sub(l.refill).Seconds()*requestLogRate)
 	}
 	l.refill = now
+	l.lines++
 	if l.tokens < 1 {
 		l.dropped++
 		return false
@@ -71,9 +78,11 @@ func (l *requestLog) read(route string) {
 }
 
 // summary returns the line that sums up the reads and dropped lines since the last one, and
-// starts a new period, once readSummaryPeriod has passed since the period began; "" before
-// that or when there is nothing to say.
-func (l *requestLog) summary() (reads string, dropped int, period time.Duration) {
+// starts a new period, once readSummaryPeriod has passed since the period began; period 0
+// before that or when there is nothing to say. A period of successful reads alone, with no
+// other line offered (allow), has something to say only when verbose (-v=2): its reads are
+// dropped and a new period starts.
+func (l *requestLog) summary(verbose bool) (reads string, dropped int, period time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -84,11 +93,16 @@ func (l *requestLog) summary() (reads string, dropped int, period time.Duration)
 	if period < readSummaryPeriod || (len(l.reads) == 0 && l.dropped == 0) {
 		return "", 0, 0
 	}
+	if !verbose && l.lines == 0 && l.dropped == 0 {
+		clear(l.reads)
+		l.since = now
+		return "", 0, 0
+	}
 	parts := make([]string, 0, len(l.reads))
 	for _, r := range slices.Sorted(maps.Keys(l.reads)) {
 		parts = append(parts, fmt.Sprintf("%s=%d", r, l.reads[r]))
 	}
 	dropped = l.dropped
-	l.reads, l.dropped, l.since = map[string]int{}, 0, now
+	l.reads, l.dropped, l.lines, l.since = map[string]int{}, 0, 0, now
 	return strings.Join(parts, " "), dropped, period.Round(time.Second)
 }

@@ -55,6 +55,13 @@ type routeOpts struct {
 	// ifMatch: the handler honours If-Match; any other route refuses the header, since it
 	// would apply the request whatever the revision (a PUT of an instance's health did).
 	ifMatch bool
+	// query: the query parameters the route takes, in the order the docs list them; a
+	// request with any other (or one given twice, or a query that does not parse) is 400
+	// InvalidArgument naming it, with the one it was likely meant to be (checkQuery). None:
+	// the route takes no query.
+	query []string
+	// pattern is the route's method and path template, "GET /v1/events", for messages.
+	pattern string
 }
 
 func ok(body any, rev uint64) *reply { return &reply{status: http.StatusOK, body: body, rev: rev} }
@@ -96,6 +103,9 @@ func (s *Server) route(name string, need Role, opts routeOpts, h handlerFunc) ht
 		if err == nil {
 			err = checkPathVars(r)
 		}
+		if err == nil {
+			err = checkQuery(r, opts.pattern, opts.query)
+		}
 		leave := func() {}
 		if err == nil && opts.heavy {
 			// Held until the answer is written: what it bounds is the memory of
@@ -120,7 +130,8 @@ func (s *Server) route(name string, need Role, opts routeOpts, h handlerFunc) ht
 
 // logRequest logs one served request: a server fault always; at -v=4 every request; else,
 // through the request log's bounds, one short line per change or error and a summary of the
-// successful reads every readSummaryPeriod (what `make run` shows in the terminal).
+// successful reads every readSummaryPeriod when the period had more than reads, or at -v=2
+// (what `make run` shows in the terminal).
 func (s *Server) logRequest(logger klog.Logger, r *http.Request, name string, status int, reqID string, took time.Duration, err error) {
 	switch {
 	case status >= 500 && cloud.CodeOf(err) != cloud.CodeUnavailable:
@@ -142,7 +153,7 @@ func (s *Server) logRequest(logger klog.Logger, r *http.Request, name string, st
 		}
 		logger.Info("Request", kv...)
 	}
-	if reads, dropped, period := s.reqlog.summary(); period > 0 {
+	if reads, dropped, period := s.reqlog.summary(logger.V(2).Enabled()); period > 0 {
 		logger.Info("Requests summed up", "period", period, "reads", reads, "linesNotShown", dropped)
 	}
 }
@@ -425,6 +436,38 @@ func newRequestID() string {
 		v >>= 4
 	}
 	return string(b[:])
+}
+
+// checkQuery refuses a query the route does not take, with 400 InvalidArgument before the
+// handler runs: a parameter not in params (with the one of params it was likely meant to be,
+// fieldnames.Closest: sinceseq is sinceSeq), one given twice, or a query that does not parse.
+// url.ParseQuery, not URL.Query, which drops a pair with a semicolon without a word: a
+// "waitFor=attached;instanceId=x" read as a plain GET. pattern names the route in the message.
+func checkQuery(r *http.Request, pattern string, params []string) error {
+	if r.URL.RawQuery == "" {
+		return nil
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return cloud.NewError(cloud.CodeInvalidArgument, "the query %s does not parse (separate parameters with &, not ;): %v",
+			cloud.Quote(r.URL.RawQuery), err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		if !slices.Contains(params, name) {
+			msg := "unknown query parameter " + cloud.Quote(name)
+			if s := fieldnames.Closest(name, params); s != "" {
+				msg += "; did you mean " + strconv.Quote(s) + "?"
+			}
+			if len(params) == 0 {
+				return cloud.NewError(cloud.CodeInvalidArgument, "%s (%s takes no query parameters)", msg, pattern)
+			}
+			return cloud.NewError(cloud.CodeInvalidArgument, "%s (%s takes %s)", msg, pattern, strings.Join(params, ", "))
+		}
+		if n := len(q[name]); n > 1 {
+			return cloud.NewError(cloud.CodeInvalidArgument, "query parameter %s given %d times; give it once", name, n)
+		}
+	}
+	return nil
 }
 
 // queryInt parses an optional non-negative integer query parameter (InvalidArgument if bad).

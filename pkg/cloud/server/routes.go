@@ -9,6 +9,8 @@ import (
 // Route is one method and path template the server serves, e.g. POST /v1/volumes/{id}/attach.
 type Route struct {
 	Method, Path, Name string
+	// Query is the query parameters the route takes (routeOpts.query), nil for none.
+	Query []string
 }
 
 // Routes lists every route of s's router, for documentation checks.
@@ -28,7 +30,7 @@ func Routes(s *Server) []Route {
 			return fmt.Errorf("route %s: %w", route.GetName(), err)
 		}
 		for _, m := range methods {
-			out = append(out, Route{Method: m, Path: path, Name: route.GetName()})
+			out = append(out, Route{Method: m, Path: path, Name: route.GetName(), Query: s.routeQuery[route.GetName()]})
 		}
 		return nil
 	})

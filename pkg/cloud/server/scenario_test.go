@@ -138,3 +138,67 @@ func TestScenarioAliasBombIs413(t *testing.T) {
 		t.Fatalf("GET /v1/scenarios after the refusal: %d %s", r.status, r.body)
 	}
 }
+
+// TestScenarioStepEventSaysItsOffsetAsADuration: the ScenarioStep event (GET /v1/events and
+// the console) gives a step's offset as the scenario file does, +1ms, not in nanoseconds
+// (+1000000 before).
+func TestScenarioStepEventSaysItsOffsetAsADuration(t *testing.T) {
+	tc := startCloud(t, server.Config{})
+	r := tc.do(t, http.MethodPost, "/v1/scenarios", adminToken, "name: offset\nsteps:\n  - at: 1ms\n    quotas: {attachments: 3}\n")
+	var st scenario.Status
+	if r.status != http.StatusCreated || json.Unmarshal(r.body, &st) != nil {
+		t.Fatalf("POST /v1/scenarios: %d %s", r.status, r.body)
+	}
+	waitScenario(t, tc, st.ID)
+	evs, err := tc.admin.ListEvents(t.Context(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var details []string
+	for _, e := range evs {
+		if e.Type == "ScenarioStep" {
+			details = append(details, e.Detail)
+		}
+	}
+	if want := st.ID + " +1ms PATCH /v1/quotas"; len(details) != 1 || !strings.HasPrefix(details[0], want) {
+		t.Fatalf("ScenarioStep details %q, want one starting %q", details, want)
+	}
+}
+
+// TestScenarioListSaysWhyARunFailed: GET /v1/scenarios gives a failed run's reason (error:
+// the run's and its first failed step's) and leaves its results out; before, the list showed
+// "results":null and the reason was only in GET /v1/scenarios/{id}.
+func TestScenarioListSaysWhyARunFailed(t *testing.T) {
+	tc := startCloud(t, server.Config{})
+	r := tc.do(t, http.MethodPost, "/v1/scenarios", adminToken,
+		"name: toomany\nsteps:\n  - at: 0s\n    quotas: {attachments: 3}\n  - at: 0s\n    instance: {id: node-zz, outOfBandSlots: 1}\n")
+	var st scenario.Status
+	if r.status != http.StatusCreated || json.Unmarshal(r.body, &st) != nil {
+		t.Fatalf("POST /v1/scenarios: %d %s", r.status, r.body)
+	}
+	if st = waitScenario(t, tc, st.ID); st.State != scenario.StateFailed {
+		t.Fatalf("run %+v, want failed", st)
+	}
+	list := tc.do(t, http.MethodGet, "/v1/scenarios", readerToken, "")
+	var raw struct {
+		Scenarios []map[string]json.RawMessage `json:"scenarios"`
+	}
+	if list.status != http.StatusOK || json.Unmarshal(list.body, &raw) != nil || len(raw.Scenarios) != 1 {
+		t.Fatalf("GET /v1/scenarios: %d %s", list.status, list.body)
+	}
+	item := raw.Scenarios[0]
+	if _, ok := item["results"]; ok {
+		t.Errorf("list item %s: has results, want them left out", list.body)
+	}
+	var why string
+	_ = json.Unmarshal(item["error"], &why)
+	for _, want := range []string{`1 of 2 steps failed`, `first: +0s PATCH /v1/instances/node-zz`, `InstanceNotFound`} {
+		if !strings.Contains(why, want) {
+			t.Errorf("list item's error %q, want it to say %q", why, want)
+		}
+	}
+	if one := tc.do(t, http.MethodGet, "/v1/scenarios/"+st.ID, readerToken, ""); !strings.Contains(string(one.body), `"error":`) ||
+		!strings.Contains(string(one.body), `"results":[`) {
+		t.Errorf("GET /v1/scenarios/%s: %s, want its error and results", st.ID, one.body)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
 
@@ -61,7 +63,7 @@ func LoadSeed(path string) (Seed, error) {
 		return Seed{}, fmt.Errorf("read seed: %w", err)
 	}
 	var s Seed
-	doc, err := decodeFile(data, &s)
+	doc, err := decodeFile(data, &s, seedNameHint)
 	if err != nil {
 		return Seed{}, fmt.Errorf("parse seed %s: %w", path, err)
 	}
@@ -92,15 +94,46 @@ const maxFileProblems = 20
 
 // decodeFile decodes data, a YAML file of the operator's, strictly into v (a pointer): its
 // error names every value that does not fit v's type (up to maxFileProblems), one a line, each
-// with its line and field as written (yamlcheck). It returns the file parsed, for the checks'
-// errors to name their lines (yamlcheck.AtLines).
-func decodeFile(data []byte, v any) (*yaml.Node, error) {
+// with its line and field as written (yamlcheck). hint, when set, is asked about each unknown
+// field nothing is close to (yamlcheck.Problem.Meant empty) for the name the file calls it by
+// (seedNameHint). It returns the file parsed, for the checks' errors to name their lines
+// (yamlcheck.AtLines).
+func decodeFile(data []byte, v any, hint func(p *yamlcheck.Problem) (meant, why string)) (*yaml.Node, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, yamlcheck.Syntax(data, err)
 	}
-	if err := yamlcheck.Problems(yamlcheck.Check(&doc, v, maxFileProblems)); err != nil {
+	ps := yamlcheck.Check(&doc, v, maxFileProblems)
+	for i := range ps {
+		p := &ps[i]
+		if hint == nil || p.Field == "" || p.Meant != "" {
+			continue
+		}
+		if meant, why := hint(p); meant != "" {
+			p.Meant = meant
+			p.Msg += " (did you mean " + strconv.Quote(meant) + "? " + why + ")"
+		}
+	}
+	if err := yamlcheck.Problems(ps); err != nil {
 		return nil, err
 	}
 	return &doc, yamlcheck.Decode(data, v)
+}
+
+// seedNameHint is what a seed calls a field that an unknown one p names as the API does (or
+// as another part of the seed does), and why: an instance type's limit is maxAttachments, as
+// in GET /v1/instance-types, while an instance's is attachLimit, as in GET /v1/instances,
+// whose attachLimitOverride the seed writes attachLimit. The fields keep their names (files
+// and scripts use them); the hint bridges them. "" when p is none of these.
+func seedNameHint(p *yamlcheck.Problem) (meant, why string) {
+	parent, _, _ := strings.Cut(p.Path, "[")
+	switch {
+	case parent == "instanceTypes" && p.Field == "attachLimit":
+		return "maxAttachments", "attachLimit is called maxAttachments in a seed's instanceTypes"
+	case parent == "instances" && p.Field == "maxAttachments":
+		return "attachLimit", "an instance's own limit is attachLimit in a seed; maxAttachments is an instance type's"
+	case parent == "instances" && p.Field == "attachLimitOverride":
+		return "attachLimit", "attachLimitOverride is called attachLimit in a seed's instances"
+	}
+	return "", ""
 }

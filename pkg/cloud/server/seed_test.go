@@ -25,6 +25,13 @@ func TestBadFilesNameTheLine(t *testing.T) {
 		{"unknown tokens field", true, "tokens:\n  - token: t\n    role: admin\n    rol: reader\n", `line 4, tokens[0]: unknown field "rol" (did you mean "role"?)`},
 		{"a type's limit without its s", false, "instanceTypes:\n  - name: small\n    maxAttachment: 4\n",
 			`line 3, instanceTypes[0]: unknown field "maxAttachment" (did you mean "maxAttachments"?)`},
+		// The API's names for what a seed calls otherwise: a hint, though no edit gets there.
+		{"the API's attachLimit on a type", false, "instanceTypes:\n  - name: small\n    attachLimit: 4\n",
+			`line 3, instanceTypes[0]: unknown field "attachLimit" (did you mean "maxAttachments"? attachLimit is called maxAttachments in a seed's instanceTypes)`},
+		{"a type's maxAttachments on an instance", false, "instances:\n  - id: a\n    zone: zone-a\n    instanceType: small\n    maxAttachments: 4\n",
+			`line 5, instances[0]: unknown field "maxAttachments" (did you mean "attachLimit"? an instance's own limit is attachLimit in a seed; maxAttachments is an instance type's)`},
+		{"the API's attachLimitOverride on an instance", false, "instances:\n  - id: a\n    zone: zone-a\n    instanceType: small\n    attachLimitOverride: 4\n",
+			`line 5, instances[0]: unknown field "attachLimitOverride" (did you mean "attachLimit"? attachLimitOverride is called attachLimit in a seed's instances)`},
 		{"an unknown field with nothing close", false, "quotas:\n  attachments: 4\n  bananas: 2\n", `line 3, quotas: unknown field "bananas"` + "\n"},
 		{"a tab for indentation", false, "instances:\n  - id: a\n\tzone: zone-a\n",
 			"line 3: YAML does not allow tabs for indentation, indent with spaces (found a tab character that violates indentation)"},

@@ -220,8 +220,11 @@ type Server struct {
 	metrics *metrics
 	tokens  map[string]Role
 	handler http.Handler
-	logger  klog.Logger
-	console *console.Console
+	// routeQuery is each API route's query parameters by route name (routeOpts.query), for
+	// Routes.
+	routeQuery map[string][]string
+	logger     klog.Logger
+	console    *console.Console
 	// scenarios runs POST /v1/scenarios timelines; Close stops them.
 	scenarios *scenario.Manager
 	// reqlog bounds what the default verbosity logs of requests and fault firings.
@@ -312,6 +315,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.scenarios = scenario.NewManager(scenario.ManagerOptions{Now: cfg.Now})
+	s.routeQuery = map[string][]string{}
 	s.handler = s.router()
 	return s, nil
 }

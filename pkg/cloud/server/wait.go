@@ -16,16 +16,6 @@ import (
 // every connection. A wait beyond it is answered 429 Throttled at once, with X-Wait: busy.
 const DefaultMaxWaits = DefaultMaxConnections / 2
 
-// volumeWaitQuery is the query of GET /v1/volumes/{id}: without waitFor a plain read, with
-// it a wait (docs/fakecloud-api.md, "Waiting for an attach or detach"). Only its JSON
-// names are used: they are the query's parameters, and what an unknown one is matched
-// against for a suggestion.
-type volumeWaitQuery struct {
-	WaitFor    string `json:"waitFor"`
-	InstanceID string `json:"instanceId"`
-	TimeoutMS  int    `json:"timeoutMs"`
-}
-
 // volumeWait is a validated wait: while the volume is want's transient state (attaching
 // for attached, detaching for detached) bound to instanceID, for at most timeout.
 type volumeWait struct {
@@ -44,11 +34,11 @@ func (w *volumeWait) waiting(v *cloud.Volume) bool {
 }
 
 // parseVolumeWait reads the query of GET /v1/volumes/{id}: nil without waitFor (a plain
-// read). Every parameter is checked before anything waits or reads: an unknown one
-// (with the one it was likely meant to be), a waitFor other than attached or detached,
-// a missing or malformed instanceId, a timeoutMs that is not a whole number in
-// [0, cloud.MaxWaitMS], a parameter given twice, or instanceId or timeoutMs without waitFor
-// are 400 InvalidArgument naming it.
+// read). Every parameter is checked before anything waits or reads: a waitFor other than
+// attached or detached, a missing or malformed instanceId, a timeoutMs that is not a whole
+// number in [0, cloud.MaxWaitMS], or instanceId or timeoutMs without waitFor are 400
+// InvalidArgument naming it. An unknown parameter, or one given twice, the route refused
+// before (routeOpts.query: waitFor, instanceId and timeoutMs).
 func parseVolumeWait(r *http.Request) (*volumeWait, error) {
 	// url.ParseQuery, not URL.Query: Query drops a pair with a semicolon without a word, so
 	// "waitFor=attached;instanceId=x" read as a plain GET and "timeoutMs=5;x" as the default.
@@ -59,20 +49,6 @@ func parseVolumeWait(r *http.Request) (*volumeWait, error) {
 	}
 	if len(q) == 0 {
 		return nil, nil
-	}
-	for name, vs := range q {
-		switch name {
-		case "waitFor", "instanceId", "timeoutMs":
-		default:
-			msg := "unknown query parameter " + cloud.Quote(name)
-			if s := fieldnames.Suggest(volumeWaitQuery{}, "", name); s != "" {
-				msg += "; did you mean " + strconv.Quote(s) + "?"
-			}
-			return nil, cloud.NewError(cloud.CodeInvalidArgument, "%s (GET /v1/volumes/{id} takes waitFor, instanceId and timeoutMs)", msg)
-		}
-		if len(vs) > 1 {
-			return nil, cloud.NewError(cloud.CodeInvalidArgument, "query parameter %s given %d times; give it once", name, len(vs))
-		}
 	}
 	if !q.Has("waitFor") {
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "instanceId and timeoutMs go with waitFor=attached or waitFor=detached")

@@ -386,6 +386,7 @@
       if (!row.badge) row.badge = el("span");
       row.badge.className = "badge state-" + sc.state;
       row.badge.textContent = sc.state;
+      row.badge.title = sc.error || ""; // why a failed run failed (GET /v1/scenarios's error)
       setCells(row.tr, [sc.id, sc.name, row.badge, `${sc.done}/${sc.steps}`, [sc.failed, sc.failed ? "err" : ""],
         sc.endedAt ? "ended " + new Date(sc.endedAt).toTimeString().slice(0, 8) : "started " + new Date(sc.startedAt).toTimeString().slice(0, 8),
         sc.expect || "", row.cancel]);
