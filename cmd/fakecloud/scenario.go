@@ -182,7 +182,7 @@ func runScenario(ctx context.Context, o scenarioOptions, file string, stdout io.
 	if sc.Expect != "" && ctx.Err() == nil {
 		_, _ = fmt.Fprintf(stdout, "expected: %s\n(increases land a stability window and a ramp after their step: keep watching bin/driver watch or the console)\n", sc.Expect)
 		if unsettled {
-			_, _ = fmt.Fprintln(stdout, "(the plugins were not settled at the start: see the windows printed then; increases land that much later than expected above)")
+			_, _ = fmt.Fprintln(stdout, "(the plugins were not settled at the start, see above: increases land later than expected)")
 		}
 	}
 	return err
@@ -213,7 +213,7 @@ func lookAtFleet(ctx context.Context, st *scenario.Settler, stdout io.Writer) bo
 		return false
 	}
 	_, _ = fmt.Fprintf(stdout, "--settle-timeout=0: starting although the fleet is not settled: %s\n", strings.Join(waits, "; "))
-	_, _ = fmt.Fprintln(stdout, "the expected outcome assumes settled plugins: here a damped node waits its longer stability window above before each increase (and a decrease undone lately doubles it again), so its values come back later than the header says; for the header's timeline restart the node plugins (make run: Ctrl-C, then RUN_DIR=<its folder> make run) or leave out --settle-timeout=0")
+	_, _ = fmt.Fprintln(stdout, "the expected outcome assumes settled plugins, so here increases land later than it says: a plugin still ramping finishes that first, one with flap damping waits its longer window (above) before each increase, and a decrease that undoes a recent increase doubles the window (flap damping); for the header's timeline restart the node plugins (make run: Ctrl-C, then RUN_DIR=<its folder> make run) or leave out --settle-timeout=0")
 	return true
 }
 
