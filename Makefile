@@ -62,8 +62,8 @@ build: ## Build bin/driver and bin/fakecloud with version and commit stamped.
 	@hack/progress.sh "go build bin/fakecloud" $(GO) build -v -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/fakecloud ./cmd/fakecloud
 
 .PHONY: run
-run: build ## Main job: fake cloud, controller, a node plugin per instance; no Kubernetes.
-	hack/run.sh
+run: ## Main job: fake cloud, controller, a node plugin per instance; no Kubernetes.
+	@BUILD='$(MAKE) --no-print-directory build' hack/run.sh
 
 .PHONY: scenario
 scenario: build ## Run timeline SCENARIO (examples/scenarios) on `make run`'s fake cloud.

@@ -25,6 +25,30 @@ SEED=${SEED:-examples/seed.yaml}
 TOKENS=${TOKENS:-examples/tokens.yaml}
 PORT=${FAKECLOUD_PORT:-8080}
 HTTP_BASE=${DRIVER_HTTP_PORT_BASE:-9808}
+# The ports first, before anything is built or created: a typo must not cost a build, and a
+# port taken by another make run must be said before the binaries are compiled.
+for v in FAKECLOUD_PORT:$PORT DRIVER_HTTP_PORT_BASE:$HTTP_BASE; do
+  val=${v#*:}
+  if ! [[ $val =~ ^[0-9]{1,5}$ ]] || ((10#$val < 1 || 10#$val > 65535)); then
+    echo "${v%%:*}=$val: want a port number from 1 to 65535" >&2; exit 1
+  fi
+done
+PORT=$((10#$PORT)) HTTP_BASE=$((10#$HTTP_BASE))
+port_in_use() { (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+ports_free() { # ports_free PORT...: fail, naming every port in use, if any is
+  local busy=() p
+  for p in "$@"; do port_in_use "$p" && busy+=("$p"); done
+  [[ ${#busy[@]} -eq 0 ]] && return 0
+  echo "port$([[ ${#busy[@]} -gt 1 ]] && echo s) ${busy[*]} in use (fake cloud $PORT, driver HTTP $HTTP_BASE and up): another make run may be running (Ctrl-C it), or set FAKECLOUD_PORT and DRIVER_HTTP_PORT_BASE" >&2
+  return 1
+}
+# Before the build the number of node plugins is known only from a binary built earlier.
+n_known=0
+if [[ -x "$BIN/fakecloud" ]]; then n_known=$("$BIN/fakecloud" seed instances "$SEED" 2>/dev/null | grep -c . || true); fi
+ports_free "$PORT" $(seq "$HTTP_BASE" $((HTTP_BASE + n_known))) || exit 1
+# BUILD is the command that builds $BIN/fakecloud and $BIN/driver (make run passes `make
+# build`); empty: they are built already.
+if [[ -n "${BUILD:-}" ]]; then $BUILD; fi
 own_run_dir=0
 if [[ -z "${RUN_DIR:-}" ]]; then RUN_DIR=$(mktemp -d -t fakecloud-csi-run.XXXXXX); own_run_dir=1; fi
 CLOUD="http://127.0.0.1:${PORT}"
@@ -49,13 +73,15 @@ pids=()
 # The components (fake cloud, controller, node plugins) by PID, named for the message when one
 # exits; pids also holds the log follower.
 procs=()
-declare -A proc_names=()
-started() { # started NAME: the last background process is component NAME
+declare -A proc_names=() proc_logs=()
+started() { # started NAME LOG: the last background process is component NAME, logging to LOG
   pids+=($!)
   procs+=($!)
   proc_names[$!]=$1
+  proc_logs[$!]=$2
 }
 stopped=0
+up=0 # 1 once every component answers: from then on RUN_DIR is kept whatever happens
 cleanup() {
   local rc=$?
   # A second signal must not cut the clean-up short: `make` forwards SIGTERM to this script,
@@ -70,9 +96,28 @@ cleanup() {
   elif [[ $stopped -eq 1 ]]; then
     echo "stopped; state and logs stay in $RUN_DIR (RUN_DIR=$RUN_DIR make run goes on from this state)"
   elif [[ $rc -ne 0 && ${#pids[@]} -gt 0 ]]; then # before any process started, the message above says it all
-    echo "run.sh failed; logs in $RUN_DIR/logs:" >&2
-    tail -n 20 "$RUN_DIR"/logs/*.log >&2 || true
+    # Only the log of what exited: the others' are mostly empty and would bury its one line.
+    local p shown=0
+    for p in "${procs[@]}"; do
+      [[ -n ${exited[$p]:-} ]] || continue
+      echo "run.sh failed: ${proc_names[$p]} exited; the end of its log ${proc_logs[$p]}:" >&2
+      tail -n 20 "${proc_logs[$p]}" >&2 || true
+      shown=1
+    done
+    [[ $shown -eq 1 ]] || echo "run.sh failed; logs in $RUN_DIR/logs" >&2
+    if [[ $up -eq 0 && $own_run_dir -eq 1 ]]; then
+      rm -rf "$RUN_DIR" # a start that failed leaves nothing to go on from
+      echo "(start-up failed: removed $RUN_DIR)" >&2
+    else
+      echo "(every log, with the state: $RUN_DIR/logs)" >&2
+    fi
   fi
+}
+# exited: the components seen dead (by PID), for cleanup to show their logs only.
+declare -A exited=()
+note_exited() {
+  local p
+  for p in "${procs[@]}"; do kill -0 "$p" 2>/dev/null || exited[$p]=1; done
 }
 trap cleanup EXIT
 # Ctrl-C is how `make run` is meant to end: stop everything and exit 0.
@@ -83,17 +128,13 @@ wait_for() { # wait_for DESCRIPTION COMMAND...: poll for up to 60 s while every 
   for _ in $(seq 1 300); do
     "$@" >/dev/null 2>&1 && return 0
     for p in "${pids[@]}"; do
-      kill -0 "$p" 2>/dev/null || { echo "a process exited while waiting for $what; logs: $RUN_DIR/logs" >&2; return 1; }
+      kill -0 "$p" 2>/dev/null || { note_exited; echo "a process exited while waiting for $what" >&2; return 1; }
     done
     sleep 0.2
   done
   echo "timed out waiting for $what; logs: $RUN_DIR/logs" >&2; return 1
 }
 
-port_in_use() { (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-if port_in_use "$PORT"; then
-  echo "port $PORT is in use; set FAKECLOUD_PORT" >&2; exit 1
-fi
 # The seed's instances, read by the fake cloud's own parser and checks (any YAML style).
 seed_ids=$("$BIN/fakecloud" seed instances "$SEED") || { echo "$SEED: not a seed the fake cloud accepts (above)" >&2; exit 1; }
 mapfile -t nodes <<<"$seed_ids"
@@ -107,11 +148,10 @@ for n in "${nodes[@]}"; do # the fake cloud takes any printable ID; make run put
     . | .. | cloud | controller | driver-token | fakecloud | follow.fifo | logs) echo "$SEED: instance ID \"$n\": make run names its own folders and logs so; rename the instance" >&2; exit 1 ;;
   esac
 done
-for ((i = 0; i <= ${#nodes[@]}; i++)); do
-  if port_in_use $((HTTP_BASE + i)); then
-    echo "port $((HTTP_BASE + i)) (driver HTTP) is in use; set DRIVER_HTTP_PORT_BASE" >&2; exit 1
-  fi
-done
+if ((HTTP_BASE + ${#nodes[@]} > 65535)); then
+  echo "DRIVER_HTTP_PORT_BASE=$HTTP_BASE: the controller and ${#nodes[@]} node plugins need ports $HTTP_BASE-$((HTTP_BASE + ${#nodes[@]})), past 65535" >&2; exit 1
+fi
+ports_free "$PORT" $(seq "$HTTP_BASE" $((HTTP_BASE + ${#nodes[@]}))) || exit 1
 
 # The console (GET /ui) plots each node plugin's /debug/capacity; their ports are known already.
 console_nodes=()
@@ -124,7 +164,7 @@ for f in fakecloud controller "${nodes[@]}"; do
 done
 "$BIN/fakecloud" --listen="127.0.0.1:$PORT" --data-dir="$RUN_DIR/cloud" --seed="$SEED" \
   --auth=tokens --tokens-file="$TOKENS" "${console_nodes[@]}" "${fakecloud_args[@]}" >>"$RUN_DIR/logs/fakecloud.log" 2>&1 &
-started "fake cloud"
+started "fake cloud" "$RUN_DIR/logs/fakecloud.log"
 wait_for "fake cloud on $CLOUD" curl -fsS "$CLOUD/readyz"
 if [[ $restart -eq 1 ]]; then
   echo "$RUN_DIR holds an earlier run's fake cloud store: going on from its state (the seed is what POST /v1/reset returns to)."
@@ -140,7 +180,7 @@ printf '%s' demo-driver-token >"$RUN_DIR/driver-token"
 "$BIN/driver" --mode=controller --endpoint="unix://$RUN_DIR/controller/csi.sock" \
   --cloud-url="$CLOUD" --cloud-token-file="$RUN_DIR/driver-token" --state-dir="$RUN_DIR/controller" \
   --http-addr="127.0.0.1:$HTTP_BASE" "${driver_args[@]}" >>"$RUN_DIR/logs/controller.log" 2>&1 &
-started "controller plugin"
+started "controller plugin" "$RUN_DIR/logs/controller.log"
 
 port=$HTTP_BASE
 for n in "${nodes[@]}"; do
@@ -148,13 +188,14 @@ for n in "${nodes[@]}"; do
   "$BIN/driver" --mode=node --node-id="$n" --endpoint="unix://$RUN_DIR/$n/csi.sock" \
     --cloud-url="$CLOUD" --cloud-token-file="$RUN_DIR/driver-token" --state-dir="$RUN_DIR/$n" \
     --http-addr="127.0.0.1:$port" --capacity-min-interval=1s "${driver_args[@]}" >>"$RUN_DIR/logs/$n.log" 2>&1 &
-  started "node plugin $n"
+  started "node plugin $n" "$RUN_DIR/logs/$n.log"
 done
 wait_for "controller plugin" "$BIN/driver" probe --timeout=1s --endpoint="unix://$RUN_DIR/controller/csi.sock"
 for n in "${nodes[@]}"; do
   wait_for "node plugin $n" "$BIN/driver" probe --timeout=1s --endpoint="unix://$RUN_DIR/$n/csi.sock"
 done
 
+up=1
 cat <<INFO
 
 fakecloud-csi is running (state and logs: $RUN_DIR)
@@ -248,7 +289,7 @@ rc=0
 wait -n "${procs[@]}" || rc=$?
 dead=()
 for p in "${procs[@]}"; do
-  kill -0 "$p" 2>/dev/null || dead+=("${proc_names[$p]}")
+  kill -0 "$p" 2>/dev/null || { dead+=("${proc_names[$p]}"); exited[$p]=1; }
 done
 if [[ $rc -eq 0 ]]; then
   # The components exit 0 only when a signal asked them to stop: a SIGINT that reached them but

@@ -49,6 +49,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				_, err := fmt.Fprintln(stdout, version.String("driver"))
 				return err
 			}
+			if len(args) == 0 {
+				// Validate's first complaint (--node-id in mode all) would not tell a newcomer
+				// what the program is for.
+				return errors.New("no flags given: driver serves CSI in --mode=controller, node or all (the default, which needs --node-id; driver --help lists every flag), " +
+					"or queries a running plugin (nodeinfo, probe, watch); `make run` starts a fake cloud, a controller and node plugins on this machine")
+			}
 			return serve(cmd.Context(), opts)
 		},
 	}

@@ -31,6 +31,13 @@ func TestRunVersionAndBadFlags(t *testing.T) {
 	if err := run(context.Background(), []string{"version"}, &out, &errOut); err != nil || out.String() != flagOut {
 		t.Fatalf("version: %v, output %q, want %q as --version", err, out.String(), flagOut)
 	}
+	// No arguments at all: say what the program is, not Validate's first complaint
+	// ("--node-id is required in mode all").
+	err := run(context.Background(), nil, &out, &errOut)
+	if want := "no flags given: driver serves CSI in --mode=controller, node or all"; err == nil || !strings.Contains(err.Error(), want) ||
+		!strings.Contains(err.Error(), "driver --help") || !strings.Contains(err.Error(), "make run") {
+		t.Errorf("no arguments: %v, want %q, a pointer to driver --help and make run", err, want)
+	}
 	for name, args := range map[string][]string{
 		"node without node id":                 {"--mode=node"},
 		"bad endpoint":                         {"--mode=controller", "--endpoint=/tmp/x.sock"},

@@ -79,7 +79,12 @@ func watchCommand(stdout io.Writer) *cobra.Command {
 func watchLine(ctx context.Context, client *http.Client, base string, now time.Time) string {
 	stamp := now.Format("15:04:05")
 	d, err := fetchDebug(ctx, client, base)
-	if err != nil {
+	var na *notPluginError
+	switch {
+	case errors.As(err, &na):
+		// It answered: "unreachable" would send the user looking for a dead process.
+		return fmt.Sprintf("%s %s %v", stamp, base, err)
+	case err != nil:
 		return fmt.Sprintf("%s %s unreachable: %v", stamp, base, err)
 	}
 	target := "—"
@@ -122,11 +127,33 @@ func fetchDebug(ctx context.Context, client *http.Client, base string) (*capacit
 	case len(body) > maxWatchBytes:
 		return nil, fmt.Errorf("/debug/capacity sent over %d bytes", maxWatchBytes)
 	case resp.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("/debug/capacity answered %d: %.200s", resp.StatusCode, strings.TrimSpace(string(body)))
+		return nil, &notPluginError{status: resp.StatusCode, body: strings.TrimSpace(string(body))}
 	}
 	var d capacity.DebugInfo
 	if err := json.Unmarshal(body, &d); err != nil {
 		return nil, fmt.Errorf("/debug/capacity: %w", err)
 	}
 	return &d, nil
+}
+
+// notPluginError: the URL answered, but not with a node plugin's /debug/capacity (the fake
+// cloud's API, a controller, another server).
+type notPluginError struct {
+	status int    // the HTTP status
+	body   string // the answer's body, trimmed
+}
+
+func (e *notPluginError) Error() string {
+	// The fake cloud's API answers every unknown route with its JSON error body
+	// ({"code","message",...}, pkg/cloud.Error): the likeliest mistake is its URL given here.
+	var cloudErr struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	if json.Unmarshal([]byte(e.body), &cloudErr) == nil && cloudErr.Code != "" && cloudErr.Message != "" {
+		return fmt.Sprintf("answers like the fake cloud's API (%d %s), not a node plugin's /debug/capacity: "+
+			"watch a node plugin's --http-addr (make run's listen on 127.0.0.1:9809 and up, one per node; it prints the watch line)", e.status, cloudErr.Code)
+	}
+	return fmt.Sprintf("is not a node plugin's debug endpoint: /debug/capacity answered %d: %.200s "+
+		"(make run's node plugins listen on 127.0.0.1:9809 and up; it prints the watch line)", e.status, e.body)
 }

@@ -44,8 +44,24 @@ func TestWatch(t *testing.T) {
 			t.Errorf("plugin lines lack %q:\n%s", w, out.String())
 		}
 	}
-	if !strings.Contains(lines[1], controller.URL+" unreachable: /debug/capacity answered 404: no capacity reporter in mode controller") {
+	// It answered: not "unreachable" (that was the defect), but what it is not.
+	if !strings.Contains(lines[1], controller.URL+" is not a node plugin's debug endpoint: /debug/capacity answered 404: no capacity reporter in mode controller (make run's node plugins listen on 127.0.0.1:9809 and up") {
 		t.Errorf("controller line %q", lines[1])
+	}
+
+	// The fake cloud's URL given by mistake: its API's JSON 404, named as such.
+	fakeCloud := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"code":"NotFound","message":"no route GET /debug/capacity","retryable":false,"requestId":"req-1"}`))
+	}))
+	defer fakeCloud.Close()
+	out.Reset()
+	if err := run(context.Background(), []string{"watch", "--count=1", fakeCloud.URL}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	if w := fakeCloud.URL + " answers like the fake cloud's API (404 NotFound), not a node plugin's /debug/capacity: watch a node plugin's --http-addr (make run's listen on 127.0.0.1:9809 and up"; !strings.Contains(out.String(), w) || strings.Contains(out.String(), "unreachable") {
+		t.Errorf("fake cloud line %q, want %q", out.String(), w)
 	}
 
 	for _, args := range [][]string{{"watch"}, {"watch", "ftp://x"}, {"watch", "--interval=1ms", plugin.URL}} {

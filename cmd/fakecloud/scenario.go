@@ -150,15 +150,16 @@ func runScenario(ctx context.Context, o scenarioOptions, file string, stdout io.
 		return fmt.Errorf("scenario: %w", err)
 	}
 	_, _ = fmt.Fprintf(stdout, "driving %s; every step is also in GET /v1/events and the console: %s\n", o.CloudURL, consoleURL(o.CloudURL, token))
+	st := scenario.Settler{Fleet: client, Every: o.ProgressEvery, Timeout: o.SettleTimeout,
+		Report: func(msg string) { _, _ = fmt.Fprintln(stdout, msg) }}
+	unsettled := false
 	if o.SettleTimeout > 0 {
-		st := scenario.Settler{Fleet: client, Every: o.ProgressEvery, Timeout: o.SettleTimeout,
-			Report: func(msg string) { _, _ = fmt.Fprintln(stdout, msg) }}
 		if err := st.Wait(ctx); err != nil {
 			return fmt.Errorf("scenario: %w (--settle-timeout=0 starts at once, the outcome may then differ from the file's header)", err)
 		}
 		_, _ = fmt.Fprintln(stdout, "the fleet is settled: starting")
 	} else {
-		_, _ = fmt.Fprintln(stdout, "--settle-timeout=0: starting without checking that the plugins are settled")
+		unsettled = lookAtFleet(ctx, &st, stdout)
 	}
 	ran, failed := 0, 0
 	r := scenario.Runner{API: client, ProgressEvery: o.ProgressEvery,
@@ -180,8 +181,40 @@ func runScenario(ctx context.Context, o scenarioOptions, file string, stdout io.
 	_, _ = fmt.Fprintf(stdout, "scenario %s: %d of %s ran, %d failed\n", sc.Name, ran, plural.Of(len(sc.Steps), "step", "steps"), failed)
 	if sc.Expect != "" && ctx.Err() == nil {
 		_, _ = fmt.Fprintf(stdout, "expected: %s\n(increases land a stability window and a ramp after their step: keep watching bin/driver watch or the console)\n", sc.Expect)
+		if unsettled {
+			_, _ = fmt.Fprintln(stdout, "(the plugins were not settled at the start, see above: increases land later than expected)")
+		}
 	}
 	return err
+}
+
+// lookAtFleet, for a run that starts without waiting (--settle-timeout=0), reads the fleet
+// once and prints each node plugin's mode, reported value and stability window, and, when
+// they are not settled, how the outcome will differ from the file's header (the header
+// assumes settled plugins: a damped window delays every increase by that window). It
+// reports whether the fleet was not settled (or could not be read).
+func lookAtFleet(ctx context.Context, st *scenario.Settler, stdout io.Writer) bool {
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	nodes, waits, err := st.Look(ctx)
+	if err != nil {
+		_, _ = fmt.Fprintf(stdout, "--settle-timeout=0: starting without knowing whether the plugins are settled (%v); the outcome in the file's header assumes they are\n", err)
+		return true
+	}
+	if len(nodes) == 0 {
+		_, _ = fmt.Fprintln(stdout, "--settle-timeout=0: the fake cloud relays no node plugin (fakecloud --console-node): starting without knowing whether the plugins are settled; the outcome in the file's header assumes they are")
+		return true
+	}
+	for _, n := range nodes {
+		_, _ = fmt.Fprintln(stdout, "  "+n)
+	}
+	if len(waits) == 0 {
+		_, _ = fmt.Fprintln(stdout, "--settle-timeout=0: the fleet is settled: starting")
+		return false
+	}
+	_, _ = fmt.Fprintf(stdout, "--settle-timeout=0: starting although the fleet is not settled: %s\n", strings.Join(waits, "; "))
+	_, _ = fmt.Fprintln(stdout, "the expected outcome assumes settled plugins, so here increases land later than it says: a plugin still ramping finishes that first, one with flap damping waits its longer window (above) before each increase, and a decrease that undoes a recent increase doubles the window (flap damping); for the header's timeline restart the node plugins (make run: Ctrl-C, then RUN_DIR=<its folder> make run) or leave out --settle-timeout=0")
+	return true
 }
 
 // checkCloud makes one cheap authenticated call (GET /v1/quotas) before the first step, so

@@ -229,7 +229,7 @@ func TestScenarioCommandWaitsForASettledFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "s.yaml")
-	if err := os.WriteFile(file, []byte("name: one\nsteps:\n  - at: 0s\n    quotas: {attachments: 3}\n"), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte("name: one\nexpect: 3 attachments at once\nsteps:\n  - at: 0s\n    quotas: {attachments: 3}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	args := func(extra ...string) []string {
@@ -266,8 +266,21 @@ func TestScenarioCommandWaitsForASettledFleet(t *testing.T) {
 		},
 			args("--settle-timeout=1m"), "not settled within 1m0s: node node-a1: flap damping (window 1m0s, damping 1) settles in 30m0s (30m0s at least); restart the node plugins",
 			nil, []string{"PATCH"}},
-		{"--settle-timeout=0 starts without looking", func(*testing.T) { plugin.set(time.Now().Add(30*time.Minute), "floor") }, args("--settle-timeout=0"), "",
-			[]string{"--settle-timeout=0: starting without checking", "+0s  PATCH"}, []string{"waiting for the fleet"}},
+		// --settle-timeout=0 used to say only "starting without checking", then repeat the
+		// header's timeline as if it held (issue 26): it now shows each plugin's window and
+		// says how the outcome differs.
+		{"--settle-timeout=0 on a damped fleet: starts at once, saying how the outcome differs", func(*testing.T) {
+			plugin.set(time.Now().Add(30*time.Minute), "fresh")
+			plugin.setDamping(1)
+		}, args("--settle-timeout=0"), "",
+			[]string{"  node node-a1: mode fresh, reported 3, stability window 1m0s (flap damping 1, settles in 30m0s)",
+				"--settle-timeout=0: starting although the fleet is not settled: node node-a1: flap damping (window 1m0s, damping 1) settles in 30m0s",
+				"the expected outcome assumes settled plugins, so here increases land later than it says", "restart the node plugins", "+0s  PATCH",
+				"expected: 3 attachments at once\n", "(the plugins were not settled at the start, see above: increases land later than expected)"},
+			[]string{"waiting for the fleet"}},
+		{"--settle-timeout=0 on a settled fleet: says so and starts", func(*testing.T) { plugin.set(time.Time{}, "fresh"); plugin.setDamping(0) }, args("--settle-timeout=0"), "",
+			[]string{"  node node-a1: mode fresh, reported 3, stability window 1m0s\n", "--settle-timeout=0: the fleet is settled: starting", "+0s  PATCH"},
+			[]string{"waiting for the fleet", "not settled"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -75,49 +75,15 @@ func (s *Settler) Wait(ctx context.Context) error {
 	}
 	unreadable := map[string]bool{}
 	for {
-		var (
-			waits []string
-			known time.Duration // the longest wait whose end is known
-			t     = now()
-		)
-		faults, err := s.Fleet.ListFaults(ctx)
+		t := now()
+		waits, known, err := s.look(ctx, t, nodes, func(name string, err error) {
+			if !unreadable[name] {
+				report("node %s: cannot read its capacity state, left out of the check: %v", name, err)
+				unreadable[name] = true
+			}
+		}, func(name string, _ NodeState) { delete(unreadable, name) })
 		if err != nil {
-			return fmt.Errorf("list fault rules: %w", err)
-		}
-		for _, f := range faults {
-			if f.ExpiresAt == nil || !f.ExpiresAt.After(t) {
-				continue
-			}
-			d := f.ExpiresAt.Sub(t)
-			known = max(known, d)
-			waits = append(waits, fmt.Sprintf("fault rule %s (%s %s) expires in %v", f.ID, f.Operation, f.Error, d.Round(time.Second)))
-		}
-		for _, n := range nodes {
-			var st NodeState
-			if err := s.Fleet.ConsoleNodeCapacity(ctx, n.Name, &st); err != nil {
-				if !unreadable[n.Name] {
-					report("node %s: cannot read its capacity state, left out of the check: %v", n.Name, err)
-					unreadable[n.Name] = true
-				}
-				continue
-			}
-			delete(unreadable, n.Name)
-			switch {
-			case st.SettledInSeconds > 0 && st.Damping > 0:
-				d := time.Duration(st.SettledInSeconds * float64(time.Second))
-				known = max(known, d)
-				waits = append(waits, fmt.Sprintf("node %s: flap damping (window %s, damping %d) settles in %v", n.Name, st.StabilityWindow, st.Damping, d.Round(time.Second)))
-			case st.SettledInSeconds > 0:
-				d := time.Duration(st.SettledInSeconds * float64(time.Second))
-				known = max(known, d)
-				waits = append(waits, fmt.Sprintf("node %s: raised its value lately (a decrease now would count as a flap and double its window), settles in %v", n.Name, d.Round(time.Second)))
-			case st.Mode != "fresh":
-				target := "?"
-				if st.Target != nil {
-					target = fmt.Sprint(*st.Target)
-				}
-				waits = append(waits, fmt.Sprintf("node %s: mode %s (reported %d, target %s)", n.Name, st.Mode, st.Reported, target))
-			}
+			return err
 		}
 		if len(waits) == 0 {
 			return nil
@@ -131,6 +97,73 @@ func (s *Settler) Wait(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// look reads the fleet once at t: what is still waited for (one entry per fault rule or
+// node) and the longest wait whose end is known. unreadable is told of a plugin that cannot
+// be read, read of each plugin read.
+func (s *Settler) look(ctx context.Context, t time.Time, nodes []cloud.ConsoleNode,
+	unreadable func(name string, err error), read func(name string, st NodeState)) (waits []string, known time.Duration, err error) {
+	faults, err := s.Fleet.ListFaults(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list fault rules: %w", err)
+	}
+	for _, f := range faults {
+		if f.ExpiresAt == nil || !f.ExpiresAt.After(t) {
+			continue
+		}
+		d := f.ExpiresAt.Sub(t)
+		known = max(known, d)
+		waits = append(waits, fmt.Sprintf("fault rule %s (%s %s) expires in %v", f.ID, f.Operation, f.Error, d.Round(time.Second)))
+	}
+	for _, n := range nodes {
+		var st NodeState
+		if err := s.Fleet.ConsoleNodeCapacity(ctx, n.Name, &st); err != nil {
+			unreadable(n.Name, err)
+			continue
+		}
+		read(n.Name, st)
+		switch {
+		case st.SettledInSeconds > 0 && st.Damping > 0:
+			d := time.Duration(st.SettledInSeconds * float64(time.Second))
+			known = max(known, d)
+			waits = append(waits, fmt.Sprintf("node %s: flap damping (window %s, damping %d) settles in %v", n.Name, st.StabilityWindow, st.Damping, d.Round(time.Second)))
+		case st.SettledInSeconds > 0:
+			d := time.Duration(st.SettledInSeconds * float64(time.Second))
+			known = max(known, d)
+			waits = append(waits, fmt.Sprintf("node %s: raised its value lately (a decrease now would count as a flap and double its window), settles in %v", n.Name, d.Round(time.Second)))
+		case st.Mode != "fresh":
+			target := "?"
+			if st.Target != nil {
+				target = fmt.Sprint(*st.Target)
+			}
+			waits = append(waits, fmt.Sprintf("node %s: mode %s (reported %d, target %s)", n.Name, st.Mode, st.Reported, target))
+		}
+	}
+	return waits, known, nil
+}
+
+// Look reads the fleet once, without waiting (for a run that starts at once,
+// --settle-timeout=0): nodes has one line per node plugin the fake cloud relays (its mode,
+// reported value, stability window and flap damping, or why it cannot be read), waits what
+// Wait would still wait for (empty: settled). The outcome in a scenario's header assumes an
+// empty waits.
+func (s *Settler) Look(ctx context.Context) (nodes, waits []string, err error) {
+	now, _, _ := clockOrDefaults(s.Now, s.Sleep, s.Every)
+	cn, err := s.Fleet.ConsoleNodes(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list the node plugins the fake cloud relays: %w", err)
+	}
+	waits, _, err = s.look(ctx, now(), cn, func(name string, err error) {
+		nodes = append(nodes, fmt.Sprintf("node %s: cannot read its capacity state: %v", name, err))
+	}, func(name string, st NodeState) {
+		line := fmt.Sprintf("node %s: mode %s, reported %d, stability window %s", name, st.Mode, st.Reported, st.StabilityWindow)
+		if st.Damping > 0 {
+			line += fmt.Sprintf(" (flap damping %d, settles in %v)", st.Damping, time.Duration(st.SettledInSeconds*float64(time.Second)).Round(time.Second))
+		}
+		nodes = append(nodes, line)
+	})
+	return nodes, waits, err
 }
 
 // SettleError says that a fleet did not settle within a Settler's Timeout, and why.

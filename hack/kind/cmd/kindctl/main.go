@@ -13,6 +13,7 @@
 //	kindctl get [--token=T] [--out=F] [--timeout=D] URL
 //	kindctl check [--kubeconfig=K] --cloud-url=URL --token-file=F [--node=N] [--namespace=NS]
 //	    [--name=N] [--storage-class=SC] [--pod-image=I] [--timeout=D]
+//	kindctl help (or -h, --help; no arguments print it too and fail)
 package main
 
 import (

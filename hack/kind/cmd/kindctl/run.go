@@ -23,10 +23,25 @@ import (
 	"github.com/fakecloud/fakecloud-csi/hack/kind/internal/smoke"
 )
 
+// usage is what `kindctl help` prints: one line per subcommand (the package comment has
+// their flags; `kindctl SUBCOMMAND -h` lists them).
+const usage = `usage: kindctl SUBCOMMAND [flags]   (kindctl SUBCOMMAND -h: its flags)
+  image        build a driver or fake cloud image archive (OCI or docker) without a Docker daemon
+  kind-config  write a kind cluster config with the node image (and etcd tag) filled in
+  render       print a kustomization's manifests, as kubectl kustomize would
+  apply        apply kustomizations to a cluster without kubectl (--dry-run: a server-side dry run)
+  wait         wait until the workloads of kustomizations are rolled out
+  snapshotter  fetch the external-snapshotter CRDs and snapshot-controller that match the sidecar (Go module proxy)
+  get          GET a URL with a bearer token (the fake cloud's API) and print or save the answer
+  check        a short end-to-end check of a deployed driver: a claim and a pod attached, the CSINode count following the cloud
+  help         this text
+`
+
 // run dispatches one subcommand; see the package comment.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: kindctl image|kind-config|render|apply|wait|snapshotter|get|check [flags] (see hack/kind/cmd/kindctl)")
+		_, _ = io.WriteString(stderr, usage)
+		return errors.New("no subcommand given (usage above)")
 	}
 	fs := flag.NewFlagSet("kindctl "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -56,8 +71,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runGet(ctx, fs, args[1:], stdout)
 	case "check":
 		return runCheck(ctx, fs, args[1:], stdout)
+	case "help", "-h", "-help", "--help":
+		_, err := io.WriteString(stdout, usage)
+		return err
 	default:
-		return fmt.Errorf("unknown subcommand %q", args[0])
+		return fmt.Errorf("unknown subcommand %q (kindctl help lists them)", args[0])
 	}
 }
 
@@ -197,6 +215,10 @@ func runSnapshotter(ctx context.Context, fs *flag.FlagSet, args []string, stdout
 	version, err := manifests.ImageTag(objs, "csi-snapshotter")
 	if err != nil {
 		return fmt.Errorf("%s: %w", *deploy, err)
+	}
+	// go mod download of two modules is silent, and slow on a cold module cache.
+	if _, err := fmt.Fprintf(stdout, "fetching external-snapshotter %s (the csi-snapshotter sidecar's release) from the Go module proxy: its CRDs and snapshot-controller manifests, into %s ...\n", version, *out); err != nil {
+		return err
 	}
 	if err := manifests.FetchSnapshotter(ctx, *goBin, version, *out); err != nil {
 		return err
