@@ -251,7 +251,8 @@ fi
 
 # show_logs copies, from now on, what the processes log that a watcher wants to see: every line
 # of the fake cloud (at the default verbosity it bounds itself: one line per change, error or
-# fault firing, at most 10 a second, reads summed up every 10 s) and the plugins' capacity
+# fault firing, at most 10 a second, reads summed up every 10 s
+# when a period had more than reads) and the plugins' capacity
 # changes and errors, each prefixed with its process. Everything stays in the logs too. It reads
 # tail's output through a FIFO so that tail and it are this script's own children, which
 # cleanup stops (a background pipeline's tail would ignore Ctrl-C and outlive the script); a
