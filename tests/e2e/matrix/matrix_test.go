@@ -208,12 +208,13 @@ func TestTablePeriodChanges(t *testing.T) {
 	c.PeriodSeconds = 0
 	c.PeriodChanges = []PeriodChange{{PeriodSeconds: 10}}
 	c.Expect.DecisionAfterRestart = "dynamic"
+	c.APIServerGates = "MutableCSINodeAllocatableCount=false"
 	f := 9.5
 	r := Row{Cell: c, Date: time.Date(2026, 12, 6, 11, 0, 0, 0, time.UTC), Decision: "static", Reason: "period-unset", DecisionRight: true,
 		PeriodChanges: []PeriodChangeResult{{PeriodSeconds: 10, CountFollowed: true, CountFollowSeconds: &f}},
 		Recheck:       &Recheck{Supported: true, SecondsAfterChange: 240}, DecisionAfterRestart: "dynamic", ReasonAfterRestart: "supported"}
 	line := strings.Split(strings.TrimSpace(Table([]Cell{c}, []Row{r})), "\n")[2]
-	for _, want := range []string{"| unset → 10 s |", "after → 10 s: yes, 9.5 s", "re-check 240 s after the last change: supported true (at start false)",
+	for _, want := range []string{"| unset → 10 s |", "| v1.37.2 (API server MutableCSINodeAllocatableCount=false) |", "after → 10 s: yes, 9.5 s", "re-check 240 s after the last change: supported true (at start false)",
 		"after the restart: dynamic (supported), right"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("row lacks %q: %s", want, line)

@@ -220,7 +220,14 @@ func Table(cells []Cell, rows []Row) string {
 		for _, ch := range c.PeriodChanges {
 			period += " → " + periodText(ch.PeriodSeconds)
 		}
-		lead := fmt.Sprintf("| %s | %s | %s (%s) | %s | %s | ", c.Name, c.ControlPlane, c.Kubelet, gates, c.Attacher, period)
+		cp, attacher := c.ControlPlane, c.Attacher
+		if c.APIServerGates != "" {
+			cp += " (API server " + c.APIServerGates + ")"
+		}
+		if c.AttacherGates != "" {
+			attacher += " (" + c.AttacherGates + ")"
+		}
+		lead := fmt.Sprintf("| %s | %s | %s (%s) | %s | %s | ", c.Name, cp, c.Kubelet, gates, attacher, period)
 		if r == nil {
 			fmt.Fprintf(&b, "%splanned (right: %s) | planned | planned | planned | planned | planned | planned (not run) | — |\n", lead, c.Expect.Decision)
 			return
