@@ -43,8 +43,10 @@ func deployFiles(dir string) ([]string, error) {
 }
 
 // applyDeploy creates the namespace and every object of deployFiles (one
-// object per file); objects that exist are left alone.
-func applyDeploy(ctx context.Context, cs kubernetes.Interface, dir string) error {
+// object per file); objects that exist are left alone. period, when not nil,
+// replaces the CSIDriver's nodeAllocatableUpdatePeriodSeconds (0: removed;
+// Versions.CSIDriverPeriodSeconds).
+func applyDeploy(ctx context.Context, cs kubernetes.Interface, dir string, period *int64) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: DriverNamespace}}
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create namespace %s: %w", DriverNamespace, err)
@@ -61,6 +63,9 @@ func applyDeploy(ctx context.Context, cs kubernetes.Interface, dir string) error
 		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(data, nil, nil)
 		if err != nil {
 			return fmt.Errorf("decode %s: %w", f, err)
+		}
+		if d, ok := obj.(*storagev1.CSIDriver); ok && period != nil {
+			setPeriod(d, *period)
 		}
 		if err := create(ctx, cs, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create %s: %w", f, err)
@@ -141,4 +146,14 @@ func waitNodes(ctx context.Context, cs kubernetes.Interface, nodes []Node, timeo
 		}
 		return true, nil
 	})
+}
+
+// setPeriod sets d's nodeAllocatableUpdatePeriodSeconds to seconds, or removes
+// it when seconds is 0.
+func setPeriod(d *storagev1.CSIDriver, seconds int64) {
+	if seconds == 0 {
+		d.Spec.NodeAllocatableUpdatePeriodSeconds = nil
+		return
+	}
+	d.Spec.NodeAllocatableUpdatePeriodSeconds = &seconds
 }

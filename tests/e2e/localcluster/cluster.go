@@ -93,7 +93,14 @@ type Versions struct {
 	// NodeLabels are extra labels of every Node, "k=v,k2=v2" (the kubelet registers them),
 	// e.g. fakecloud.dev/dynamic-capacity=true for a v1.34 kubelet whose gate is on.
 	NodeLabels string `json:"nodeLabels,omitempty"`
+	// CSIDriverPeriodSeconds replaces deploy/base's CSIDriver
+	// nodeAllocatableUpdatePeriodSeconds before any node plugin starts: nil keeps it (10 s),
+	// 0 removes the field (the kubelet never refreshes), otherwise 10..86400 seconds.
+	CSIDriverPeriodSeconds *int64 `json:"csiDriverPeriodSeconds,omitempty"`
 }
+
+// maxPeriodSeconds bounds Versions.CSIDriverPeriodSeconds (a day).
+const maxPeriodSeconds = 86400
 
 // nodeLabels is ",k=v,..." of Versions.NodeLabels, "" when none.
 func (o Options) nodeLabels() string {
@@ -176,6 +183,9 @@ func (o Options) Validate() error {
 		if len(g) > 4096 || strings.ContainsAny(g, " \t\n") {
 			errs = append(errs, fmt.Errorf("feature gates or node labels %.80q: at most 4096 bytes, no spaces", g))
 		}
+	}
+	if p := o.Versions.CSIDriverPeriodSeconds; p != nil && *p != 0 && (*p < 10 || *p > maxPeriodSeconds) {
+		errs = append(errs, fmt.Errorf("CSIDriver period %d s: want 0 (unset) or 10..%d", *p, maxPeriodSeconds))
 	}
 	if !filepath.IsAbs(o.RunDir) {
 		errs = append(errs, fmt.Errorf("RunDir must be absolute, got %q", o.RunDir))
@@ -446,7 +456,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	}
 	step("kube-controller-manager and kube-scheduler started")
 
-	if err := applyDeploy(ctx, admin, filepath.Join(o.RepoRoot, "deploy", "base")); err != nil {
+	if err := applyDeploy(ctx, admin, filepath.Join(o.RepoRoot, "deploy", "base"), o.Versions.CSIDriverPeriodSeconds); err != nil {
 		return nil, err
 	}
 	step("applied deploy/base (namespace, RBAC, CSIDriver, StorageClass)")

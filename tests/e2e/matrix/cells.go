@@ -35,15 +35,32 @@ type Cell struct {
 	AttacherGates  string `json:"attacherGates,omitempty"`
 	// NodeLabels are extra labels of every Node (e.g. the driver's mode label).
 	NodeLabels string `json:"nodeLabels,omitempty"`
-	// PeriodSeconds is the CSIDriver's nodeAllocatableUpdatePeriodSeconds at start (deploy/kind
-	// sets 10; the only value the harness runs with now).
+	// PeriodSeconds is the CSIDriver's nodeAllocatableUpdatePeriodSeconds at start, before
+	// any node plugin reads it (deploy/kind sets 10): 0 is unset, otherwise 10..86400.
 	PeriodSeconds int64 `json:"periodSeconds"`
+	// PeriodChanges set the period again while the cluster runs, one after the other after the
+	// first count check, each followed by the count check again (at most maxPeriodChanges).
+	PeriodChanges []PeriodChange `json:"periodChanges,omitempty"`
 	// Expect is what is right in this cell (docs/compatibility.md's rule); the outcome
 	// compares what was measured with it.
 	Expect Expect `json:"expect"`
 	// Note says what the cell is for, for the docs table.
 	Note string `json:"note,omitempty"`
 }
+
+// PeriodChange is one change of the CSIDriver's period while the cell runs.
+type PeriodChange struct {
+	// PeriodSeconds is the new period: 0 removes it, otherwise 10..86400.
+	PeriodSeconds int64 `json:"periodSeconds"`
+	// ExpectCountFollows: the count follows a cloud change within the follow window after it.
+	ExpectCountFollows bool `json:"expectCountFollows"`
+}
+
+// maxPeriodChanges bounds Cell.PeriodChanges (each costs a follow window).
+const maxPeriodChanges = 4
+
+// validPeriod: 0 (unset) or what the API server accepts (≥ 10 s), at most a day.
+func validPeriod(p int64) bool { return p == 0 || (p >= 10 && p <= 86400) }
 
 // Expect is a cell's right behaviour.
 type Expect struct {
@@ -54,6 +71,18 @@ type Expect struct {
 	// PodReplaced: a pod whose attach failed with errorCode 8 is failed by the kubelet and
 	// its StatefulSet's replacement runs elsewhere.
 	PodReplaced bool `json:"podReplaced"`
+	// DecisionAfterRestart is the right decision of node-1's plugin after its restart with
+	// re-registration (the re-registration check), when it differs from Decision because a
+	// PeriodChanges entry changed what the plugin reads at start; "": Decision.
+	DecisionAfterRestart string `json:"decisionAfterRestart,omitempty"`
+}
+
+// afterRestart is the right decision after node-1's plugin restarted.
+func (e Expect) afterRestart() string {
+	if e.DecisionAfterRestart != "" {
+		return e.DecisionAfterRestart
+	}
+	return e.Decision
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{0,79}$`)
@@ -73,11 +102,22 @@ func (c Cell) Validate() error {
 			errs = append(errs, fmt.Errorf("cell %s: %s %q is not a release version", c.Name, v.what, v.v))
 		}
 	}
-	if c.PeriodSeconds != 10 {
-		errs = append(errs, fmt.Errorf("cell %s: periodSeconds %d: the harness starts with deploy/kind's 10 only", c.Name, c.PeriodSeconds))
+	if !validPeriod(c.PeriodSeconds) {
+		errs = append(errs, fmt.Errorf("cell %s: periodSeconds %d: want 0 (unset) or 10..86400", c.Name, c.PeriodSeconds))
+	}
+	if len(c.PeriodChanges) > maxPeriodChanges {
+		errs = append(errs, fmt.Errorf("cell %s: %d periodChanges, at most %d", c.Name, len(c.PeriodChanges), maxPeriodChanges))
+	}
+	for i, ch := range c.PeriodChanges {
+		if !validPeriod(ch.PeriodSeconds) {
+			errs = append(errs, fmt.Errorf("cell %s: periodChanges[%d].periodSeconds %d: want 0 (unset) or 10..86400", c.Name, i, ch.PeriodSeconds))
+		}
 	}
 	if c.Expect.Decision != "dynamic" && c.Expect.Decision != "static" {
 		errs = append(errs, fmt.Errorf("cell %s: expect.decision %q: want dynamic or static", c.Name, c.Expect.Decision))
+	}
+	if d := c.Expect.DecisionAfterRestart; d != "" && d != "dynamic" && d != "static" {
+		errs = append(errs, fmt.Errorf("cell %s: expect.decisionAfterRestart %q: want dynamic, static or empty", c.Name, d))
 	}
 	for _, s := range []string{c.KubeletGates, c.APIServerGates, c.AttacherGates, c.NodeLabels, c.Note} {
 		if len(s) > 1024 {
@@ -138,4 +178,12 @@ func Select(cells []Cell, names []string) ([]Cell, error) {
 		return nil, fmt.Errorf("no cell named %q", n)
 	}
 	return out, nil
+}
+
+// periodText is "10 s", or "unset" for 0.
+func periodText(p int64) string {
+	if p == 0 {
+		return "unset"
+	}
+	return fmt.Sprintf("%d s", p)
 }

@@ -41,7 +41,13 @@ func TestCellValidate(t *testing.T) {
 		{name: "bad name", edit: func(c *Cell) { c.Name = "../x" }, wantErr: "cell name"},
 		{name: "bad kubelet", edit: func(c *Cell) { c.Kubelet = "1.34" }, wantErr: "kubelet"},
 		{name: "bad attacher", edit: func(c *Cell) { c.Attacher = "v3.1.0" }, wantErr: "attacher"},
-		{name: "period", edit: func(c *Cell) { c.PeriodSeconds = 600 }, wantErr: "periodSeconds"},
+		{name: "period 600", edit: func(c *Cell) { c.PeriodSeconds = 600 }},
+		{name: "period unset", edit: func(c *Cell) { c.PeriodSeconds = 0 }},
+		{name: "period below the API server's minimum", edit: func(c *Cell) { c.PeriodSeconds = 9 }, wantErr: "periodSeconds"},
+		{name: "period change", edit: func(c *Cell) { c.PeriodChanges = []PeriodChange{{PeriodSeconds: 600}, {PeriodSeconds: 0}} }},
+		{name: "bad period change", edit: func(c *Cell) { c.PeriodChanges = []PeriodChange{{PeriodSeconds: -10}} }, wantErr: "periodChanges[0]"},
+		{name: "too many period changes", edit: func(c *Cell) { c.PeriodChanges = make([]PeriodChange, 5) }, wantErr: "at most 4"},
+		{name: "decision after restart", edit: func(c *Cell) { c.Expect.DecisionAfterRestart = "later" }, wantErr: "decisionAfterRestart"},
 		{name: "decision", edit: func(c *Cell) { c.Expect.Decision = "maybe" }, wantErr: "expect.decision"},
 	} {
 		c := cell("a")
@@ -66,6 +72,10 @@ func TestSelect(t *testing.T) {
 
 func TestJudge(t *testing.T) {
 	f := 3.0
+	changing := cell("c")
+	changing.PeriodSeconds = 0
+	changing.PeriodChanges = []PeriodChange{{PeriodSeconds: 600}, {PeriodSeconds: 10, ExpectCountFollows: true}}
+	changing.Expect.DecisionAfterRestart = "dynamic"
 	for _, tc := range []struct {
 		name string
 		row  Row
@@ -76,6 +86,15 @@ func TestJudge(t *testing.T) {
 		{name: "replaced where not expected", row: Row{Cell: cell("a"), Decision: "static", PodFailedSeconds: &f, ReplacedSeconds: &f},
 			want: "unexpected: pod failed and replaced: true, expected false"},
 		{name: "a check failed", row: Row{Cell: cell("a"), Decision: "static", Errors: []string{"start the cluster: boom"}}, want: "error: start the cluster: boom"},
+		{name: "period changes as expected", row: Row{Cell: changing, Decision: "static", DecisionAfterRestart: "dynamic",
+			PeriodChanges: []PeriodChangeResult{{PeriodSeconds: 600}, {PeriodSeconds: 10, CountFollowed: true}}}, want: "as expected"},
+		{name: "period change not followed", row: Row{Cell: changing, Decision: "static", DecisionAfterRestart: "dynamic",
+			PeriodChanges: []PeriodChangeResult{{PeriodSeconds: 600}, {PeriodSeconds: 10}}}, want: "unexpected: period → 10 s: count follows: false, expected true"},
+		{name: "period change not measured", row: Row{Cell: changing, Decision: "static", DecisionAfterRestart: "dynamic",
+			PeriodChanges: []PeriodChangeResult{{PeriodSeconds: 600}}}, want: "unexpected: period → 10 s: not measured"},
+		{name: "wrong decision after the restart", row: Row{Cell: changing, Decision: "static", DecisionAfterRestart: "static", ReasonAfterRestart: "period-unset",
+			PeriodChanges: []PeriodChangeResult{{PeriodSeconds: 600}, {PeriodSeconds: 10, CountFollowed: true}}},
+			want: "unexpected: decision after the restart static (period-unset), right is dynamic"},
 	} {
 		tc.row.judge()
 		if tc.row.Outcome != tc.want {
@@ -158,7 +177,8 @@ func TestWhich(t *testing.T) {
 	on.NodeLabels = ModeLabel + "=true"
 	latest := cell("new")
 	latest.Kubelet = "v1.37.2"
-	o := Observed{ServerVersion: "v1.37.5-gke.1", Attacher: "v4.13.0", Kubelets: map[string]ObservedKubelet{
+	ten := int64(10)
+	o := Observed{ServerVersion: "v1.37.5-gke.1", Attacher: "v4.13.0", PeriodSeconds: &ten, Kubelets: map[string]ObservedKubelet{
 		"a": {Version: "v1.34.1"}, "b": {Version: "v1.34.4", Labelled: true}, "c": {Version: "v1.37.0"}, "d": {Version: "v1.33.0"},
 	}}
 	got := Which(o, []Cell{off, on, latest})
@@ -170,5 +190,34 @@ func TestWhich(t *testing.T) {
 	o.Attacher = "v4.12.0"
 	if got := Which(o, []Cell{off}); len(got["a"]) != 0 {
 		t.Errorf("another attacher minor matched: %v", got["a"])
+	}
+	o.Attacher = "v4.13.0"
+	unset, changing := cell("unset"), cell("changing")
+	unset.PeriodSeconds = 0
+	changing.PeriodChanges = []PeriodChange{{PeriodSeconds: 600}}
+	o.PeriodSeconds = nil
+	if got := Which(o, []Cell{off, unset, changing}); strings.Join(got["a"], ",") != "unset" {
+		t.Errorf("period unset: cells %v, want the unset one only", got["a"])
+	}
+}
+
+// The table shows the period's course, each change's count check, the re-check and a changed
+// decision after the restart.
+func TestTablePeriodChanges(t *testing.T) {
+	c := cell("p")
+	c.PeriodSeconds = 0
+	c.PeriodChanges = []PeriodChange{{PeriodSeconds: 10}}
+	c.Expect.DecisionAfterRestart = "dynamic"
+	c.APIServerGates = "MutableCSINodeAllocatableCount=false"
+	f := 9.5
+	r := Row{Cell: c, Date: time.Date(2026, 12, 6, 11, 0, 0, 0, time.UTC), Decision: "static", Reason: "period-unset", DecisionRight: true,
+		PeriodChanges: []PeriodChangeResult{{PeriodSeconds: 10, CountFollowed: true, CountFollowSeconds: &f}},
+		Recheck:       &Recheck{Supported: true, SecondsAfterChange: 240}, DecisionAfterRestart: "dynamic", ReasonAfterRestart: "supported"}
+	line := strings.Split(strings.TrimSpace(Table([]Cell{c}, []Row{r})), "\n")[2]
+	for _, want := range []string{"| unset → 10 s |", "| v1.37.2 (API server MutableCSINodeAllocatableCount=false) |", "after → 10 s: yes, 9.5 s", "re-check 240 s after the last change: supported true (at start false)",
+		"after the restart: dynamic (supported), right"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("row lacks %q: %s", want, line)
+		}
 	}
 }

@@ -52,6 +52,16 @@ type Row struct {
 	ReregistrationGapSeconds *float64 `json:"reregistrationGapSeconds,omitempty"`
 	DriverVanished           bool     `json:"driverVanished"`
 	ReregisteredSeconds      *float64 `json:"reregisteredSeconds,omitempty"`
+	// PeriodChanges are the count checks after each of Cell.PeriodChanges, in order.
+	PeriodChanges []PeriodChangeResult `json:"periodChanges,omitempty"`
+	// Recheck is node-1's plugin's first cluster re-check (clustercheck.Watch, every
+	// 5 minutes) after the last period change; absent without changes or when none came
+	// within 6 minutes.
+	Recheck *Recheck `json:"recheck,omitempty"`
+	// DecisionAfterRestart, ReasonAfterRestart are node-1's decision after the
+	// re-registration check restarted its plugin (it decides again at start).
+	DecisionAfterRestart string `json:"decisionAfterRestart,omitempty"`
+	ReasonAfterRestart   string `json:"reasonAfterRestart,omitempty"`
 	// Outcome is "as expected" or "unexpected: ..." (what differed from Cell.Expect), or
 	// "error: ..." when a check could not run.
 	Outcome string `json:"outcome"`
@@ -59,6 +69,24 @@ type Row struct {
 	Errors []string `json:"errors,omitempty"`
 	// TotalSeconds is the cell's wall time, cluster start to stop.
 	TotalSeconds float64 `json:"totalSeconds"`
+}
+
+// PeriodChangeResult is the count check after one period change.
+type PeriodChangeResult struct {
+	// PeriodSeconds is the period set (0: removed).
+	PeriodSeconds int64 `json:"periodSeconds"`
+	// CountFollowed, CountFollowSeconds: as Row's, measured after the change.
+	CountFollowed      bool     `json:"countFollowed"`
+	CountFollowSeconds *float64 `json:"countFollowSeconds,omitempty"`
+}
+
+// Recheck is what the node plugin's cluster re-check answered (its /debug/cluster).
+type Recheck struct {
+	// Supported is the re-check's verdict; SupportedAtStart the one the mode was decided on.
+	Supported        bool `json:"supported"`
+	SupportedAtStart bool `json:"supportedAtStart"`
+	// SecondsAfterChange is from the last period change to the re-check.
+	SecondsAfterChange float64 `json:"secondsAfterChange"`
 }
 
 // judge sets r.Outcome from the measurements and r.Cell.Expect.
@@ -74,6 +102,17 @@ func (r *Row) judge() {
 	}
 	if r.CountFollowed != r.Cell.Expect.CountFollows {
 		diffs = append(diffs, fmt.Sprintf("count follows: %v, expected %v", r.CountFollowed, r.Cell.Expect.CountFollows))
+	}
+	for i, ch := range r.Cell.PeriodChanges {
+		switch {
+		case i >= len(r.PeriodChanges):
+			diffs = append(diffs, fmt.Sprintf("period → %s: not measured", periodText(ch.PeriodSeconds)))
+		case r.PeriodChanges[i].CountFollowed != ch.ExpectCountFollows:
+			diffs = append(diffs, fmt.Sprintf("period → %s: count follows: %v, expected %v", periodText(ch.PeriodSeconds), r.PeriodChanges[i].CountFollowed, ch.ExpectCountFollows))
+		}
+	}
+	if r.DecisionAfterRestart != "" && r.DecisionAfterRestart != r.Cell.Expect.afterRestart() {
+		diffs = append(diffs, fmt.Sprintf("decision after the restart %s (%s), right is %s", r.DecisionAfterRestart, r.ReasonAfterRestart, r.Cell.Expect.afterRestart()))
 	}
 	replaced := r.ReplacedSeconds != nil
 	if replaced != r.Cell.Expect.PodReplaced {
@@ -177,7 +216,18 @@ func Table(cells []Cell, rows []Row) string {
 		if c.NodeLabels != "" {
 			gates += "; node " + c.NodeLabels
 		}
-		lead := fmt.Sprintf("| %s | %s | %s (%s) | %s | %d s | ", c.Name, c.ControlPlane, c.Kubelet, gates, c.Attacher, c.PeriodSeconds)
+		period := periodText(c.PeriodSeconds)
+		for _, ch := range c.PeriodChanges {
+			period += " → " + periodText(ch.PeriodSeconds)
+		}
+		cp, attacher := c.ControlPlane, c.Attacher
+		if c.APIServerGates != "" {
+			cp += " (API server " + c.APIServerGates + ")"
+		}
+		if c.AttacherGates != "" {
+			attacher += " (" + c.AttacherGates + ")"
+		}
+		lead := fmt.Sprintf("| %s | %s | %s (%s) | %s | %s | ", c.Name, cp, c.Kubelet, gates, attacher, period)
 		if r == nil {
 			fmt.Fprintf(&b, "%splanned (right: %s) | planned | planned | planned | planned | planned | planned (not run) | — |\n", lead, c.Expect.Decision)
 			return
@@ -208,8 +258,23 @@ func Table(cells []Cell, rows []Row) string {
 		if r.StuckContainerCreating {
 			stuck = fmt.Sprintf("yes (after %.0f s)", r.RejectWindowSeconds)
 		}
-		fmt.Fprintf(&b, "%s%s (%s), %s | %s (window %.0f s) | %s | %s | %s | %s | %s | %s, %s |\n", lead, r.Decision, r.Reason, right,
-			yesNo(r.CountFollowed, r.CountFollowSeconds), r.FollowWindowSeconds, ec, failed, stuck, gap, r.Outcome,
+		decision := fmt.Sprintf("%s (%s), %s", r.Decision, r.Reason, right)
+		if r.Recheck != nil {
+			decision += fmt.Sprintf("; re-check %.0f s after the last change: supported %v (at start %v)", r.Recheck.SecondsAfterChange, r.Recheck.Supported, r.Recheck.SupportedAtStart)
+		}
+		if r.DecisionAfterRestart != "" && (r.DecisionAfterRestart != r.Decision || r.ReasonAfterRestart != r.Reason) {
+			after := "right"
+			if r.DecisionAfterRestart != c.Expect.afterRestart() {
+				after = "WRONG (right: " + c.Expect.afterRestart() + ")"
+			}
+			decision += fmt.Sprintf("; after the restart: %s (%s), %s", r.DecisionAfterRestart, r.ReasonAfterRestart, after)
+		}
+		follows := fmt.Sprintf("%s (window %.0f s)", yesNo(r.CountFollowed, r.CountFollowSeconds), r.FollowWindowSeconds)
+		for _, ch := range r.PeriodChanges {
+			follows += fmt.Sprintf("; after → %s: %s", periodText(ch.PeriodSeconds), yesNo(ch.CountFollowed, ch.CountFollowSeconds))
+		}
+		fmt.Fprintf(&b, "%s%s | %s | %s | %s | %s | %s | %s | %s, %s |\n", lead, decision,
+			follows, ec, failed, stuck, gap, r.Outcome,
 			r.Date.UTC().Format("2006-01-02 15:04 UTC"), r.Commit)
 	}
 	listed := map[string]bool{}

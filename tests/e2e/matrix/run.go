@@ -55,8 +55,9 @@ const (
 // Versions returns the local cluster's Versions for c: the cache folders of its non-pinned
 // versions and its gates and labels.
 func Versions(c Cell) (localcluster.Versions, error) {
+	period := c.PeriodSeconds
 	v := localcluster.Versions{KubeletFeatureGates: c.KubeletGates, APIServerFeatureGates: c.APIServerGates,
-		AttacherFeatureGates: c.AttacherGates, NodeLabels: c.NodeLabels}
+		AttacherFeatureGates: c.AttacherGates, NodeLabels: c.NodeLabels, CSIDriverPeriodSeconds: &period}
 	var err error
 	if c.ControlPlane != localcluster.KubeVersion {
 		if v.ControlPlaneBinDir, err = localcluster.VersionCacheDir(c.ControlPlane); err != nil {
@@ -99,6 +100,10 @@ type cellRun struct {
 	cs    kubernetes.Interface
 	cloud *cloud.Client
 	row   *Row
+	// period is the CSIDriver's period now (0: unset).
+	period int64
+	// lastChange is when the harness last changed the period (zero: never).
+	lastChange time.Time
 }
 
 func (r *cellRun) logf(format string, args ...any) {
@@ -139,7 +144,7 @@ func RunCell(ctx context.Context, o Options, c Cell) (row Row) {
 		return row
 	}
 	defer cl.Stop()
-	r := &cellRun{o: o, c: cl, row: &row}
+	r := &cellRun{o: o, c: cl, row: &row, period: c.PeriodSeconds}
 	fmt.Fprintf(o.Out, "matrix %s: cluster up in %s (logs %s)\n", c.Name, time.Since(start).Round(time.Second), cl.LogDir)
 	cfg, err := clientcmd.BuildConfigFromFlags("", cl.Kubeconfig)
 	if err != nil {
@@ -158,7 +163,8 @@ func RunCell(ctx context.Context, o Options, c Cell) (row Row) {
 		name string
 		f    func(context.Context) error
 	}{
-		{"decision", r.decision}, {"count follows", r.follow}, {"re-registration", r.reregister}, {"stale count rejection", r.reject},
+		{"decision", r.decision}, {"count follows", r.follow}, {"period changes", r.periodChanges},
+		{"re-registration", r.reregister}, {"stale count rejection", r.reject},
 	} {
 		r.logf("check: %s", ch.name)
 		if err := ch.f(ctx); err != nil {
@@ -179,7 +185,16 @@ func (r *cellRun) decision(ctx context.Context) error {
 		return err
 	}
 	r.row.KubeletVersion = n.Status.NodeInfo.KubeletVersion
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.c.PluginURLs[target]+"/debug/capacity", nil)
+	if r.row.Decision, r.row.Reason, err = r.readDecision(ctx); err != nil {
+		return err
+	}
+	r.logf("decision %s (%s), kubelet %s", r.row.Decision, r.row.Reason, r.row.KubeletVersion)
+	return nil
+}
+
+// getJSON decodes node-1's plugin's debug endpoint path into v (at most 1 MiB).
+func (r *cellRun) getJSON(ctx context.Context, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.c.PluginURLs[target]+path, nil)
 	if err != nil {
 		return err
 	}
@@ -188,19 +203,90 @@ func (r *cellRun) decision(ctx context.Context) error {
 		return err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: HTTP %d", path, resp.StatusCode)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// readDecision is node-1's decision and reason from /debug/capacity.
+func (r *cellRun) readDecision(ctx context.Context) (decision, reason string, err error) {
 	var d struct {
 		Decision struct {
 			Decision, Reason string
 		} `json:"decision"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&d); err != nil {
-		return fmt.Errorf("/debug/capacity: %w", err)
+	if err := r.getJSON(ctx, "/debug/capacity", &d); err != nil {
+		return "", "", err
 	}
 	if d.Decision.Decision == "" {
-		return fmt.Errorf("/debug/capacity of %s has no decision (a driver older than issue 27's?)", target)
+		return "", "", fmt.Errorf("/debug/capacity of %s has no decision (a driver older than issue 27's?)", target)
 	}
-	r.row.Decision, r.row.Reason = d.Decision.Decision, d.Decision.Reason
-	r.logf("decision %s (%s), kubelet %s", r.row.Decision, r.row.Reason, r.row.KubeletVersion)
+	return d.Decision.Decision, d.Decision.Reason, nil
+}
+
+// setPeriod sets the CSIDriver's period (0: removes it).
+func (r *cellRun) setPeriod(ctx context.Context, seconds int64) error {
+	patch := []byte(`{"spec":{"nodeAllocatableUpdatePeriodSeconds":null}}`)
+	if seconds != 0 {
+		patch = fmt.Appendf(nil, `{"spec":{"nodeAllocatableUpdatePeriodSeconds":%d}}`, seconds)
+	}
+	if _, err := r.cs.StorageV1().CSIDrivers().Patch(ctx, localcluster.DriverName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("set the period to %s: %w", periodText(seconds), err)
+	}
+	r.period, r.lastChange = seconds, time.Now()
+	return nil
+}
+
+// recheckWindow bounds the wait for the node plugin's 5-minute cluster re-check
+// (clustercheck.Watch) after the last period change.
+const recheckWindow = 6 * time.Minute
+
+// periodChanges applies the cell's PeriodChanges one after the other, each followed by the
+// count check; then, when there were any, waits for node-1's plugin to re-check the cluster
+// (/debug/cluster's checkedAt after the last change) and records its answer.
+func (r *cellRun) periodChanges(ctx context.Context) error {
+	for _, ch := range r.row.Cell.PeriodChanges {
+		if err := r.setPeriod(ctx, ch.PeriodSeconds); err != nil {
+			return err
+		}
+		res := PeriodChangeResult{PeriodSeconds: ch.PeriodSeconds}
+		ok, took, err := r.followOnce(ctx)
+		if err != nil {
+			return err
+		}
+		res.CountFollowed = ok
+		if ok {
+			res.CountFollowSeconds = seconds(took)
+		}
+		r.row.PeriodChanges = append(r.row.PeriodChanges, res)
+		r.logf("period → %s: count followed %v in %s", periodText(ch.PeriodSeconds), ok, took.Round(100*time.Millisecond))
+	}
+	if len(r.row.Cell.PeriodChanges) == 0 {
+		return nil
+	}
+	var dc struct {
+		CheckedAt        time.Time `json:"checkedAt"`
+		Supported        bool      `json:"supported"`
+		SupportedAtStart bool      `json:"supportedAtStart"`
+	}
+	var readErr error
+	_, ok := waitFor(ctx, recheckWindow, func() bool {
+		if readErr = r.getJSON(ctx, "/debug/cluster", &dc); readErr != nil {
+			return false
+		}
+		return dc.CheckedAt.After(r.lastChange)
+	})
+	if !ok {
+		r.logf("no cluster re-check after the last period change within %s (last error: %v)", recheckWindow, readErr)
+		return nil
+	}
+	r.row.Recheck = &Recheck{Supported: dc.Supported, SupportedAtStart: dc.SupportedAtStart,
+		SecondsAfterChange: dc.CheckedAt.Sub(r.lastChange).Seconds()}
+	r.logf("cluster re-check %.0f s after the last change: supported %v (at start %v)", r.row.Recheck.SecondsAfterChange, dc.Supported, dc.SupportedAtStart)
 	return nil
 }
 
@@ -246,35 +332,46 @@ func (r *cellRun) setOOB(ctx context.Context, oob int) error {
 
 // follow takes one more slot out of band and measures whether and when CSINode follows.
 func (r *cellRun) follow(ctx context.Context) error {
+	ok, took, err := r.followOnce(ctx)
+	if err != nil {
+		return err
+	}
+	r.row.CountFollowed = ok
+	if ok {
+		r.row.CountFollowSeconds = seconds(took)
+	}
+	return nil
+}
+
+// followOnce takes one more slot out of band, waits up to followWindow for node-1's CSINode
+// count to drop by one, and gives the slot back (waiting for the count to come back when it
+// followed).
+func (r *cellRun) followOnce(ctx context.Context) (ok bool, took time.Duration, err error) {
 	var before int32
 	if _, ok := waitFor(ctx, time.Minute, func() bool {
 		c, listed, _ := r.count(ctx)
 		before = c
 		return listed && c > 1
 	}); !ok {
-		return fmt.Errorf("CSINode %s lists no count above 1 (seen %d)", target, before)
+		return false, 0, fmt.Errorf("CSINode %s lists no count above 1 (seen %d)", target, before)
 	}
 	in, err := r.cloud.GetInstance(ctx, target)
 	if err != nil {
-		return err
+		return false, 0, err
 	}
 	if err := r.setOOB(ctx, in.OutOfBandSlots+1); err != nil {
-		return err
+		return false, 0, err
 	}
 	want := before - 1
-	took, ok := waitFor(ctx, followWindow, func() bool { c, _, _ := r.count(ctx); return c == want })
-	r.row.CountFollowed = ok
-	if ok {
-		r.row.CountFollowSeconds = seconds(took)
-	}
+	took, ok = waitFor(ctx, followWindow, func() bool { c, _, _ := r.count(ctx); return c == want })
 	r.logf("count %d → want %d after one slot out of band: followed %v in %s", before, want, ok, took.Round(100*time.Millisecond))
 	if err := r.setOOB(ctx, in.OutOfBandSlots); err != nil {
-		return err
+		return ok, took, err
 	}
 	if ok {
 		waitFor(ctx, followWindow, func() bool { c, _, _ := r.count(ctx); return c == before })
 	}
-	return nil
+	return ok, took, nil
 }
 
 // reregister restarts node-1's plugin with re-registration and measures how long CSINode did
@@ -324,7 +421,15 @@ func (r *cellRun) reregister(ctx context.Context) error {
 		r.row.ReregisteredSeconds = seconds(backAt.Sub(start))
 	}
 	r.logf("re-registration: vanished %v, gap %s", vanished, secs(r.row.ReregistrationGapSeconds))
-	return err
+	if err != nil {
+		return err
+	}
+	// The restarted plugin decided again, from what it reads now.
+	if r.row.DecisionAfterRestart, r.row.ReasonAfterRestart, err = r.readDecision(ctx); err != nil {
+		return err
+	}
+	r.logf("decision after the restart: %s (%s)", r.row.DecisionAfterRestart, r.row.ReasonAfterRestart)
+	return nil
 }
 
 func claim(name string) *corev1.PersistentVolumeClaim {
@@ -378,9 +483,12 @@ func (r *cellRun) reject(ctx context.Context) error {
 	}); !ok {
 		return fmt.Errorf("pod holder not running on %s within 2 min", target)
 	}
-	patch := []byte(`{"spec":{"nodeAllocatableUpdatePeriodSeconds":600}}`)
-	if _, err := r.cs.StorageV1().CSIDrivers().Patch(ctx, localcluster.DriverName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("set the period to 600 s: %w", err)
+	// A set period goes to 600 s so that the count stays stale; an unset one stays unset (the
+	// count is never refreshed, and the kubelet does not fail the pod without a period).
+	if r.period != 0 {
+		if err := r.setPeriod(ctx, 600); err != nil {
+			return err
+		}
 	}
 	in, err := r.cloud.GetInstance(ctx, target)
 	if err != nil {

@@ -46,8 +46,9 @@ func minorOf(v string) string {
 	return m[1] + "." + m[2]
 }
 
-// Which names, per node, the cells whose control plane, kubelet and attacher minors match the
-// cluster's and whose "gate on by hand" setting matches the node's label; a node no cell
+// Which names, per node, the cells whose control plane, kubelet and attacher minors and
+// CSIDriver period match the cluster's and whose "gate on by hand" setting matches the node's
+// label; a node no cell
 // matches gets none (its cell is not in the matrix yet).
 func Which(o Observed, cells []Cell) map[string][]string {
 	out := map[string][]string{}
@@ -56,7 +57,7 @@ func Which(o Observed, cells []Cell) map[string][]string {
 		for _, c := range cells {
 			handOn := strings.Contains(c.NodeLabels, ModeLabel+"=true")
 			if minorOf(c.ControlPlane) == minorOf(o.ServerVersion) && minorOf(c.Kubelet) == minorOf(k.Version) &&
-				(o.Attacher == "" || minorOf(c.Attacher) == minorOf(o.Attacher)) && handOn == k.Labelled {
+				(o.Attacher == "" || minorOf(c.Attacher) == minorOf(o.Attacher)) && handOn == k.Labelled && periodMatches(c, o.PeriodSeconds) {
 				names = append(names, c.Name)
 			}
 		}
@@ -64,6 +65,16 @@ func Which(o Observed, cells []Cell) map[string][]string {
 		out[node] = names
 	}
 	return out
+}
+
+// periodMatches: c runs with the CSIDriver period observed (nil: unset) and keeps it (a cell
+// that changes the period while running is about the change, not a cluster's state).
+func periodMatches(c Cell, observed *int64) bool {
+	var p int64
+	if observed != nil {
+		p = *observed
+	}
+	return len(c.PeriodChanges) == 0 && c.PeriodSeconds == p
 }
 
 // maxNodes bounds the nodes Observe reads.

@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -150,5 +151,25 @@ func TestBaseSeedRegistersAnyNode(t *testing.T) {
 	}
 	if !slices.ContainsFunc(seed.InstanceTypes, func(it cloud.InstanceType) bool { return it.Name == defType }) {
 		t.Errorf("--default-instance-type=%q is not an instance type of the seed", defType)
+	}
+}
+
+// TestNodeClusterRoleRules pins what the node plugin's ServiceAccount may do in both
+// overlays: read what the cluster check (pkg/csi/clustercheck) reads, including list on
+// VolumeAttachments (the attacher's errorCode evidence; without it the evidence is "unknown"
+// on every cluster), and create its Warning Event; nothing else, and no write on any object
+// it reads.
+func TestNodeClusterRoleRules(t *testing.T) {
+	want := []rbacv1.PolicyRule{
+		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csidrivers"}, ResourceNames: []string{driverName}, Verbs: []string{"get"}},
+		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"volumeattachments"}, Verbs: []string{"list"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create"}},
+	}
+	for _, dir := range []string{baseDir(t), deployDir(t)} {
+		cr := get[*rbacv1.ClusterRole](t, renderDir(t, dir), "ClusterRole fakecloud-csi-node")
+		if !equality.Semantic.DeepEqual(cr.Rules, want) {
+			t.Errorf("%s: the node ClusterRole's rules are %+v, want %+v", dir, cr.Rules, want)
+		}
 	}
 }
