@@ -6,8 +6,8 @@
 // group of Kubernetes when the program starts and it links a typed client, lister and apply
 // configuration of each, about 28 MB of a binary and 15 MB of its idle resident memory for
 // the handful of calls the driver's cluster check and the fake cloud's console make (issues
-// 25 and 28; docs/figures.md). cmd/driver's and cmd/fakecloud's TestBinaryLinksNoClientset
-// keep it out. The requests are the ones the clientset makes (same paths, verbs, query
+// 25 and 28; docs/figures.md). TestBinariesLinkNoClientset (links_test.go) keeps the clientset
+// out of both binaries. The requests are the ones the clientset makes (same paths, verbs, query
 // parameters, user agent, rate limiter and timeout from the rest.Config), and errors are the
 // same *errors.StatusError values (apierrors.IsNotFound etc. work on them).
 //

@@ -18,7 +18,7 @@ import (
 // Not client-go's clientset (k8s.io/client-go/kubernetes): its scheme registers every API
 // group of Kubernetes when the program starts, about 28 MB of the fake cloud's binary and
 // 15 MB of its resident memory for one console panel (issues 25 and 28; docs/figures.md).
-// cmd/fakecloud's TestBinaryLinksNoClientset keeps it out.
+// internal/kubeapi's TestBinariesLinkNoClientset keeps it out.
 type KubeClient struct {
 	c *kubeapi.Client
 }
