@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # .ci/steps.sh, sourced by .ci/run: its foreground steps, its background jobs and the table of
 # both that ends its output (the EXIT trap, also on failure or interruption). .ci/steps_test.sh
 # runs it with dummy steps and jobs.
@@ -33,7 +34,7 @@ background() {
   local log=_output/ci-$name.log
   echo "== background $name: $* (nice 19, log $log)"
   nice -n 19 setsid "$@" >"$log" 2>&1 </dev/null &
-  bg_names+=("$name") bg_pids+=($!) bg_cmds+=("$*") bg_starts+=($(date +%s)) bg_secs+=(0) bg_status+=(running)
+  bg_names+=("$name") bg_pids+=($!) bg_cmds+=("$*") bg_starts+=("$(date +%s)") bg_secs+=(0) bg_status+=(running)
 }
 bg_index() {
   local i
