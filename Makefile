@@ -95,11 +95,12 @@ test-all: build ## Everything CI tests (.ci/run calls it, as root); ~20 min cold
 	CGO_ENABLED=1 $(GO) test -json -race -count=1 -vet=off $(GOTESTFLAGS) ./... | $(TESTSUMMARY) -label='main module, race'
 	hack/sanity.sh
 	hack/readme-check.sh
+	.ci/steps_test.sh
 	RULES_GO_TEST=0 hack/promtool-test.sh
 	hack/verify.sh modules
 	cd hack/kind && $(GO) test -json -count=1 -vet=off $(GOTESTFLAGS) ./... | $(TESTSUMMARY) -label=hack/kind
 	cd tests/e2e && CGO_ENABLED=1 $(GO) test -json -race -count=1 -vet=off $(GOTESTFLAGS) ./... | $(TESTSUMMARY) -label='tests/e2e (the suite skips: it needs a cluster, make e2e-local)'
-	@$(BIN)/testsummary -total=$(SUMMARY) -also='csi-sanity binary (mount and block), docs curl lines and links, alert rules'
+	@$(BIN)/testsummary -total=$(SUMMARY) -also='csi-sanity binary (mount and block), docs curl lines and links, alert rules, .ci/steps.sh'
 
 .PHONY: verify
 verify: ## The main module's gate: gofmt, go vet, go.mod, logcheck, generated docs.
