@@ -33,7 +33,11 @@ background() {
   local name=$1; shift
   local log=_output/ci-$name.log
   echo "== background $name: $* (nice 19, log $log)"
-  nice -n 19 setsid "$@" >"$log" 2>&1 </dev/null &
+  # It writes its end time itself: its wait_for may come long after it ended, and its seconds
+  # are its own, not the wait's.
+  # shellcheck disable=SC2016 # expanded by the job's bash
+  nice -n 19 setsid bash -c '"$@"; rc=$?; date +%s >"$0"; exit $rc' "_output/ci-$name.end" "$@" \
+    >"$log" 2>&1 </dev/null &
   bg_names+=("$name") bg_pids+=($!) bg_cmds+=("$*") bg_starts+=("$(date +%s)") bg_secs+=(0) bg_status+=(running)
 }
 bg_index() {
@@ -52,7 +56,7 @@ bg_line() { # what job I is doing: its seconds so far and its log's last line
 bg_reap() {
   local i=$1 rc=0 log=_output/ci-${bg_names[$1]}.log
   wait "${bg_pids[i]}" || rc=$?
-  bg_secs[i]=$(( $(date +%s) - bg_starts[i] ))
+  bg_secs[i]=$(( $(cat "_output/ci-${bg_names[i]}.end" 2>/dev/null || date +%s) - bg_starts[i] ))
   if ((rc == 0)); then
     bg_status[i]=ok
     echo "== background ${bg_names[i]} done in ${bg_secs[i]}s"

@@ -46,6 +46,13 @@ expect ok '^ +[23]  +build: bash -c nice; sleep 2; echo built \(ok; log _output/
 last ok '\(whole run, set-up included\)$'
 grep -qx 19 "$tmp/ok/_output/ci-build.log" || { echo "FAIL ok: the job did not run at nice 19"; fails=$((fails + 1)); }
 
+# A job waited for long after it ended counts its own seconds, not the wait's.
+scenario own-seconds 0 '
+background quick true
+step sleep 3
+step wait_for quick'
+expect own-seconds '^ +[01]  +quick: true \(ok;'
+
 # A job that fails while a step runs fails the run after that step, with its log's tail.
 scenario fails-under-step 1 '
 background bad bash -c "echo boom; exit 3"
@@ -76,7 +83,9 @@ expect step-fails 'false \(FAILED, exit 1\)$'
 expect step-fails 'long: .*\(stopped unfinished;'
 last step-fails '\(whole run, set-up included\)$'
 sleep 1
-if kill -0 "$(cat "$tmp/step-fails/child.pid")" 2>/dev/null; then
+# alive: a process that is not a zombie (a killed child waits to be reaped by whoever adopted it)
+alive() { [[ -r /proc/$1/stat ]] && ! awk '{exit !($3 == "Z")}' "/proc/$1/stat"; }
+if alive "$(cat "$tmp/step-fails/child.pid")"; then
   echo "FAIL step-fails: the job's child still runs"; kill "$(cat "$tmp/step-fails/child.pid")"; fails=$((fails + 1))
 fi
 
