@@ -97,11 +97,12 @@ test-all: build ## Everything CI tests (.ci/run calls it, as root); ~20 min cold
 	CGO_ENABLED=1 $(GO) test -json -race -count=1 -vet=off $(GOTESTFLAGS) ./... | $(TESTSUMMARY) -label='main module, race'
 	hack/sanity.sh
 	hack/readme-check.sh
+	.ci/steps_test.sh
 	RULES_GO_TEST=0 hack/promtool-test.sh
 	hack/verify.sh modules
 	cd hack/kind && $(GO) test -json -count=1 -vet=off $(GOTESTFLAGS) ./... | $(TESTSUMMARY) -label=hack/kind
 	cd tests/e2e && CGO_ENABLED=1 $(GO) test -json -race -count=1 -vet=off $(GOTESTFLAGS) ./... | $(TESTSUMMARY) -label='tests/e2e (the suite skips: it needs a cluster, make e2e-local)'
-	@$(BIN)/testsummary -total=$(SUMMARY) -also='csi-sanity binary (mount and block), docs curl lines and links, alert rules'
+	@$(BIN)/testsummary -total=$(SUMMARY) -also='csi-sanity binary (mount and block), docs curl lines and links, alert rules, .ci/steps.sh'
 
 .PHONY: verify
 verify: ## The main module's gate: gofmt, go vet, go.mod, logcheck, generated docs.
@@ -144,6 +145,26 @@ MATRIX_CELLS ?=
 e2e-matrix: e2e-local-build ## KEP-4876 version matrix, MATRIX_CELLS (docs/compatibility.md).
 	cd tests/e2e && $(GO) run ./cmd/matrix run --only=$(MATRIX_CELLS)
 
+# CI's skew cell (issue 27): the oldest kubelet a 1.37 control plane allows, its gate at the
+# default (off): the driver must decide static and the count must not follow. MATRIX_CI_KUBELET
+# is that cell's kubelet (cells.json), the one build it needs beyond the pinned set; were they
+# ever to differ, the cell's run builds its own versions itself (right, only slower).
+MATRIX_CI_CELL ?= cp1.37-kubelet1.34-gate-off-attacher4.13
+MATRIX_CI_KUBELET ?= v1.34.4
+# Its own copy of the doc and of the results file: a CI run must not rewrite the repo's.
+MATRIX_CI_OUT := _output/matrix-ci
+
+.PHONY: e2e-matrix-ci
+e2e-matrix-ci: e2e-local-build ## CI's skew cell, MATRIX_CI_CELL; results in _output/matrix-ci.
+	rm -rf $(MATRIX_CI_OUT) && mkdir -p $(MATRIX_CI_OUT)
+	cp docs/compatibility.md $(MATRIX_CI_OUT)/compatibility.md
+	cd tests/e2e && $(GO) run ./cmd/matrix run --only=$(MATRIX_CI_CELL) \
+	  --results=$(CURDIR)/$(MATRIX_CI_OUT)/results.json --doc=$(CURDIR)/$(MATRIX_CI_OUT)/compatibility.md
+
+.PHONY: e2e-matrix-ci-build
+e2e-matrix-ci-build: localcluster ## Build MATRIX_CI_CELL's kubelet (.ci/run, in the background).
+	$(LOCALCLUSTER) build --version=$(MATRIX_CI_KUBELET) --components=hollow-kubelet
+
 .PHONY: e2e
 e2e: ## The e2e suite on kind: up, test, logs on failure, down.
 	KEEP_CLUSTER=$(KEEP_CLUSTER) E2E_ARGS='$(E2E_ARGS)' hack/e2e-kind.sh
@@ -151,6 +172,11 @@ e2e: ## The e2e suite on kind: up, test, logs on failure, down.
 .PHONY: e2e-upstream
 e2e-upstream: ## Kubernetes' own storage e2e (v1.37.2) on a local cluster.
 	E2E_UPSTREAM_MODE=$(E2E_UPSTREAM_MODE) KEEP_CLUSTER=$(KEEP_CLUSTER) E2E_UPSTREAM_ARGS='$(E2E_UPSTREAM_ARGS)' hack/e2e-upstream.sh
+
+.PHONY: e2e-upstream-build
+e2e-upstream-build: localcluster ## Build e2e-upstream's suite binary and ginkgo (CI: in the background).
+	$(LOCALCLUSTER) build-upstream
+	$(GO) -C tests/e2e/upstream tool -n ginkgo
 
 .PHONY: scale
 scale: e2e-local-build ## Capacity reporting at scale on a local cluster (19 min).
