@@ -281,7 +281,7 @@ func (s *Server) attachOrDetach(r *http.Request, call faults.Call, readOnly bool
 	if !ticket.carryOut(func() { att, err = apply(ctx) }) {
 		klog.FromContext(ctx).V(2).Info("Request superseded", "operation", call.Operation, "volumeID", call.VolumeID, "nodeID", call.InstanceID)
 		if _, err := s.store.RecordEvents([]cloud.Event{{Type: "RequestSuperseded", VolumeID: call.VolumeID, InstanceID: call.InstanceID,
-			Detail: fmt.Sprintf("operation=%s: a later attach or detach of the volume was carried out first; this one did not run", call.Operation)}}); err != nil {
+			Detail: fmt.Sprintf("operation=%s: a later, different attach or detach of the volume was carried out first; this one did not run", call.Operation)}}); err != nil {
 			return nil, err
 		}
 		return nil, supersededError(call.Operation, call.VolumeID)
