@@ -88,6 +88,55 @@ func TestPublishSlowerThanDeadline(t *testing.T) {
 	}
 }
 
+// TestJoinedPublishOvertakenByItsTwin: of two publishes of one volume to one node that join
+// each other in the driver, each sends its attach; when the later attach is carried out first
+// (the earlier one still waits out a latency rule here, a busy scheduler did it in CI), both
+// publishes return OK with the same publish_context, and the cloud made one attach. Before,
+// the cloud dropped the earlier attach as superseded and the CO got UNAVAILABLE for an attach
+// under way exactly as it asked (TestPublishSlowerThanDeadline failed so under load).
+func TestJoinedPublishOvertakenByItsTwin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a 3 s injected latency")
+	}
+	s := teststack.Start(t, teststack.Config{AttachLimit: 8, Instances: []string{"node-1"}})
+	ctx := context.Background()
+	ctrl := csi.NewControllerClient(s.Conn)
+	vol := s.CreateVolume(t, "twins")
+	pub := teststack.PublishRequest(vol, s.NodeID)
+	// Only the first attach is slowed; the twin is carried out while it waits. Should this
+	// machine take longer than the latency to carry the twin out, the attaches run in arrival
+	// order and the test checks less, never fails wrongly.
+	if _, err := s.Admin.CreateFault(ctx, cloud.FaultRule{Operation: cloud.OperationAttachVolume, VolumeID: vol, LatencyMS: 3000, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		resp *csi.ControllerPublishVolumeResponse
+		err  error
+	}
+	first := make(chan answer, 1)
+	go func() {
+		resp, err := ctrl.ControllerPublishVolume(ctx, pub)
+		first <- answer{resp, err}
+	}()
+	// The first attach is in the cloud, in its place in the volume's order, once the rule fired.
+	for deadline := time.Now().Add(30 * time.Second); transitionEvents(t, s, vol)["FaultFired"] == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first publish's attach never reached the cloud")
+		}
+	}
+	twin, err := ctrl.ControllerPublishVolume(ctx, pub)
+	if err != nil {
+		t.Fatalf("the twin publish: %v", err)
+	}
+	got := <-first
+	if got.err != nil || !proto.Equal(got.resp, twin) {
+		t.Fatalf("the publish whose attach its twin overtook: %v, %v; want OK with the publish_context %v", got.resp, got.err, twin)
+	}
+	if ev := transitionEvents(t, s, vol); ev["VolumeAttaching"] != 1 || ev["VolumeAttached"] != 1 || ev["RequestSuperseded"] != 0 {
+		t.Fatalf("cloud events %v: want exactly one attach, nothing superseded", ev)
+	}
+}
+
 // TestTransitionFaultsThroughTheDriver: a transition that a fault rule fails is answered
 // with the failure's code (never RESOURCE_EXHAUSTED unless it is a capacity code); a detach a
 // rule holds is DEADLINE_EXCEEDED at the deadline, and OK once the rule is deleted.

@@ -255,7 +255,7 @@ func (s *Server) attachVolume(r *http.Request, c caller) (*reply, error) {
 	call := faults.Call{Operation: cloud.OperationAttachVolume, VolumeID: id, InstanceID: req.InstanceID}
 	// An attach never registers an instance: a node registers when its plugin first looks
 	// itself up, and an attach to a node that never did is a caller's mistake (404).
-	return s.attachOrDetach(r, call, func(ctx context.Context) (*cloud.Attachment, error) {
+	return s.attachOrDetach(r, call, req.ReadOnly, func(ctx context.Context) (*cloud.Attachment, error) {
 		return s.store.AttachMode(id, req.InstanceID, req.ReadOnly, nil, s.planner(ctx, call))
 	})
 }
@@ -263,10 +263,11 @@ func (s *Server) attachVolume(r *http.Request, c caller) (*reply, error) {
 // attachOrDetach runs an attach or detach: its arrival number on the volume is taken
 // first, then the fault rules run (their latency waited out whether or not the caller
 // stays, operationContext), then apply commits it, unless a later request on the same
-// volume was carried out meanwhile (volumeOrder): then it is dropped, recorded as a
-// RequestSuperseded event, and answered Unavailable.
-func (s *Server) attachOrDetach(r *http.Request, call faults.Call, apply func(ctx context.Context) (*cloud.Attachment, error)) (*reply, error) {
-	ticket := s.order.arrive(call.VolumeID)
+// volume that asks something else was carried out meanwhile (volumeOrder; readOnly is the
+// attach's mode, false for a detach): then it is dropped, recorded as a RequestSuperseded
+// event, and answered Unavailable.
+func (s *Server) attachOrDetach(r *http.Request, call faults.Call, readOnly bool, apply func(ctx context.Context) (*cloud.Attachment, error)) (*reply, error) {
+	ticket := s.order.arrive(call.VolumeID, orderedRequest{op: call.Operation, instanceID: call.InstanceID, readOnly: readOnly})
 	defer ticket.done()
 	ctx, cancel := s.operationContext(r)
 	defer cancel()
@@ -280,7 +281,7 @@ func (s *Server) attachOrDetach(r *http.Request, call faults.Call, apply func(ct
 	if !ticket.carryOut(func() { att, err = apply(ctx) }) {
 		klog.FromContext(ctx).V(2).Info("Request superseded", "operation", call.Operation, "volumeID", call.VolumeID, "nodeID", call.InstanceID)
 		if _, err := s.store.RecordEvents([]cloud.Event{{Type: "RequestSuperseded", VolumeID: call.VolumeID, InstanceID: call.InstanceID,
-			Detail: fmt.Sprintf("operation=%s: a later attach or detach of the volume was carried out first; this one did not run", call.Operation)}}); err != nil {
+			Detail: fmt.Sprintf("operation=%s: a later, different attach or detach of the volume was carried out first; this one did not run", call.Operation)}}); err != nil {
 			return nil, err
 		}
 		return nil, supersededError(call.Operation, call.VolumeID)
@@ -303,7 +304,7 @@ func (s *Server) detachVolume(r *http.Request, _ caller) (*reply, error) {
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "detach: readOnly is an attach option")
 	}
 	call := faults.Call{Operation: cloud.OperationDetachVolume, VolumeID: id, InstanceID: req.InstanceID}
-	return s.attachOrDetach(r, call, func(ctx context.Context) (*cloud.Attachment, error) {
+	return s.attachOrDetach(r, call, false, func(ctx context.Context) (*cloud.Attachment, error) {
 		return s.store.Detach(id, req.InstanceID, s.planner(ctx, call))
 	})
 }

@@ -19,7 +19,9 @@ type metrics struct {
 	latency  *prometheus.HistogramVec
 }
 
-func newMetrics(st *store.Store, fe *faults.Engine) *metrics {
+// newMetrics builds the server's metrics; waits is the server's token channel of open waits
+// (Server.waits), read at scrape time.
+func newMetrics(st *store.Store, fe *faults.Engine, waits chan struct{}) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -32,7 +34,17 @@ func newMetrics(st *store.Store, fe *faults.Engine) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"route"}),
 	}
-	m.registry.MustRegister(m.requests, m.latency, newStateCollector(st), newFaultsCollector(fe), newHealthCollector(st, fe),
+	// The open waits, read at scrape time: how close the cloud is to answering waits 429
+	// busy (drivers then poll instead), and what a test waits on before it asks for one more.
+	openWaits := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fakecloud_waits_open",
+		Help: "Waits of GET /v1/volumes/{id}?waitFor= open now; at fakecloud_waits_limit one more is answered 429 with X-Wait: busy.",
+	}, func() float64 { return float64(len(waits)) })
+	waitsLimit := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fakecloud_waits_limit",
+		Help: "The most waits of GET /v1/volumes/{id}?waitFor= open at once (--max-waits).",
+	}, func() float64 { return float64(cap(waits)) })
+	m.registry.MustRegister(m.requests, m.latency, openWaits, waitsLimit, newStateCollector(st), newFaultsCollector(fe), newHealthCollector(st, fe),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -34,6 +35,8 @@ func TestMetricsFollowTheStore(t *testing.T) {
 		`fakecloud_requests_total{code="",route="attachVolume",status="200"} 1`,
 		`fakecloud_requests_total{code="VolumeInUse",route="attachVolume",status="409"} 1`,
 		"\nfakecloud_transitions_pending 0\n", // a synchronous cloud: nothing under way
+		"\nfakecloud_waits_open 0\n",
+		fmt.Sprintf("\nfakecloud_waits_limit %d\n", server.DefaultMaxWaits),
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s", want)

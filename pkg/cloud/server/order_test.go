@@ -161,3 +161,93 @@ func addLatency(t *testing.T, h http.Handler, op cloud.Operation, volID string) 
 		t.Fatalf("create fault: %d %s", rec.Code, rec.Body)
 	}
 }
+
+// TestRepeatOvertakenByItsTwinRuns: an attach or detach overtaken by its twin (the same
+// operation, instance and mode, arriving later and carried out first) is not dropped: it
+// cannot undo its twin, so it runs as the idempotent repeat it is and answers OK with the
+// attachment its twin left, and no RequestSuperseded is recorded. Before, it was answered 503
+// superseded: the driver's retries of one publish, sent together, overtook one another on a
+// loaded machine and the CO got UNAVAILABLE for an attach under way exactly as it asked
+// (TestPublishSlowerThanDeadline, tests/sanity). A request overtaken by one that asks
+// something else (here the same attach in the other mode) is still dropped.
+func TestRepeatOvertakenByItsTwinRuns(t *testing.T) {
+	tests := []struct {
+		name string
+		// attached: the volume is attached to node-a before the slow request.
+		attached           bool
+		slow               cloud.Operation
+		slowPath, slowBody string
+		// twinBody is the body of the request, to slowPath, that overtakes the slow one.
+		twinBody string
+		// superseded: the slow request is dropped (503); else it runs (200).
+		superseded bool
+		want       cloud.AttachState
+	}{
+		{"attach overtaken by its twin", false, cloud.OperationAttachVolume, "attach", `{"instanceId":"node-a"}`, `{"instanceId":"node-a"}`, false, cloud.StateAttached},
+		{"read-only attach overtaken by its twin", false, cloud.OperationAttachVolume, "attach", `{"instanceId":"node-a","readOnly":true}`, `{"instanceId":"node-a","readOnly":true}`, false, cloud.StateAttached},
+		{"detach overtaken by its twin", true, cloud.OperationDetachVolume, "detach", `{"instanceId":"node-a"}`, `{"instanceId":"node-a"}`, false, cloud.StateDetached},
+		{"attach overtaken by the attach in the other mode", false, cloud.OperationAttachVolume, "attach", `{"instanceId":"node-a"}`, `{"instanceId":"node-a","readOnly":true}`, true, cloud.StateAttached},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, entered, release := gatedServer(t)
+			ctx := context.Background()
+			v := createVolume(t, h)
+			if tt.attached {
+				if rec := serveIn(ctx, h, http.MethodPost, "/v1/volumes/"+v.ID+"/attach", `{"instanceId":"node-a"}`); rec.Code != http.StatusOK {
+					t.Fatalf("attach: %d %s", rec.Code, rec.Body)
+				}
+			}
+			// Latency for the first request only: the twin is carried out at once.
+			rule := mustJSON(t, cloud.FaultRule{Operation: tt.slow, VolumeID: v.ID, LatencyMS: 30000, Count: 1})
+			if rec := serveIn(ctx, h, http.MethodPost, "/v1/faults", rule); rec.Code != http.StatusCreated {
+				t.Fatalf("create fault: %d %s", rec.Code, rec.Body)
+			}
+			// The first request, its caller waiting for the answer, waits out its latency ...
+			slowDone := make(chan *httptest.ResponseRecorder, 1)
+			go func() { slowDone <- serveIn(ctx, h, http.MethodPost, "/v1/volumes/"+v.ID+"/"+tt.slowPath, tt.slowBody) }()
+			<-entered
+			// ... while its twin, arriving later, is carried out.
+			twin := serveIn(ctx, h, http.MethodPost, "/v1/volumes/"+v.ID+"/"+tt.slowPath, tt.twinBody)
+			if twin.Code != http.StatusOK {
+				t.Fatalf("the later %s: %d %s", tt.slowPath, twin.Code, twin.Body)
+			}
+			close(release)
+			slow := <-slowDone
+			events := serveIn(ctx, h, http.MethodGet, "/v1/events?sinceSeq=0&maxResults=1000", "").Body.String()
+			if tt.superseded {
+				if slow.Code != http.StatusServiceUnavailable || !strings.Contains(slow.Body.String(), "superseded") {
+					t.Errorf("the overtaken %s: %d %s, want 503 superseded", tt.slowPath, slow.Code, slow.Body)
+				}
+				if !strings.Contains(events, `"type":"RequestSuperseded"`) {
+					t.Errorf("events lack RequestSuperseded: %s", events)
+				}
+			} else {
+				var got, want cloud.Attachment
+				if slow.Code != http.StatusOK || json.Unmarshal(slow.Body.Bytes(), &got) != nil || json.Unmarshal(twin.Body.Bytes(), &want) != nil {
+					t.Fatalf("the %s its twin overtook: %d %s, want 200 with its twin's attachment %s", tt.slowPath, slow.Code, slow.Body, twin.Body)
+				}
+				type seen struct {
+					instance, device string
+					state            cloud.AttachState
+					readOnly         bool
+					since            time.Time
+				}
+				if g, w := (seen{got.InstanceID, got.Device, got.State, got.ReadOnly, got.Since}), (seen{want.InstanceID, want.Device, want.State, want.ReadOnly, want.Since}); g != w {
+					t.Errorf("the %s its twin overtook answered %+v, want its twin's %+v", tt.slowPath, got, want)
+				}
+				if strings.Contains(events, `"type":"RequestSuperseded"`) {
+					t.Errorf("a repeat was recorded as superseded: %s", events)
+				}
+			}
+			rec := serveIn(ctx, h, http.MethodGet, "/v1/volumes/"+v.ID, "")
+			var got cloud.Volume
+			if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &got) != nil {
+				t.Fatalf("get volume: %d %s", rec.Code, rec.Body)
+			}
+			if got.State != tt.want {
+				t.Fatalf("volume %s after the twins: state %s, want %s", v.ID, got.State, tt.want)
+			}
+		})
+	}
+}

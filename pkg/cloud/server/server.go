@@ -306,7 +306,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.logger.V(2).Info("Store opened", "path", st.Path(), "seeded", seeded)
 	s.store = st
-	s.metrics = newMetrics(st, s.faults)
+	s.metrics = newMetrics(st, s.faults, s.waits)
 	if cfg.Console.Now == nil {
 		cfg.Console.Now = cfg.Now
 	}

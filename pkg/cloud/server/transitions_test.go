@@ -14,22 +14,23 @@ import (
 )
 
 // waitVolume polls GET /v1/volumes/{id} until the volume is in state want: an explicit wait
-// on state, bounded generously so that a slow machine only waits longer.
+// on state, bounded by time (not by a count of polls, which a loaded machine stretches or
+// shrinks), generously so that a slow machine only waits longer.
 func waitVolume(t *testing.T, c *cloud.Client, id string, want cloud.AttachState) *cloud.Volume {
 	t.Helper()
-	var last *cloud.Volume
-	for range 2000 {
+	const bound = 30 * time.Second
+	for deadline := time.Now().Add(bound); ; time.Sleep(5 * time.Millisecond) {
 		v, err := c.GetVolume(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if last = v; v.State == want {
+		if v.State == want {
 			return v
 		}
-		time.Sleep(5 * time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatalf("volume %s not %s within %v; last %+v", id, want, bound, v)
+		}
 	}
-	t.Fatalf("volume %s never became %s; last %+v", id, want, last)
-	return nil
 }
 
 func attachment(t *testing.T, r rawResponse) cloud.Attachment {

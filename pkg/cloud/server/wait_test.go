@@ -174,20 +174,20 @@ func TestWaitsAreBounded(t *testing.T) {
 	c := startCloud(t, server.Config{AttachDuration: 20 * time.Millisecond, MaxWaits: 2})
 	id, _ := stuckVolume(t, c, cloud.OperationAttachVolume)
 	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
+	defer cancel()
+	// Two waits that hold both slots until the test leaves them; each says how it ended.
+	ended := make(chan error, 2)
 	for range 2 {
-		wg.Go(func() {
-			_, _ = c.reader.WaitVolume(ctx, id, cloud.VolumeWait{For: cloud.StateAttached, InstanceID: "node-a", Timeout: cloud.MaxWaitMS * time.Millisecond})
-		})
+		go func() {
+			_, err := c.reader.WaitVolume(ctx, id, cloud.VolumeWait{For: cloud.StateAttached, InstanceID: "node-a", Timeout: cloud.MaxWaitMS * time.Millisecond})
+			ended <- err
+		}()
 	}
-	// The two waits open in their own time: ask until the third is refused.
-	var busy rawResponse
-	for range 2000 {
-		if busy = c.do(t, http.MethodGet, waitPath(id, cloud.StateAttached, 0), readerToken, ""); busy.status != http.StatusOK {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	// The third wait is asked for only once the cloud says both are open: asked earlier, it
+	// takes a slot itself while it is answered, and one of the two is refused instead (a
+	// loaded machine did that, and the test then saw the third served).
+	untilOpenWaits(t, c, 2, ended)
+	busy := c.do(t, http.MethodGet, waitPath(id, cloud.StateAttached, 0), readerToken, "")
 	if busy.status != http.StatusTooManyRequests || busy.header.Get(cloud.WaitHeader) != cloud.WaitBusy || busy.header.Get("Retry-After") == "" {
 		t.Fatalf("third wait: %d %v %s, want 429 with X-Wait: busy and Retry-After", busy.status, busy.header, busy.body)
 	}
@@ -199,15 +199,46 @@ func TestWaitsAreBounded(t *testing.T) {
 		t.Errorf("client: %v, want ErrWaitBusy with code Throttled", err)
 	}
 	cancel()
-	wg.Wait()
-	var r rawResponse
-	for range 2000 {
-		if r = c.do(t, http.MethodGet, waitPath(id, cloud.StateAttached, 0), readerToken, ""); r.status == http.StatusOK {
-			break
+	for range 2 {
+		if err := <-ended; !errors.Is(err, context.Canceled) {
+			t.Errorf("a held wait ended with %v, want its caller's cancellation", err)
+		}
+	}
+	// The server sees the callers leave a little after they did.
+	untilOpenWaits(t, c, 0, nil)
+	waitAnswer(t, c.do(t, http.MethodGet, waitPath(id, cloud.StateAttached, 0), readerToken, ""), cloud.WaitTimeout, cloud.StateAttaching)
+}
+
+// openWaitsDeadline bounds untilOpenWaits: opening or ending a wait takes milliseconds, and
+// seconds on a machine loaded tenfold; a wait the test holds ends by itself after
+// cloud.MaxWaitMS, so waiting longer than that for it to open says nothing more.
+const openWaitsDeadline = 30 * time.Second
+
+// untilOpenWaits scrapes /metrics until fakecloud_waits_open is n. A wait that ends on
+// ended meanwhile (it was to stay open) fails the test with its error.
+func untilOpenWaits(t *testing.T, c *testCloud, n int, ended <-chan error) {
+	t.Helper()
+	want := fmt.Sprintf("\nfakecloud_waits_open %d\n", n)
+	deadline := time.Now().Add(openWaitsDeadline)
+	for {
+		r := c.do(t, http.MethodGet, "/metrics", readerToken, "")
+		if r.status != http.StatusOK {
+			t.Fatalf("GET /metrics: %d %s", r.status, r.body)
+		}
+		if strings.Contains(string(r.body), want) {
+			return
+		}
+		select {
+		case err := <-ended:
+			t.Fatalf("a wait meant to stay open ended before %d were open: %v", n, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			i := strings.Index(string(r.body), "\nfakecloud_waits_open ")
+			t.Fatalf("fakecloud_waits_open not %d within %v; last scrape: %.40s", n, openWaitsDeadline, string(r.body[i+1:]))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	waitAnswer(t, r, cloud.WaitTimeout, cloud.StateAttaching)
 }
 
 // TestWaitsLeaveNoGoroutines: waits that time out and waits whose callers leave end their
@@ -248,12 +279,14 @@ func TestWaitsLeaveNoGoroutines(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// The server's goroutines end a little after their callers got their answers: on a
+	// loaded machine, seconds after. (Not untilOpenWaits: its keep-alive connection would
+	// count as goroutines left behind.)
 	n := 0
-	for range 1000 {
-		if n = runtime.NumGoroutine(); n <= base {
+	for deadline := time.Now().Add(openWaitsDeadline); ; time.Sleep(5 * time.Millisecond) {
+		if n = runtime.NumGoroutine(); n <= base || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	if n > base {
 		buf := make([]byte, 1<<20)
