@@ -15,7 +15,7 @@ func TestWalkValidate(t *testing.T) {
 		w    Walk
 		want string // "" valid
 	}{
-		{"issue 27's walk", DefaultWalk, ""},
+		{"issue 27's walk", DefaultWalk(), ""},
 		{"one step", Walk{From: "v1.36.3", Steps: []string{"v1.37.2"}, PodsPerNode: 1}, ""},
 		{"skips a minor", Walk{From: "v1.35.4", Steps: []string{"v1.37.2"}, PodsPerNode: 2}, "want the next minor"},
 		{"downgrade", Walk{From: "v1.36.3", Steps: []string{"v1.35.4"}, PodsPerNode: 2}, "want the next minor"},
@@ -32,11 +32,11 @@ func TestWalkValidate(t *testing.T) {
 		}
 	}
 	var built []string
-	for _, b := range DefaultWalk.Builds() {
+	for _, b := range DefaultWalk().Builds() {
 		built = append(built, b.Version+":"+strings.Join(b.Components, ","))
 	}
 	if want := []string{"v1.35.4:hollow-kubelet", "v1.36.3:hollow-kubelet"}; !reflect.DeepEqual(built, want) {
-		t.Errorf("DefaultWalk.Builds = %v, want %v (v1.37.2 is the pinned set)", built, want)
+		t.Errorf("DefaultWalk().Builds = %v, want %v (v1.37.2 is the pinned set)", built, want)
 	}
 }
 
@@ -107,6 +107,7 @@ func TestUpgradeJudge(t *testing.T) {
 	}{
 		{"clean", func(*UpgradeResult) {}, "as expected"},
 		{"kubelet gap", func(u *UpgradeResult) { u.CountGaps = []Gap{{Node: "node-1", Phase: "kubelet"}} }, "1 count gaps while a kubelet was upgraded"},
+		{"gap between steps", func(u *UpgradeResult) { u.CountGaps = []Gap{{Node: "node-2"}} }, "1 count gaps between node upgrades"},
 		{"plugin gap", func(u *UpgradeResult) { u.CountGaps = []Gap{{Node: "node-1", Phase: "plugin"}} }, "while a node plugin's pod was replaced"},
 		{"lost attachment", func(u *UpgradeResult) { u.CloudLost = []string{"node-1/vol-1"} }, "lost [node-1/vol-1]"},
 		{"VA not attached", func(u *UpgradeResult) { u.VAsNotAttached = map[string]float64{"csi-1": 3} }, "1 VolumeAttachments not attached"},
@@ -134,8 +135,8 @@ func TestUpgradeResultsAndDoc(t *testing.T) {
 		t.Fatalf("missing file = %v, %v", us, err)
 	}
 	ready := 4.2
-	old := UpgradeResult{Walk: DefaultWalk, Date: time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC), Commit: "old1234", Outcome: "unexpected: old"}
-	newer := UpgradeResult{Walk: DefaultWalk, Date: time.Date(2026, 12, 6, 12, 30, 0, 0, time.UTC), Commit: "abc1234",
+	old := UpgradeResult{Walk: DefaultWalk(), Date: time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC), Commit: "old1234", Outcome: "unexpected: old"}
+	newer := UpgradeResult{Walk: DefaultWalk(), Date: time.Date(2026, 12, 6, 12, 30, 0, 0, time.UTC), Commit: "abc1234",
 		Nodes: []string{"node-1"}, MinCount: map[string]int32{"node-1": 6}, Pods: 2, VolumeAttachments: 2,
 		Steps:     []NodeUpgrade{{Node: "node-1", From: "v1.35.4", To: "v1.36.3", ReadySeconds: &ready, Decision: "dynamic", Reason: "supported", CountBefore: 7, CountAfter: 7}},
 		CountGaps: []Gap{{Node: "node-1", Start: 30, Seconds: 1.2, Absent: true, Phase: "plugin"}},

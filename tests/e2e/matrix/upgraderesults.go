@@ -94,7 +94,7 @@ func UpgradeTable(us []UpgradeResult) string {
 
 // upgradeWalk renders one walk.
 func upgradeWalk(b *bytes.Buffer, u UpgradeResult) {
-	b.WriteString("| step | node | kubelet | Ready at the new version, volumes in use | dwell | decision (reason) after the plugin's pod was replaced | settled (VAs attached, the same pods Running) | CSINode count before → after |\n")
+	b.WriteString("| step | node | kubelet | Ready at the new version, volumes in use | dwell | the node plugin's decision (reason) after the step | settled (VAs attached, the same pods Running) | CSINode count before → after |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|\n")
 	for i, s := range u.Steps {
 		fmt.Fprintf(b, "| %d | %s | %s → %s | %s | %.0f s | %s (%s) | %s | %d → %d |\n", i+1, s.Node, s.From, s.To,

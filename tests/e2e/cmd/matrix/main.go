@@ -96,7 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if args[0] == "upgrade" {
-		w := matrix.DefaultWalk
+		w := matrix.DefaultWalk()
 		w.ReplacePlugins = !*keepPlugins
 		return upgrade(ctx, o, w, toolsDir, *upgradesPath, *docPath, stdout)
 	}
