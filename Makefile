@@ -146,7 +146,7 @@ e2e-matrix: e2e-local-build ## KEP-4876 version matrix, MATRIX_CELLS (docs/compa
 	cd tests/e2e && $(GO) run ./cmd/matrix run --only=$(MATRIX_CELLS)
 
 .PHONY: e2e-matrix-upgrade
-e2e-matrix-upgrade: e2e-local-build ## Upgrade walk: kubelets 1.35 → 1.36 → 1.37 node by node (docs/compatibility.md).
+e2e-matrix-upgrade: e2e-local-build ## Upgrade walk: kubelets 1.35 to 1.37, node by node (docs/compatibility.md).
 	cd tests/e2e && $(GO) run ./cmd/matrix upgrade
 
 # CI's skew cell (issue 27): the oldest kubelet a 1.37 control plane allows, its gate at the
