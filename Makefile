@@ -145,6 +145,10 @@ MATRIX_CELLS ?=
 e2e-matrix: e2e-local-build ## KEP-4876 version matrix, MATRIX_CELLS (docs/compatibility.md).
 	cd tests/e2e && $(GO) run ./cmd/matrix run --only=$(MATRIX_CELLS)
 
+.PHONY: e2e-matrix-upgrade
+e2e-matrix-upgrade: e2e-local-build ## Upgrade walk: kubelets 1.35 to 1.37, node by node (docs/compatibility.md).
+	cd tests/e2e && $(GO) run ./cmd/matrix upgrade
+
 # CI's skew cell (issue 27): the oldest kubelet a 1.37 control plane allows, its gate at the
 # default (off): the driver must decide static and the count must not follow. MATRIX_CI_KUBELET
 # is that cell's kubelet (cells.json), the one build it needs beyond the pinned set; were they

@@ -194,7 +194,12 @@ func (r *cellRun) decision(ctx context.Context) error {
 
 // getJSON decodes node-1's plugin's debug endpoint path into v (at most 1 MiB).
 func (r *cellRun) getJSON(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.c.PluginURLs[target]+path, nil)
+	return r.getJSONOf(ctx, target, path, v)
+}
+
+// getJSONOf decodes node's plugin's debug endpoint path into v (at most 1 MiB).
+func (r *cellRun) getJSONOf(ctx context.Context, node, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.c.PluginURLs[node]+path, nil)
 	if err != nil {
 		return err
 	}
@@ -293,7 +298,12 @@ func (r *cellRun) periodChanges(ctx context.Context) error {
 // count is node-1's CSINode allocatable count for the driver; listed false when the CSINode
 // does not list the driver (or does not exist).
 func (r *cellRun) count(ctx context.Context) (count int32, listed bool, err error) {
-	cn, err := r.cs.StorageV1().CSINodes().Get(ctx, target, metav1.GetOptions{})
+	return r.countOf(ctx, target)
+}
+
+// countOf is node's CSINode allocatable count for the driver, as count.
+func (r *cellRun) countOf(ctx context.Context, node string) (count int32, listed bool, err error) {
+	cn, err := r.cs.StorageV1().CSINodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		// A CSINode that cannot be read lists nothing: that is what the gap measures.
 		return 0, false, nil

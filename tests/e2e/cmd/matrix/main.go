@@ -6,6 +6,7 @@
 //	go run ./cmd/matrix run [--only=cell,cell]   # make e2e-matrix MATRIX_CELLS=...
 //	go run ./cmd/matrix doc                      # the table again from the results file
 //	go run ./cmd/matrix which --kubeconfig=K     # which cell each node of a cluster is in, and its result
+//	go run ./cmd/matrix upgrade [--keep-plugins] # the upgrade walk: kubelets 1.35 → 1.36 → 1.37, node by node
 //
 // Ctrl-C stops the cell under way; its row is written with what was measured.
 package main
@@ -41,8 +42,8 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "run" && args[0] != "doc" && args[0] != "which") {
-		return errors.New("usage: matrix run|doc|which [flags]")
+	if len(args) == 0 || (args[0] != "run" && args[0] != "doc" && args[0] != "which" && args[0] != "upgrade") {
+		return errors.New("usage: matrix run|doc|which|upgrade [flags]")
 	}
 	fs := flag.NewFlagSet("matrix "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -50,6 +51,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	resultsPath := fs.String("results", "matrix/results.json", "results file (one row per cell run is appended)")
 	docPath := fs.String("doc", "", "doc whose generated table is rewritten (default: <clone>/docs/compatibility.md)")
 	only := fs.String("only", "", "run: only these cells, comma separated (default: all)")
+	keepPlugins := fs.Bool("keep-plugins", false, "upgrade: leave the node plugins running through the kubelets' upgrades (default: replace each node's plugin pod after its kubelet, as docs/upgrade.md's canary does)")
+	upgradesPath := fs.String("upgrades", "matrix/upgrade.json", "results file of the upgrade walk (one entry per walk is appended)")
 	kubeconfig := fs.String("kubeconfig", "", "which: the cluster's kubeconfig")
 	namespace := fs.String("namespace", "fakecloud-csi", "which: the namespace of the driver's controller Deployment (its csi-attacher image)")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -74,11 +77,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return which(ctx, *kubeconfig, *namespace, cells, *resultsPath, stdout)
 	}
 	if args[0] == "doc" {
-		rows, err := matrix.ReadResults(*resultsPath)
-		if err != nil {
+		if err := writeDoc(*resultsPath, *docPath, cells); err != nil {
 			return err
 		}
-		return matrix.WriteDoc(*docPath, cells, rows)
+		return writeUpgradeDoc(*upgradesPath, *docPath)
 	}
 	sel, err := matrix.Select(cells, strings.FieldsFunc(*only, func(r rune) bool { return r == ',' }))
 	if err != nil {
@@ -92,6 +94,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	toolsDir := filepath.Join(root, "tests", "e2e", "localcluster", "tools")
 	if err := localcluster.Build(ctx, localcluster.BuildOptions{ToolsDir: toolsDir, BinDir: binDir, Out: stdout}); err != nil {
 		return err
+	}
+	if args[0] == "upgrade" {
+		w := matrix.DefaultWalk()
+		w.ReplacePlugins = !*keepPlugins
+		return upgrade(ctx, o, w, toolsDir, *upgradesPath, *docPath, stdout)
 	}
 	var failed []string
 	for _, c := range sel {
@@ -130,6 +137,41 @@ func writeDoc(resultsPath, docPath string, cells []matrix.Cell) error {
 		return err
 	}
 	return matrix.WriteDoc(docPath, cells, rows)
+}
+
+// upgrade runs the upgrade walk w, appends its result to upgradesPath and
+// writes the doc's upgrade table from that file.
+func upgrade(ctx context.Context, o matrix.Options, w matrix.Walk, toolsDir, upgradesPath, docPath string, stdout io.Writer) error {
+	if err := w.Validate(); err != nil {
+		return err
+	}
+	for _, b := range w.Builds() {
+		b.ToolsDir, b.Out = toolsDir, stdout
+		if _, err := localcluster.BuildVersion(ctx, b); err != nil {
+			return fmt.Errorf("upgrade walk: build %s: %w", b.Version, err)
+		}
+	}
+	u := matrix.RunUpgrade(ctx, o, w)
+	fmt.Fprintf(stdout, "matrix upgrade: %s (%.0f s)\n", u.Outcome, u.TotalSeconds)
+	if err := matrix.AppendUpgrade(upgradesPath, u); err != nil {
+		return err
+	}
+	if err := writeUpgradeDoc(upgradesPath, docPath); err != nil {
+		return err
+	}
+	if u.Outcome != "as expected" {
+		return fmt.Errorf("upgrade walk not as expected (see %s)", upgradesPath)
+	}
+	return ctx.Err()
+}
+
+// writeUpgradeDoc writes the doc's upgrade table from the upgrade results file.
+func writeUpgradeDoc(upgradesPath, docPath string) error {
+	us, err := matrix.ReadUpgrades(upgradesPath)
+	if err != nil {
+		return err
+	}
+	return matrix.WriteUpgradeDoc(docPath, us)
 }
 
 // describe is the clone's `git describe --always --dirty`, "unknown" without git.
