@@ -2,11 +2,11 @@ package localcluster
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // An in-place kubelet upgrade: RestartKubelet stops node-1's kubelet and starts it from the
@@ -41,23 +41,16 @@ func TestRestartKubeletSwapsBinary(t *testing.T) {
 	c := &Cluster{sup: s, runCtx: ctx}
 	waitLog := func(want ...string) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			data, _ := os.ReadFile(p.logPath)
-			found := 0
+		logOf := func() string { data, _ := os.ReadFile(p.logPath); return string(data) }
+		waitFor(t, fmt.Sprintf("log has %q", want), func() bool {
+			log := logOf()
 			for _, w := range want {
-				if strings.Contains(string(data), w) {
-					found++
+				if !strings.Contains(log, w) {
+					return false
 				}
 			}
-			if found == len(want) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("log lacks %q:\n%s", want, data)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return true
+		}, func() string { return "log:\n" + logOf() })
 	}
 	waitLog("kubelet v1.35 --root-dir=/r/node-1")
 

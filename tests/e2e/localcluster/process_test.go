@@ -3,7 +3,9 @@ package localcluster
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,17 +28,11 @@ func TestSupervisorRestartsAndStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	// start, exit, start, exit: crashed, restarted, crashed again.
+	waitFor(t, "crash restarted after its crash", func() bool {
 		data, _ := os.ReadFile(crash.logPath)
-		if strings.Count(string(data), "=== ") >= 4 { // start, exit, start, exit
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("crash was not restarted; log:\n%s", data)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return strings.Count(string(data), "=== ") >= 4
+	}, func() string { data, _ := os.ReadFile(crash.logPath); return "log:\n" + string(data) })
 	if !long.running() {
 		t.Fatal("long is not running")
 	}
@@ -83,23 +79,29 @@ func TestSupervisorResumeSwapsBinary(t *testing.T) {
 	if p.running() {
 		t.Fatal("plugin still running after stop")
 	}
+	resumed := time.Now()
 	if err := p.resume(ctx, v2); err != nil {
 		t.Fatalf("resume with v2: %v", err)
 	}
 	if got := p.binary(); got != v2 {
 		t.Errorf("binary after resume = %s, want %s", got, v2)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		data, _ := os.ReadFile(p.logPath)
-		log := string(data)
-		if strings.Count(log, "start: "+v1+" ") == 1 && strings.Count(log, "start: "+v2+" ") >= 2 && strings.Count(log, "running v2 --flag") >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("expected v1 once, then v2 with the same args restarted after its crash; log:\n%s", data)
-		}
-		time.Sleep(100 * time.Millisecond)
+	logOf := func() string { data, _ := os.ReadFile(p.logPath); return "log:\n" + string(data) }
+	// v2 crashes at once; the supervisor launches it again restartDelay later. Wait for
+	// that launch and for its end, so both runs have written all they write.
+	first, _ := current(p)
+	var again chan struct{}
+	waitFor(t, "v2 launched again after its crash", func() bool {
+		var cmd *exec.Cmd
+		cmd, again = current(p)
+		return cmd != first
+	}, logOf)
+	if took := time.Since(resumed); took < restartDelay {
+		t.Errorf("v2 launched again %s after the resume: the supervisor waits restartDelay (%s) after a crash", took, restartDelay)
+	}
+	waitFor(t, "the second run of v2 to crash", func() bool { return isClosed(again) }, logOf)
+	if log := logOf(); strings.Count(log, "start: "+v1+" ") != 1 || strings.Count(log, "start: "+v2+" ") < 2 || strings.Count(log, "running v2 --flag") < 2 {
+		t.Fatalf("expected v1 once, then v2 with the same args restarted after its crash; %s", log)
 	}
 	p.stop()
 	if err := p.resume(ctx, ""); err != nil {
@@ -110,9 +112,11 @@ func TestSupervisorResumeSwapsBinary(t *testing.T) {
 	}
 }
 
-// stopAll stops the nodes' components together, before the rest: four that each take a
-// second to exit on SIGTERM take about that long in all, not four seconds, and the control
-// plane's component stops after every one of them.
+// stopAll stops the nodes' components together, before the rest: each of the four node
+// components exits on SIGTERM only once all four have had theirs, so one stopped after
+// the other would wait for the next one's signal until stopGrace's SIGKILL and never
+// write its line; the control plane's component stops after every one of them. No clock
+// in it: how long stopAll takes depends on the machine's load.
 func TestStopAllStopsNodesTogetherFirst(t *testing.T) {
 	dir := t.TempDir()
 	s, err := newSupervisor(filepath.Join(dir, "logs"), filepath.Join(dir, "pids"))
@@ -122,46 +126,77 @@ func TestStopAllStopsNodesTogetherFirst(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	order := filepath.Join(dir, "order")
-	slowExit := func(name string) []string {
-		return []string{"-c", "trap 'sleep 1; echo " + name + " >> " + order + "; exit 0' TERM; echo up; while :; do sleep 0.05; done"}
+	termed := filepath.Join(dir, "termed")
+	if err := os.Mkdir(termed, 0o755); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := s.start(ctx, procSpec{Name: "apiserver", Path: "/bin/sh", Args: slowExit("apiserver")}); err != nil {
+	nodeNames := []string{"kubelet-1", "plugin-1", "kubelet-2", "plugin-2"}
+	exitAfter := func(name, wait string) []string {
+		return []string{"-c", "trap '" + wait + "echo " + name + " >> " + order + "; exit 0' TERM; echo up; while :; do sleep 0.05; done"}
+	}
+	// Signalled: a file in termed. Exit once the four are there.
+	allTermed := "until set -- " + termed + "/*; [ $# -ge " + strconv.Itoa(len(nodeNames)) + " ]; do sleep 0.05; done; "
+	if _, err := s.start(ctx, procSpec{Name: "apiserver", Path: "/bin/sh", Args: exitAfter("apiserver", "")}); err != nil {
 		t.Fatal(err)
 	}
 	var nodes []*proc
-	for _, name := range []string{"kubelet-1", "plugin-1", "kubelet-2", "plugin-2"} {
-		p, err := s.start(ctx, procSpec{Name: name, Path: "/bin/sh", Args: slowExit(name), Node: true})
+	for _, name := range nodeNames {
+		p, err := s.start(ctx, procSpec{Name: name, Path: "/bin/sh", Args: exitAfter(name, "touch "+filepath.Join(termed, name)+"; "+allTermed), Node: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		nodes = append(nodes, p)
 	}
 	// Every shell has set its trap once it printed "up".
-	deadline := time.Now().Add(10 * time.Second)
 	for _, p := range append(nodes, s.procs[0]) {
-		for {
-			if data, _ := os.ReadFile(p.logPath); strings.Contains(string(data), "up\n") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s did not start", p.spec.Name)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		logOf := func() string { data, _ := os.ReadFile(p.logPath); return string(data) }
+		waitFor(t, p.spec.Name+" started", func() bool { return strings.Contains(logOf(), "up\n") }, func() string { return "log:\n" + logOf() })
 	}
-	start := time.Now()
 	s.stopAll()
-	took := time.Since(start)
 	data, err := os.ReadFile(order)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Fields(string(data))
 	if len(lines) != 5 || lines[4] != "apiserver" {
-		t.Errorf("exit order %v: want the four node components, then apiserver", lines)
+		t.Errorf("exit order %v: want the four node components (each exits once all four had SIGTERM), then apiserver", lines)
 	}
-	// One after the other: 5 × 1 s. Together: 1 s for the nodes, 1 s for apiserver.
-	if took > 3500*time.Millisecond {
-		t.Errorf("stopAll took %s: the node components were not stopped together", took)
+}
+
+// waitFor polls cond until it holds and fails the test, with what and show()'s text, if it
+// does not hold by the test binary's own deadline (go test -timeout) less a tenth of the
+// time left, so that the failure says what was awaited before the timeout's panic would.
+// No fixed wall-clock bound: restartDelay is the only delay the supervisor adds to what
+// these tests wait for, and a niced test process and its children can go seconds without
+// CPU on a loaded machine; TestSupervisorResumeSwapsBinary failed so against a 10 s bound,
+// ten times the one backoff it waited for. Without a -timeout it waits as long as it takes.
+func waitFor(t *testing.T, what string, cond func() bool, show func() string) {
+	t.Helper()
+	deadline, bounded := t.Deadline()
+	if bounded {
+		deadline = deadline.Add(-time.Until(deadline) / 10)
 	}
+	for !cond() {
+		if bounded && time.Now().After(deadline) {
+			t.Fatalf("%s: not by the test's deadline less a tenth (%s); %s", what, deadline.Format(time.RFC3339), show())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// current is the command p runs (or ran last) and the channel closed when it has exited.
+func current(p *proc) (*exec.Cmd, chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd, p.exited
 }
