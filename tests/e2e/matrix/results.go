@@ -129,44 +129,51 @@ func (r *Row) judge() {
 const maxResultsBytes = 4 << 20
 
 // ReadResults reads a results file (a JSON array of rows); a missing file is no rows.
-func ReadResults(path string) ([]Row, error) {
+func ReadResults(path string) ([]Row, error) { return readArray[Row](path, "results") }
+
+// AppendResult adds row to the results file at path (written whole, indented, through a
+// temporary file so that an interrupted write leaves the old file).
+func AppendResult(path string, row Row) error { return appendArray(path, "results", row) }
+
+// readArray reads the JSON array of T at path, at most maxResultsBytes; a missing file is
+// an empty array. what names the file in errors ("results", "upgrade results").
+func readArray[T any](path, what string) ([]T, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read results: %w", err)
+		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxResultsBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("read results %s: %w", path, err)
+		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
 	}
 	if len(data) > maxResultsBytes {
-		return nil, fmt.Errorf("results %s: over %d bytes", path, maxResultsBytes)
+		return nil, fmt.Errorf("%s %s: over %d bytes", what, path, maxResultsBytes)
 	}
-	var rows []Row
-	if err := json.Unmarshal(data, &rows); err != nil {
-		return nil, fmt.Errorf("results %s: %w", path, err)
+	var out []T
+	if err := json.Unmarshal(data, &out); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", what, path, err)
 	}
-	return rows, nil
+	return out, nil
 }
 
-// AppendResult adds row to the results file at path (written whole, indented, through a
-// temporary file so that an interrupted write leaves the old file).
-func AppendResult(path string, row Row) error {
-	rows, err := ReadResults(path)
+// appendArray adds v to the JSON array of T at path, written whole, indented, through a
+// temporary file so that an interrupted write leaves the old file.
+func appendArray[T any](path, what string, v T) error {
+	all, err := readArray[T](path, what)
 	if err != nil {
 		return err
 	}
-	rows = append(rows, row)
-	data, err := json.MarshalIndent(rows, "", "  ")
+	data, err := json.MarshalIndent(append(all, v), "", "  ")
 	if err != nil {
 		return err
 	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write results: %w", err)
+		return fmt.Errorf("write %s: %w", what, err)
 	}
 	return os.Rename(tmp, path)
 }

@@ -2,10 +2,7 @@ package matrix
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sort"
 	"strings"
@@ -13,45 +10,13 @@ import (
 
 // ReadUpgrades reads the upgrade walk's results file (a JSON array); a missing file is none.
 func ReadUpgrades(path string) ([]UpgradeResult, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read upgrade results: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxResultsBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read upgrade results %s: %w", path, err)
-	}
-	if len(data) > maxResultsBytes {
-		return nil, fmt.Errorf("upgrade results %s: over %d bytes", path, maxResultsBytes)
-	}
-	var us []UpgradeResult
-	if err := json.Unmarshal(data, &us); err != nil {
-		return nil, fmt.Errorf("upgrade results %s: %w", path, err)
-	}
-	return us, nil
+	return readArray[UpgradeResult](path, "upgrade results")
 }
 
 // AppendUpgrade adds u to the upgrade results file at path (written whole through a
 // temporary file, as AppendResult).
 func AppendUpgrade(path string, u UpgradeResult) error {
-	us, err := ReadUpgrades(path)
-	if err != nil {
-		return err
-	}
-	us = append(us, u)
-	data, err := json.MarshalIndent(us, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write upgrade results: %w", err)
-	}
-	return os.Rename(tmp, path)
+	return appendArray(path, "upgrade results", u)
 }
 
 // The markers around the generated upgrade walk in docs/compatibility.md.
