@@ -56,7 +56,11 @@ bg_line() { # what job I is doing: its seconds so far and its log's last line
 bg_reap() {
   local i=$1 rc=0 log=_output/ci-${bg_names[$1]}.log
   wait "${bg_pids[i]}" || rc=$?
-  bg_secs[i]=$(( $(cat "_output/ci-${bg_names[i]}.end" 2>/dev/null || date +%s) - bg_starts[i] ))
+  # Its own end, recorded by the job; now when that record is missing or not a number (the job
+  # was killed, or a full disk left the file empty).
+  local end; end=$(cat "_output/ci-${bg_names[i]}.end" 2>/dev/null) || true
+  [[ $end =~ ^[0-9]+$ ]] || end=$(date +%s)
+  bg_secs[i]=$(( end - bg_starts[i] ))
   if ((rc == 0)); then
     bg_status[i]=ok
     echo "== background ${bg_names[i]} done in ${bg_secs[i]}s"

@@ -56,6 +56,13 @@ step sleep 3
 step wait_for quick'
 expect own-seconds '^ +[01]  +quick: true \(ok;'
 
+# A job whose end record is empty (a full disk) counts until its reaping, never a negative time.
+scenario empty-end 0 '
+background quick sleep 1
+step bash -c "sleep 2; : >_output/ci-quick.end"
+step wait_for quick'
+expect empty-end '^ +[0-9]+  +quick: sleep 1 \(ok;'
+
 # A job that fails while a step runs fails the run after that step, with its log's tail.
 scenario fails-under-step 1 '
 background bad bash -c "echo boom; exit 3"
