@@ -85,7 +85,8 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario) error {
 				d = min(wait, every)
 			}
 			if err := sleep(ctx, d); err != nil {
-				return fmt.Errorf("scenario %s stopped before the step at %v: %w", cloud.Quote(sc.Name), at, err)
+				// The cloud keeps what the steps before this one did: say so, and the way back.
+				return fmt.Errorf("scenario %s stopped before the step at %v; the steps before it stay applied (POST /v1/reset goes back to the seed): %w", cloud.Quote(sc.Name), at, err)
 			}
 		}
 		err := r.step(ctx, s, refs)

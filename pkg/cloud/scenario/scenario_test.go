@@ -269,6 +269,8 @@ func TestRunStopsWithTheContext(t *testing.T) {
 	r := scenario.Runner{API: nil, Sleep: func(ctx context.Context, _ time.Duration) error { return context.Canceled }}
 	if err := r.Run(context.Background(), sc); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run: %v, want context.Canceled", err)
+	} else if !strings.Contains(err.Error(), "the steps before it stay applied (POST /v1/reset goes back to the seed)") {
+		t.Errorf("Run: %v, want it to say the cloud keeps the earlier steps and how to go back", err)
 	}
 }
 
