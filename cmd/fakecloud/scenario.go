@@ -102,64 +102,44 @@ func (o scenarioOptions) Validate() error {
 	return errors.Join(errs...)
 }
 
+// skipSettle is how to start without waiting for a settled fleet, said before the wait.
+const skipSettle = "--settle-timeout=0 (make scenario SCENARIO_ARGS=--settle-timeout=0) starts at once, " +
+	"but the outcome may then differ from the file's header"
+
 // runScenario runs the timeline of file with o.
 func runScenario(ctx context.Context, o scenarioOptions, file string, stdout io.Writer) error {
 	if err := o.Validate(); err != nil {
 		return fmt.Errorf("scenario: %w", err)
 	}
-	data, err := os.ReadFile(file)
+	sc, err := loadScenario(file, o.MapInstance)
 	if err != nil {
-		return fmt.Errorf("scenario: %w", err)
+		return err
 	}
-	sc, err := scenario.Parse(data)
-	if err != nil {
-		return fmt.Errorf("%s: %w", file, err)
+	say := func(format string, args ...any) { _, _ = fmt.Fprintf(stdout, format+"\n", args...) }
+	say("%s", scenarioHeader(sc))
+	for _, w := range sc.Warnings {
+		say("warning: %s", w)
 	}
-	m, err := scenario.ParseInstanceMap(o.MapInstance)
-	if err != nil {
-		return fmt.Errorf("scenario: --map-instance: %w", err)
-	}
-	sc.MapInstances(m)
-	_, _ = fmt.Fprintln(stdout, scenarioHeader(sc))
 	if sc.Expect != "" {
-		_, _ = fmt.Fprintf(stdout, "expect: %s\n", sc.Expect)
+		say("expect: %s", sc.Expect)
 	}
 	if o.DryRun {
 		for _, s := range sc.Steps {
-			_, _ = fmt.Fprintf(stdout, "%8s  %s%s\n", "+"+time.Duration(s.At).String(), s.Describe(), note(s))
+			say("%8s  %s%s", "+"+time.Duration(s.At).String(), s.Describe(), note(s))
 		}
 		return nil
 	}
-	token := o.Token
-	if o.TokenFile != "" {
-		b, err := os.ReadFile(o.TokenFile)
-		if err != nil {
-			return fmt.Errorf("scenario: %w", err)
-		}
-		token = strings.TrimSpace(string(b))
-	}
-	var opts []cloud.Option
-	if token != "" {
-		opts = append(opts, cloud.WithToken(token))
-	}
-	client, err := cloud.NewClient(o.CloudURL, opts...)
+	client, token, err := o.client()
 	if err != nil {
 		return fmt.Errorf("scenario: %w", err)
 	}
 	if err := checkCloud(ctx, client, o.CloudURL, token); err != nil {
 		return fmt.Errorf("scenario: %w", err)
 	}
-	_, _ = fmt.Fprintf(stdout, "driving %s; every step is also in GET /v1/events and the console: %s\n", o.CloudURL, consoleURL(o.CloudURL, token))
-	st := scenario.Settler{Fleet: client, Every: o.ProgressEvery, Timeout: o.SettleTimeout,
-		Report: func(msg string) { _, _ = fmt.Fprintln(stdout, msg) }}
-	unsettled := false
-	if o.SettleTimeout > 0 {
-		if err := st.Wait(ctx); err != nil {
-			return fmt.Errorf("scenario: %w (--settle-timeout=0 starts at once, the outcome may then differ from the file's header)", err)
-		}
-		_, _ = fmt.Fprintln(stdout, "the fleet is settled: starting")
-	} else {
-		unsettled = lookAtFleet(ctx, &st, stdout)
+	say("driving %s; every step is also in GET /v1/events and the console: %s", o.CloudURL, consoleURL(o.CloudURL, token))
+	unsettled, err := settle(ctx, o, client, say)
+	if err != nil {
+		return fmt.Errorf("scenario: %w", err)
 	}
 	ran, failed := 0, 0
 	r := scenario.Runner{API: client, ProgressEvery: o.ProgressEvery,
@@ -170,50 +150,104 @@ func runScenario(ctx context.Context, o scenarioOptions, file string, stdout io.
 				failed++
 				outcome = "FAILED: " + err.Error()
 			}
-			_, _ = fmt.Fprintf(stdout, "%8s  %s%s  %s\n", "+"+at.String(), s.Describe(), note(s), outcome)
+			say("%8s  %s%s  %s", "+"+at.String(), s.Describe(), note(s), outcome)
 		},
 		Waiting: func(next scenario.Step, at, in time.Duration) {
-			_, _ = fmt.Fprintf(stdout, "%8s  next step '%s' at t=%v, in %v\n", "", next.Describe(), at, roundWait(in))
+			say("%8s  next step '%s' at t=%v, in %v", "", next.Describe(), at, roundWait(in))
 		}}
 	err = r.Run(ctx, sc)
 	// The last step is not the outcome: increases land a stability window and a ramp later,
 	// so say so instead of ending silently at the last step.
-	_, _ = fmt.Fprintf(stdout, "scenario %s: %d of %s ran, %d failed\n", sc.Name, ran, plural.Of(len(sc.Steps), "step", "steps"), failed)
+	say("scenario %s: %d of %s ran, %d failed", sc.Name, ran, plural.Of(len(sc.Steps), "step", "steps"), failed)
 	if sc.Expect != "" && ctx.Err() == nil {
-		_, _ = fmt.Fprintf(stdout, "expected: %s\n(increases land a stability window and a ramp after their step: keep watching bin/driver watch or the console)\n", sc.Expect)
+		say("expected: %s\n(increases land a stability window and a ramp after their step: keep watching bin/driver watch or the console)", sc.Expect)
 		if unsettled {
-			_, _ = fmt.Fprintln(stdout, "(the plugins were not settled at the start, see above: increases land later than expected)")
+			say("(the plugins were not settled at the start, see above: increases land later than expected)")
 		}
 	}
 	return err
 }
 
+// loadScenario reads and checks file, then renames its instances by mapInstance
+// (--map-instance FROM=TO pairs).
+func loadScenario(file string, mapInstance []string) (*scenario.Scenario, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	sc, err := scenario.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	m, err := scenario.ParseInstanceMap(mapInstance)
+	if err != nil {
+		return nil, fmt.Errorf("scenario: --map-instance: %w", err)
+	}
+	sc.MapInstances(m)
+	return sc, nil
+}
+
+// client is the fake cloud client of o, with its token (--token, or --token-file's content).
+func (o scenarioOptions) client() (*cloud.Client, string, error) {
+	token := o.Token
+	if o.TokenFile != "" {
+		b, err := os.ReadFile(o.TokenFile)
+		if err != nil {
+			return nil, "", err
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	var opts []cloud.Option
+	if token != "" {
+		opts = append(opts, cloud.WithToken(token))
+	}
+	c, err := cloud.NewClient(o.CloudURL, opts...)
+	return c, token, err
+}
+
+// settle waits, at most o.SettleTimeout, for a settled fleet before the first step, saying up
+// front how long and why; with 0 it looks at the fleet once instead. unsettled says that the
+// run starts on a fleet that is not settled (or could not be read).
+func settle(ctx context.Context, o scenarioOptions, client *cloud.Client, say func(string, ...any)) (unsettled bool, err error) {
+	st := scenario.Settler{Fleet: client, Every: o.ProgressEvery, Timeout: o.SettleTimeout, Skip: skipSettle,
+		Report: func(msg string) { say("%s", msg) }}
+	if o.SettleTimeout == 0 {
+		return lookAtFleet(ctx, &st, say), nil
+	}
+	if err := st.Wait(ctx); err != nil {
+		return false, err
+	}
+	say("the fleet is settled: starting")
+	return false, nil
+}
+
 // lookAtFleet, for a run that starts without waiting (--settle-timeout=0), reads the fleet
-// once and prints each node plugin's mode, reported value and stability window, and, when
-// they are not settled, how the outcome will differ from the file's header (the header
-// assumes settled plugins: a damped window delays every increase by that window). It
-// reports whether the fleet was not settled (or could not be read).
-func lookAtFleet(ctx context.Context, st *scenario.Settler, stdout io.Writer) bool {
+// once and prints each node plugin's state (the wording of a wait: reported value, mode,
+// stability window, and settled or for how long not) and, when they are not settled, how the
+// outcome will differ from the file's header (the header assumes settled plugins: a damped
+// window delays every increase by that window). It reports whether the fleet was not
+// settled (or could not be read).
+func lookAtFleet(ctx context.Context, st *scenario.Settler, say func(string, ...any)) bool {
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	nodes, waits, err := st.Look(ctx)
+	fl, err := st.Look(ctx)
 	if err != nil {
-		_, _ = fmt.Fprintf(stdout, "--settle-timeout=0: starting without knowing whether the plugins are settled (%v); the outcome in the file's header assumes they are\n", err)
+		say("--settle-timeout=0: starting without knowing whether the plugins are settled (%v); the outcome in the file's header assumes they are", err)
 		return true
 	}
-	if len(nodes) == 0 {
-		_, _ = fmt.Fprintln(stdout, "--settle-timeout=0: the fake cloud relays no node plugin (fakecloud --console-node): starting without knowing whether the plugins are settled; the outcome in the file's header assumes they are")
+	for _, l := range fl.Lines {
+		say("  %s", l)
+	}
+	switch {
+	case fl.Plugins == 0:
+		say("--settle-timeout=0: the fake cloud relays no node plugin (fakecloud --console-node): starting without knowing whether the plugins are settled; the outcome in the file's header assumes they are")
 		return true
-	}
-	for _, n := range nodes {
-		_, _ = fmt.Fprintln(stdout, "  "+n)
-	}
-	if len(waits) == 0 {
-		_, _ = fmt.Fprintln(stdout, "--settle-timeout=0: the fleet is settled: starting")
+	case fl.Settled:
+		say("--settle-timeout=0: the fleet is settled: starting")
 		return false
 	}
-	_, _ = fmt.Fprintf(stdout, "--settle-timeout=0: starting although the fleet is not settled: %s\n", strings.Join(waits, "; "))
-	_, _ = fmt.Fprintln(stdout, "the expected outcome assumes settled plugins, so here increases land later than it says: a plugin still ramping finishes that first, one with flap damping waits its longer window (above) before each increase, and a decrease that undoes a recent increase doubles the window (flap damping); for the header's timeline restart the node plugins (make run: Ctrl-C, then RUN_DIR=<its folder> make run) or leave out --settle-timeout=0")
+	say("--settle-timeout=0: starting although the fleet is not settled (above)")
+	say("the expected outcome assumes settled plugins, so here increases land later than it says: a plugin still ramping finishes that first, one with flap damping waits its longer window (above) before each increase, and a decrease that undoes a recent increase doubles the window (flap damping); for the header's timeline restart the node plugins (make run: Ctrl-C, then RUN_DIR=<its folder> make run) or leave out --settle-timeout=0")
 	return true
 }
 

@@ -45,6 +45,13 @@ steps:
 	if err := os.WriteFile(bad, []byte("name: bad\nsteps:\n  - at: 1s\n    quotaz: {attachments: 3}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Listed out of time order: it runs sorted, and says so.
+	unordered := filepath.Join(dir, "unordered.yaml")
+	if err := os.WriteFile(unordered, []byte("name: unordered\nsteps:\n  - at: 300ms\n    quotas: {attachments: 4}\n"+
+		"  - at: 0s\n    quotas: {attachments: 3}\n  - at: 300ms\n    reset: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	outOfOrder := "warning: line 5, steps[1] (at 0s): listed after steps[0] (at 300ms) but runs before it (steps run in order of at:, not of the file)\n"
 	// A closed listener's address: nothing answers there.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -93,6 +100,12 @@ steps:
 		// A reader's token passes the GET; the first step's 403 stops the run there.
 		{"a reader's token stops at the first step", []string{"scenario", "--cloud-url=" + ts.URL, "--token=rdr", file},
 			"token rejected (403 AccessDenied) by the step at +0s", []string{"FAILED: PATCH /v1/quotas: AccessDenied"}},
+		// A file out of time order was sorted silently (issue 26's newcomer trial): the dry
+		// run and the run both say which step runs before a step listed above it.
+		{"a dry run says which steps are out of time order", []string{"scenario", "--dry-run", unordered}, "",
+			[]string{"scenario unordered (3 steps over 300ms)\n" + outOfOrder, "     +0s  PATCH /v1/quotas {\"attachments\":3}\n  +300ms  PATCH /v1/quotas {\"attachments\":4}\n"}},
+		{"a run says which steps are out of time order before it starts", []string{"scenario", "--cloud-url=" + ts.URL, "--token=adm", "--settle-timeout=0", unordered}, "",
+			[]string{"scenario unordered (3 steps over 300ms)\n" + outOfOrder + "driving ", "+0s  PATCH /v1/quotas {\"attachments\":3}  ok"}},
 		{"a bad scenario names the YAML line and step, not JSON", []string{"scenario", "--dry-run", bad}, `line 4, steps[0] (at 1s): unknown field "quotaz"`, nil},
 	}
 	for _, tt := range tests {
@@ -246,25 +259,33 @@ func TestScenarioCommandWaitsForASettledFleet(t *testing.T) {
 		{"settled: starts at once", func(*testing.T) { plugin.set(time.Time{}, "fresh") }, args(), "",
 			[]string{"the fleet is settled: starting", "+0s  PATCH /v1/quotas"}, []string{"waiting for the fleet"}},
 		{"raised lately: waits, saying so, then starts", func(*testing.T) { plugin.set(time.Now().Add(time.Second), "fresh"); plugin.setDamping(0) }, args(), "",
-			[]string{"waiting for the fleet to settle: node node-a1: raised its value lately (a decrease now would count as a flap and double its window), settles in",
-				"the fleet is settled: starting"}, nil},
+			[]string{"the fleet is not settled: waiting about ",
+				" before the first step (at most 10m0s); " + skipSettle + ":\n  node-a1: reports 3, mode fresh (the cloud's value: 7), stability window 1m0s; settles in ",
+				": it raised its value lately, and a decrease before then would count as a flap and double its window\n",
+				"the fleet is settled: starting"}, []string{"node node-a1"}},
 		{"damped for a second: waits, saying so, then starts", func(*testing.T) { plugin.set(time.Now().Add(time.Second), "fresh"); plugin.setDamping(1) }, args(), "",
-			[]string{"waiting for the fleet to settle: node node-a1: flap damping (window 1m0s, damping 1) settles in", "the fleet is settled: starting", "+0s  PATCH"}, nil},
+			[]string{"  node-a1: reports 3, mode fresh (the cloud's value: 7), stability window 1m0s (flap damping 1); settles in ",
+				", when its flap damping has decayed\n", "the fleet is settled: starting", "+0s  PATCH"}, []string{"node node-a1"}},
 		{"ramping for a second: waits for fresh", func(*testing.T) {
 			plugin.set(time.Time{}, "ramping")
+			plugin.setDamping(0)
 			time.AfterFunc(time.Second, func() { plugin.set(time.Time{}, "fresh") })
-		}, args(), "", []string{"node node-a1: mode ramping (reported 3, target 7)", "the fleet is settled: starting"}, nil},
+		}, args(), "", []string{"the fleet is not settled: waiting until the plugins below are in mode fresh",
+			"  node-a1: reports 3, mode ramping (the cloud's value: 7), stability window 1m0s; not settled until it is in mode fresh\n",
+			"waiting for the fleet to settle: node-a1 (not in mode fresh yet)", "the fleet is settled: starting"}, nil},
 		{"a fault rule with an expiry: waits until it is gone", func(t *testing.T) {
 			plugin.set(time.Time{}, "fresh")
 			if _, err := admin.CreateFault(context.Background(), cloud.FaultRule{Operation: cloud.OperationCreateSnapshot, Error: cloud.CodeThrottled, TTLSeconds: 1}); err != nil {
 				t.Fatal(err)
 			}
-		}, args(), "", []string{"fault rule fault-", "(CreateSnapshot Throttled) expires in", "the fleet is settled: starting"}, nil},
+		}, args(), "", []string{"the fleet is not settled: waiting about 1s", "  fault rule fault-", "(CreateSnapshot Throttled) expires in",
+			"waiting for the fleet to settle: fault rule fault-", "the fleet is settled: starting"}, nil},
 		{"damped for longer than the timeout: fails at once, saying what to do", func(*testing.T) {
 			plugin.set(time.Now().Add(30*time.Minute), "fresh")
 			plugin.setDamping(1)
 		},
-			args("--settle-timeout=1m"), "not settled within 1m0s: node node-a1: flap damping (window 1m0s, damping 1) settles in 30m0s (30m0s at least); restart the node plugins",
+			args("--settle-timeout=1m"), "not settled within 1m0s (30m0s at least): restart the node plugins to start them afresh (flap damping lives in their memory only); " +
+				skipSettle + ":\n  node-a1: reports 3, mode fresh (the cloud's value: 7), stability window 1m0s (flap damping 1); settles in 30m0s, when its flap damping has decayed",
 			nil, []string{"PATCH"}},
 		// --settle-timeout=0 used to say only "starting without checking", then repeat the
 		// header's timeline as if it held (issue 26): it now shows each plugin's window and
@@ -273,13 +294,23 @@ func TestScenarioCommandWaitsForASettledFleet(t *testing.T) {
 			plugin.set(time.Now().Add(30*time.Minute), "fresh")
 			plugin.setDamping(1)
 		}, args("--settle-timeout=0"), "",
-			[]string{"  node node-a1: mode fresh, reported 3, stability window 1m0s (flap damping 1, settles in 30m0s)",
-				"--settle-timeout=0: starting although the fleet is not settled: node node-a1: flap damping (window 1m0s, damping 1) settles in 30m0s",
+			[]string{"  node-a1: reports 3, mode fresh (the cloud's value: 7), stability window 1m0s (flap damping 1); settles in 30m0s, when its flap damping has decayed\n",
+				"--settle-timeout=0: starting although the fleet is not settled (above)",
 				"the expected outcome assumes settled plugins, so here increases land later than it says", "restart the node plugins", "+0s  PATCH",
 				"expected: 3 attachments at once\n", "(the plugins were not settled at the start, see above: increases land later than expected)"},
 			[]string{"waiting for the fleet"}},
+		// The summary listed node-a1 as "mode fresh ... window 30s" and then said that it
+		// "raised its value lately ... settles in 3m46s" (issue 26's newcomer trial): one line
+		// per plugin now says both, and never calls settled a plugin it then waits for.
+		{"--settle-timeout=0 on a plugin that raised its value lately: one line says it is not settled, and why", func(*testing.T) {
+			plugin.set(time.Now().Add(4*time.Minute), "fresh")
+			plugin.setDamping(0)
+		}, args("--settle-timeout=0"), "",
+			[]string{"  node-a1: reports 3, mode fresh (the cloud's value: 7), stability window 1m0s; settles in 4m0s: it raised its value lately, and a decrease before then would count as a flap and double its window\n",
+				"--settle-timeout=0: starting although the fleet is not settled (above)", "+0s  PATCH"},
+			[]string{"; settled", "the fleet is settled", "node node-a1"}},
 		{"--settle-timeout=0 on a settled fleet: says so and starts", func(*testing.T) { plugin.set(time.Time{}, "fresh"); plugin.setDamping(0) }, args("--settle-timeout=0"), "",
-			[]string{"  node node-a1: mode fresh, reported 3, stability window 1m0s\n", "--settle-timeout=0: the fleet is settled: starting", "+0s  PATCH"},
+			[]string{"  node-a1: reports 3, mode fresh (the cloud's value: 7), stability window 1m0s; settled\n", "--settle-timeout=0: the fleet is settled: starting", "+0s  PATCH"},
 			[]string{"waiting for the fleet", "not settled"}},
 	}
 	for _, tt := range tests {
@@ -298,6 +329,9 @@ func TestScenarioCommandWaitsForASettledFleet(t *testing.T) {
 				if !strings.Contains(out.String(), w) {
 					t.Errorf("output lacks %q:\n%s", w, out.String())
 				}
+			}
+			if strings.Contains(out.String(), "node node-") || err != nil && strings.Contains(err.Error(), "node node-") {
+				t.Errorf("doubled noun \"node node-...\" in:\n%s\n%v", out.String(), err)
 			}
 			for _, w := range tt.notWant {
 				if strings.Contains(out.String(), w) {

@@ -124,6 +124,10 @@ type Scenario struct {
 	Expect      string `json:"expect,omitempty"`
 	// Steps run in order of At; steps with the same At run in file order.
 	Steps []Step `json:"steps"`
+	// Warnings are what Parse noticed that does not stop a run: each step the file lists
+	// after a step with a later at: (it runs before it, whatever the file's order says), with
+	// its line, at most maxWarnings of them. Not part of the file.
+	Warnings []string `json:"-"`
 }
 
 // Step is one change at an offset from the scenario's start. Exactly one of the action
@@ -256,12 +260,42 @@ func Parse(data []byte) (*Scenario, error) {
 		}
 		return nil, fmt.Errorf("scenario %s: %w", cloud.Quote(sc.Name), err)
 	}
+	sc.Warnings = outOfOrder(doc, sc.Steps)
 	steps, err := expand(sc.Steps)
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", cloud.Quote(sc.Name), err)
 	}
 	sc.Steps = steps
 	return sc, nil
+}
+
+// maxWarnings bounds Scenario.Warnings; past it one more line says how many were left out.
+const maxWarnings = 10
+
+// outOfOrder names each step of the file (steps, before noise is expanded) listed after a
+// step with a later at:, and that step, with its line: steps run in order of at:, so a file
+// read top to bottom would mislead, and Parse says so rather than reorder it silently. A
+// file out of order is still valid (grouping steps by instance is a fair way to write one).
+func outOfOrder(doc *yamlv3.Node, steps []Step) []string {
+	var out []string
+	latest, n := -1, 0
+	for i, s := range steps {
+		if latest >= 0 && s.At < steps[latest].At {
+			n++
+			if len(out) < maxWarnings {
+				w := fmt.Errorf("steps[%d] (at %v): listed after steps[%d] (at %v) but runs before it (steps run in order of at:, not of the file)",
+					i, time.Duration(s.At), latest, time.Duration(steps[latest].At))
+				out = append(out, yamlcheck.AtLines(doc, w).Error())
+			}
+		}
+		if latest < 0 || s.At > steps[latest].At {
+			latest = i
+		}
+	}
+	if n > maxWarnings {
+		out = append(out, fmt.Sprintf("and %d more steps listed out of time order", n-maxWarnings))
+	}
+	return out
 }
 
 // maxDecodeProblems bounds the values that do not fit reported: past it, a file is more
