@@ -157,8 +157,8 @@ func (b *Backoff) Check(nodeID, volumeID string) (Class, error) {
 	}
 	if w := b.nodes[nodeID]; w != nil && now.Before(w.until) {
 		code, cause := remembered(w, codes.ResourceExhausted)
-		return ClassCapacity, status.Errorf(code, "attach %s to %s not tried: the cloud refused an attach to node %s for lack of capacity %s ago (%s); not asking the cloud again for %s",
-			volumeID, nodeID, nodeID, roundMs(now.Sub(w.at)), cause, roundMs(w.until.Sub(now)))
+		return ClassCapacity, status.Errorf(code, "attach %s to %s not tried: the cloud refused an attach there for lack of capacity %s ago (%s); not asking the cloud again for %s",
+			volumeID, nodeID, roundMs(now.Sub(w.at)), cause, roundMs(w.until.Sub(now)))
 	}
 	if w := b.volumes[volumeKey{nodeID, volumeID}]; w != nil && now.Before(w.until) {
 		code, cause := remembered(w, codes.Unavailable)

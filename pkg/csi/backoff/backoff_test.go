@@ -261,13 +261,13 @@ func TestCheckMessageNamesTheVolumeAskedFor(t *testing.T) {
 			recorded: outcome{cloud.NewError(cloud.CodeAttachmentLimitExceeded, "no free slot"),
 				status.Error(codes.ResourceExhausted, "attach vol-4 to i-1: AttachmentLimitExceeded: no free slot")},
 			after: 1200 * time.Millisecond, checkVolume: "vol-3", wantCode: codes.ResourceExhausted,
-			wantMsg: "attach vol-3 to i-1 not tried: the cloud refused an attach to node i-1 for lack of capacity 1.2s ago " +
+			wantMsg: "attach vol-3 to i-1 not tried: the cloud refused an attach there for lack of capacity 1.2s ago " +
 				"(attach vol-4 to i-1: AttachmentLimitExceeded: no free slot); not asking the cloud again for 3.8s",
 		},
 		{
 			name: "quota window", recordVolume: "vol-4", recorded: errQuota,
 			after: 0, checkVolume: "vol-9", wantCode: codes.ResourceExhausted,
-			wantMsg: "attach vol-9 to i-1 not tried: the cloud refused an attach to node i-1 for lack of capacity 0s ago " +
+			wantMsg: "attach vol-9 to i-1 not tried: the cloud refused an attach there for lack of capacity 0s ago " +
 				"(attach vol-1 to i-1: AttachmentQuotaExceeded: account quota); not asking the cloud again for 5s",
 		},
 		{
@@ -278,7 +278,7 @@ func TestCheckMessageNamesTheVolumeAskedFor(t *testing.T) {
 		{
 			name: "plain error remembered", recordVolume: "vol-4", recorded: outcome{cause: cloud.NewError(cloud.CodeAttachmentLimitExceeded, "full")},
 			after: time.Second, checkVolume: "vol-5", wantCode: codes.ResourceExhausted,
-			wantMsg: "attach vol-5 to i-1 not tried: the cloud refused an attach to node i-1 for lack of capacity 1s ago " +
+			wantMsg: "attach vol-5 to i-1 not tried: the cloud refused an attach there for lack of capacity 1s ago " +
 				"(AttachmentLimitExceeded: full); not asking the cloud again for 4s",
 		},
 	} {

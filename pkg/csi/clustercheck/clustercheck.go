@@ -158,12 +158,12 @@ func (c Checker) Check(ctx context.Context) (Result, error) {
 		if c.ModeLabel != "" {
 			res.ModeLabel, res.ModeLabelSet = n.Labels[c.ModeLabel]
 		}
-		kv, err := parseVersion("kubelet of node "+c.NodeName, res.KubeletVersion)
+		kv, err := parseVersion("kubelet of "+c.NodeName, res.KubeletVersion)
 		if err != nil {
 			return res, err
 		}
 		res.KubeletGate, res.KubeletMinor = gateAt(kv), int(kv.Minor())
-		res.addGateProblem("kubelet of node "+c.NodeName, res.KubeletVersion, res.KubeletGate, ReasonKubeletTooOld, ReasonKubeletGateOffByDefault)
+		res.addGateProblem("kubelet of "+c.NodeName, res.KubeletVersion, res.KubeletGate, ReasonKubeletTooOld, ReasonKubeletGateOffByDefault)
 	}
 	res.AttacherErrorCode = c.attacherEvidence(ctx)
 	res.applyLabelOverride()
@@ -241,7 +241,7 @@ func parseVersion(what, gitVersion string) (*version.Version, error) {
 // show why the node plugin reports a static count. Errors: the API server refuses the create
 // (RBAC needs create on events.k8s.io events).
 func (c Checker) Report(ctx context.Context, res Result) error {
-	note := fmt.Sprintf("node %s reports a static max_volumes_per_node: %s", c.NodeID, strings.Join(res.Problems, "; "))
+	note := fmt.Sprintf("the node plugin of %s reports a static max_volumes_per_node: %s", c.NodeID, strings.Join(res.Problems, "; "))
 	if len(note) > 1024 { // the API's limit for a note
 		note = note[:1021] + "..."
 	}

@@ -90,7 +90,7 @@ func TestCheck(t *testing.T) {
 		{name: "no CSIDriver object", client: cluster(t, "v1.37.2", nil, true, "v1.37.2"), nodeName: "node-1",
 			wantProblems: []string{"CSIDriver object disk.fakecloud.dev does not exist"}},
 		{name: "old kubelet", client: cluster(t, "v1.37.2", ptr.To[int64](10), false, "v1.34.0"), nodeName: "node-1",
-			wantProblems: []string{"kubelet of node node-1 is v1.34.0"}},
+			wantProblems: []string{"kubelet of node-1 is v1.34.0"}},
 		{name: "everything wrong, all listed", client: cluster(t, "v1.33.1", nil, false, "v1.32.0"), nodeName: "node-1",
 			wantProblems: []string{"API server", "nodeAllocatableUpdatePeriodSeconds", "kubelet"}},
 		{name: "node missing is an error", client: cluster(t, "v1.37.2", ptr.To[int64](10), false, ""), nodeName: "node-1",
@@ -98,7 +98,7 @@ func TestCheck(t *testing.T) {
 		{name: "unparsable server version", client: cluster(t, "banana", ptr.To[int64](10), false, ""),
 			wantErr: `parse the API server version "banana"`},
 		{name: "unparsable kubelet version", client: cluster(t, "v1.37.2", ptr.To[int64](10), false, "x"), nodeName: "node-1",
-			wantErr: `parse the kubelet of node node-1 version "x"`},
+			wantErr: `parse the kubelet of node-1 version "x"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -201,7 +201,7 @@ func TestReportCreatesAWarningOnTheCSIDriver(t *testing.T) {
 		ev.Regarding.Name != driver || ev.Regarding.UID != "uid-1" || ev.ReportingController == "" || ev.Action == "" {
 		t.Errorf("event = %+v", ev)
 	}
-	for _, want := range []string{"node i-7", "v1.34.0", "nodeAllocatableUpdatePeriodSeconds"} {
+	for _, want := range []string{"node plugin of i-7", "v1.34.0", "nodeAllocatableUpdatePeriodSeconds"} {
 		if !strings.Contains(ev.Note, want) {
 			t.Errorf("note %q lacks %q", ev.Note, want)
 		}

@@ -229,24 +229,24 @@ func (c *Console) Capacity(ctx context.Context, name string) (json.RawMessage, e
 	n := c.nodes[i]
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.URL+"/debug/capacity", nil)
 	if err != nil {
-		return nil, cloud.NewError(cloud.CodeUnavailable, "node %s: %v", cloud.Quote(name), err)
+		return nil, cloud.NewError(cloud.CodeUnavailable, "node plugin %s: %v", cloud.Quote(name), err)
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
-		return nil, cloud.NewError(cloud.CodeUnavailable, "node %s: %v", cloud.Quote(name), err)
+		return nil, cloud.NewError(cloud.CodeUnavailable, "node plugin %s: %v", cloud.Quote(name), err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxDebugBytes+1))
 	switch {
 	case err != nil:
-		return nil, cloud.NewError(cloud.CodeUnavailable, "node %s: read /debug/capacity: %v", cloud.Quote(name), err)
+		return nil, cloud.NewError(cloud.CodeUnavailable, "node plugin %s: read /debug/capacity: %v", cloud.Quote(name), err)
 	case len(body) > MaxDebugBytes:
-		return nil, cloud.NewError(cloud.CodeUnavailable, "node %s: /debug/capacity sent over %d bytes", cloud.Quote(name), MaxDebugBytes)
+		return nil, cloud.NewError(cloud.CodeUnavailable, "node plugin %s: /debug/capacity sent over %d bytes", cloud.Quote(name), MaxDebugBytes)
 	case resp.StatusCode != http.StatusOK:
-		return nil, cloud.NewError(cloud.CodeUnavailable, "node %s: /debug/capacity answered %d: %s", cloud.Quote(name), resp.StatusCode,
+		return nil, cloud.NewError(cloud.CodeUnavailable, "node plugin %s: /debug/capacity answered %d: %s", cloud.Quote(name), resp.StatusCode,
 			cloud.Quote(strings.TrimSpace(string(body))))
 	case !json.Valid(body):
-		return nil, cloud.NewError(cloud.CodeUnavailable, "node %s: /debug/capacity is not JSON", cloud.Quote(name))
+		return nil, cloud.NewError(cloud.CodeUnavailable, "node plugin %s: /debug/capacity is not JSON", cloud.Quote(name))
 	}
 	return json.RawMessage(body), nil
 }

@@ -175,7 +175,7 @@ func TestCapacity(t *testing.T) {
 		{"controller", cloud.CodeUnavailable, "answered 404"},
 		{"text", cloud.CodeUnavailable, "not JSON"},
 		{"huge", cloud.CodeUnavailable, "over 262144 bytes"},
-		{"gone", cloud.CodeUnavailable, `node "gone"`},
+		{"gone", cloud.CodeUnavailable, `node plugin "gone"`},
 		{"unknown", cloud.CodeNotFound, "--console-node"},
 	}
 	for _, tt := range tests {
