@@ -226,7 +226,7 @@ CURL
 nodeinfo() { "$BIN/driver" nodeinfo --endpoint="unix://$RUN_DIR/$1/csi.sock"; }
 if [[ $demo == 1 ]]; then
   n1=${nodes[1]:-$n0}
-  echo; echo "== Demo: NodeGetInfo of $n1 before, then 2 more slots taken out of band"
+  echo; echo "== Demo: NodeGetInfo of $n1 before, then with 3 slots taken out of band (its boot disk, as seeded, and 2 more)"
   nodeinfo "$n1"
   curl -fsS -X PATCH -H "Authorization: Bearer $ADMIN" -d '{"outOfBandSlots": 3}' "$CLOUD/v1/instances/$n1" >/dev/null
   sleep 1.5 # the node plugin looks the cloud up at most once per --capacity-min-interval (1s here)
