@@ -15,6 +15,8 @@
 # With no STEP it runs all of them. The Kubernetes binaries come from
 # tests/e2e/localcluster's build (~/.cache/fakecloud-csi/localcluster/v1.37.2/bin). The last
 # line printed is the node image reference; it is also written to $FAKECLOUD_CACHE/kind/node-image.
+# A whole build (step 5 run) then removes the entries and images of older keys
+# (hack/kind/offline/prune-cache.sh): only the current key's stay.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -42,6 +44,10 @@ k8s_src=${GOMODCACHE:-$(go env GOMODCACHE)}/k8s.io/kubernetes@$K8S_VERSION
 k8s_bin=${K8S_BIN:-$FAKECLOUD_CACHE/localcluster/$K8S_VERSION/bin}
 cache=$FAKECLOUD_CACHE/kind
 mkdir -p "$cache"
+# Held shared while this build runs: prune-cache.sh (at the end of a whole build) removes other
+# keys' entries only when it can hold it alone, so never one another build is writing or using.
+exec {build_lock}>>"$cache/.build.lock"
+flock -s "$build_lock"
 
 # key WORDS... : a 12-hex key of the given strings and, for each that is a file, its content.
 key() {
@@ -496,6 +502,12 @@ main() {
     esac
   done
   if [[ -n ${node_ref:-} ]]; then
+    # The current key of every step is written now: what older keys left goes (the last line
+    # printed stays the node image reference).
+    step "cache: older keys' entries"
+    flock -u "$build_lock"
+    "$here/prune-cache.sh" "$cache" "tools-$tools_key" "${images_dir##*/}" "${rootfs_tar##*/}" \
+      "kind-node-${node_ref##*:}.tar" "$base_ref" "$node_ref"
     echo "node-image.sh: done in ${SECONDS}s"
     echo "$node_ref"
   fi
