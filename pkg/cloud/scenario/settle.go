@@ -28,6 +28,24 @@ type NodeState struct {
 	// SettledInSeconds is how long until flap damping no longer changes the plugin's
 	// timing; 0 when it does not.
 	SettledInSeconds float64 `json:"settledInSeconds"`
+	Config           struct {
+		// StabilityWindow and MaxStabilityWindow are the configured windows (Go
+		// durations): a raise starts a MaxStabilityWindow during which a decrease is a flap,
+		// unless the two are equal (no flap damping).
+		StabilityWindow    string `json:"stabilityWindow"`
+		MaxStabilityWindow string `json:"maxStabilityWindow"`
+	} `json:"config"`
+}
+
+// afterRaise is how long a raise keeps the plugin from being settled (a decrease within it is
+// a flap): its MaxStabilityWindow, 0 when it has no flap damping or does not say.
+func (st NodeState) afterRaise() time.Duration {
+	maxW, err1 := time.ParseDuration(st.Config.MaxStabilityWindow)
+	w, err2 := time.ParseDuration(st.Config.StabilityWindow)
+	if err1 != nil || err2 != nil || w <= 0 || maxW <= w {
+		return 0
+	}
+	return maxW
 }
 
 // Settler waits, before a scenario's first step, until what earlier experiments left behind
@@ -69,11 +87,17 @@ type fleetItem struct {
 	// in is how long until it is settled, when known (> 0); 0 with settled false: unknown
 	// (a plugin not in mode fresh settles when it is, which no one can say in advance).
 	in time.Duration
+	// atLeast says in is a lower bound: a plugin still ramping raises its value again, and
+	// is settled a MaxStabilityWindow after its last raise.
+	atLeast bool
 }
 
 // short is the item in a progress line: "node-a2 in 3m36s", "node-b1 (mode ramping)".
 func (it fleetItem) short() string {
-	if it.in > 0 {
+	switch {
+	case it.in > 0 && it.atLeast:
+		return fmt.Sprintf("%s in %v at least", it.name, it.in.Round(time.Second))
+	case it.in > 0:
 		return fmt.Sprintf("%s in %v", it.name, it.in.Round(time.Second))
 	}
 	return it.name + " (not in mode fresh yet)"
@@ -103,13 +127,21 @@ func describeNode(name string, st NodeState) fleetItem {
 		why = append(why, fmt.Sprintf("settles in %v: it raised its value lately, and a decrease before then would count as a flap and double its window",
 			in.Round(time.Second)))
 	}
-	if st.Mode != "fresh" {
+	atLeast := false
+	switch {
+	case st.Mode == "ramping" && st.afterRaise() > 0:
+		// It raises its value again before it is fresh, and a raise keeps it from being
+		// settled for a MaxStabilityWindow.
+		in, atLeast = max(in, st.afterRaise()), true
+		why = append(why, fmt.Sprintf("not settled until it is in mode fresh and %v past its last raise (at least %v from now)",
+			st.afterRaise(), in.Round(time.Second)))
+	case st.Mode != "fresh":
 		why = append(why, "not settled until it is in mode fresh")
 	}
 	if len(why) == 0 {
 		return fleetItem{name: name, line: line + "; settled", settled: true}
 	}
-	return fleetItem{name: name, line: line + "; " + strings.Join(why, "; "), in: in}
+	return fleetItem{name: name, line: line + "; " + strings.Join(why, "; "), in: in, atLeast: atLeast}
 }
 
 // describeFault is a live fault rule with an expiry, ending in d.
@@ -126,7 +158,7 @@ func waitsOf(items []fleetItem) (waits []fleetItem, known time.Duration, unknown
 		}
 		waits = append(waits, it)
 		known = max(known, it.in)
-		unknown = unknown || it.in == 0
+		unknown = unknown || it.in == 0 || it.atLeast
 	}
 	return waits, known, unknown
 }
