@@ -94,11 +94,16 @@ type fleetItem struct {
 
 // short is the item in a progress line: "node-a2 in 3m36s", "node-b1 (mode ramping)".
 func (it fleetItem) short() string {
+	// Whole seconds, tenths in the last two (not "in 0s" while it still waits).
+	in := it.in.Round(time.Second)
+	if it.in < 2*time.Second {
+		in = it.in.Round(100 * time.Millisecond)
+	}
 	switch {
 	case it.in > 0 && it.atLeast:
-		return fmt.Sprintf("%s in %v at least", it.name, it.in.Round(time.Second))
+		return fmt.Sprintf("%s in %v at least", it.name, in)
 	case it.in > 0:
-		return fmt.Sprintf("%s in %v", it.name, it.in.Round(time.Second))
+		return fmt.Sprintf("%s in %v", it.name, in)
 	}
 	return it.name + " (not in mode fresh yet)"
 }
