@@ -5,7 +5,8 @@
 #      shared Go build cache): `localcluster build --kind`;
 #   2. the kind node image (hack/kind/offline/node-image.sh), loaded into the Docker engine; its
 #      ref goes to $IMAGES_DIR/kind-node-image, what a cluster on it needs (ETCD_TAG, POD_IMAGE)
-#      to $IMAGES_DIR/kind-node-image.env;
+#      to $IMAGES_DIR/kind-node-image.env; then what older keys left in ~/.cache/fakecloud-csi/kind
+#      and the engine goes (hack/kind/offline/prune-cache.sh, which says what and how much);
 #   3. the sidecar images (hack/kind/offline/sidecar-images.sh) as archives in $IMAGES_DIR; their
 #      names go to $IMAGES_DIR/sidecar-images;
 #   4. the upstream storage e2e's test images (hack/kind/offline/e2e-test-images.sh: busybox,
