@@ -7,6 +7,7 @@ package teststack
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -16,9 +17,11 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/fakecloud/fakecloud-csi/internal/stack"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
@@ -78,9 +81,51 @@ type Stack struct {
 	NodeID string
 }
 
-// Start starts a stack and waits until the driver's Probe says ready (up to 20 s).
+// Start starts a stack, the steps of internal/stack run in process, and waits until the
+// driver's Probe says ready (up to 20 s).
 func Start(tb testing.TB, cfg Config) *Stack {
 	tb.Helper()
+	cfg = cfg.withDefaults()
+	// Unix socket paths are limited to 108 bytes; tb.TempDir() under a long test name is not.
+	dir, err := os.MkdirTemp("", "stack")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	st := stack.Stack{
+		Cloud: stack.Cloud{Listen: ln.Addr().String()},
+		Plugins: []stack.Plugin{{
+			Name: "driver", ID: "driver", Mode: csidriver.ModeAll, NodeID: cfg.NodeID,
+			Socket: filepath.Join(dir, "csi.sock"), CloudURL: "http://" + ln.Addr().String(),
+			StateDir: filepath.Join(dir, "state"), KubeletRoot: cfg.KubeletRoot,
+			CapacityMinInterval: cfg.CapacityMinInterval,
+		}},
+		Timeout: 20 * time.Second,
+	}
+	l := &inProcess{tb: tb, cfg: cfg, ln: ln}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	tb.Cleanup(l.stop)
+	if err := stack.Run(l.ctx, st.Steps(l), nil); err != nil {
+		tb.Fatal(err)
+	}
+	admin, err := cloud.NewClient(st.Cloud.URL(), cloud.WithToken(AdminToken))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	conn, err := grpc.NewClient(st.Plugins[0].Endpoint(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = conn.Close() })
+	return &Stack{Endpoint: st.Plugins[0].Endpoint(), CloudURL: st.Cloud.URL(), Admin: admin, Conn: conn, NodeID: cfg.NodeID}
+}
+
+// withDefaults fills what Config leaves to its defaults.
+func (cfg Config) withDefaults() Config {
 	if cfg.NodeID == "" {
 		cfg.NodeID = cfg.Instances[0]
 	}
@@ -90,13 +135,95 @@ func Start(tb testing.TB, cfg Config) *Stack {
 	if cfg.CapacityMinInterval <= 0 {
 		cfg.CapacityMinInterval = time.Millisecond
 	}
-	// Unix socket paths are limited to 108 bytes; tb.TempDir() under a long test name is not.
-	dir, err := os.MkdirTemp("", "stack")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return cfg
+}
 
+// inProcess is the stack's Launcher in this process: the fake cloud serves on ln from
+// cfg's server.Config (the in-process form of its flags), the driver's services from its
+// flags parsed as cmd/driver parses them. stop ends both.
+type inProcess struct {
+	tb     testing.TB
+	cfg    Config
+	ln     net.Listener
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	srv                   *server.Server
+	cloudDone, driverDone chan error
+}
+
+// Launch starts c in a goroutine under l.ctx.
+func (l *inProcess) Launch(_ context.Context, c stack.Component) error {
+	switch c.Program {
+	case stack.ProgramFakeCloud:
+		return l.startCloud()
+	case stack.ProgramDriver:
+		return l.startDriver(c.Args)
+	}
+	return fmt.Errorf("no in-process form of program %q", c.Program)
+}
+
+func (l *inProcess) startCloud() error {
+	srv, err := server.New(l.cfg.serverConfig())
+	if err != nil {
+		return err
+	}
+	l.srv, l.cloudDone = srv, make(chan error, 1)
+	go func() { l.cloudDone <- srv.Serve(l.ctx, l.ln) }()
+	return nil
+}
+
+func (l *inProcess) startDriver(args []string) error {
+	opts := csidriver.DefaultOptions()
+	fs := pflag.NewFlagSet("driver", pflag.ContinueOnError)
+	opts.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("driver flags %q: %w", args, err)
+	}
+	opts.Version = "v0.0.0-test"
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	driverClient, err := cloud.NewClient(opts.CloudURL, cloud.WithToken(DriverToken))
+	if err != nil {
+		return err
+	}
+	var m mount.Mounter = mount.NewFake()
+	if os.Geteuid() == 0 {
+		m = mount.NewLinux() // real bind mounts; as another user the fake stands in
+	}
+	d, err := csidriver.NewForCloud(opts, driverClient, clustercheck.Decide(l.ctx, opts.ClusterCheckConfig(), nil, nil), m, prometheus.NewRegistry())
+	if err != nil {
+		return err
+	}
+	l.driverDone = make(chan error, 1)
+	go func() { l.driverDone <- d.Run(l.ctx) }()
+	return nil
+}
+
+// stop ends what Launch started and reports how it ended.
+func (l *inProcess) stop() {
+	l.cancel()
+	if l.driverDone != nil {
+		if err := <-l.driverDone; err != nil {
+			l.tb.Errorf("driver Run: %v", err)
+		}
+	}
+	if l.cloudDone != nil {
+		if err := <-l.cloudDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			l.tb.Errorf("fake cloud Serve: %v", err)
+		}
+	}
+	if l.srv != nil {
+		_ = l.srv.Close()
+	} else {
+		_ = l.ln.Close()
+	}
+}
+
+// serverConfig is the fake cloud of cfg: one instance type whose limit is AttachLimit, the
+// Instances in zone-a with one out-of-band slot each, a driver and an admin token.
+func (cfg Config) serverConfig() server.Config {
 	seed := server.Seed{
 		InstanceTypes: []cloud.InstanceType{{Name: "test", MaxAttachments: cfg.AttachLimit}},
 		Quotas:        &store.Limits{Attachments: cfg.AttachmentQuota, Volumes: 100000, CapacityBytes: 1 << 50},
@@ -115,90 +242,12 @@ func Start(tb testing.TB, cfg Config) *Stack {
 		}
 		return d
 	}
-	srv, err := server.New(server.Config{
+	return server.Config{
 		Seed:           seed,
 		DataDir:        cfg.DataDir,
 		AttachDuration: durations(cfg.AttachDuration, server.DefaultAttachDuration),
 		DetachDuration: durations(cfg.DetachDuration, server.DefaultDetachDuration),
 		Tokens:         []server.Token{{Token: DriverToken, Role: server.RoleDriver}, {Token: AdminToken, Role: server.RoleAdmin}},
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cloudDone := make(chan error, 1)
-	go func() { cloudDone <- srv.Serve(ctx, ln) }()
-	url := "http://" + ln.Addr().String()
-
-	driverClient, err := cloud.NewClient(url, cloud.WithToken(DriverToken))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	admin, err := cloud.NewClient(url, cloud.WithToken(AdminToken))
-	if err != nil {
-		tb.Fatal(err)
-	}
-
-	var m mount.Mounter = mount.NewFake()
-	if os.Geteuid() == 0 {
-		m = mount.NewLinux() // real bind mounts; as another user the fake stands in
-	}
-	opts := csidriver.DefaultOptions()
-	opts.Mode, opts.NodeID, opts.Version = csidriver.ModeAll, cfg.NodeID, "v0.0.0-test"
-	opts.Endpoint = "unix://" + filepath.Join(dir, "csi.sock")
-	opts.StateDir = filepath.Join(dir, "state")
-	opts.CloudURL = url
-	opts.CapacityMinInterval = cfg.CapacityMinInterval
-	if cfg.KubeletRoot != "" {
-		opts.KubeletRoot = cfg.KubeletRoot
-	}
-	if err := opts.Validate(); err != nil {
-		tb.Fatal(err)
-	}
-	d, err := csidriver.NewForCloud(opts, driverClient, clustercheck.Decide(ctx, opts.ClusterCheckConfig(), nil, nil), m, prometheus.NewRegistry())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	driverDone := make(chan error, 1)
-	go func() { driverDone <- d.Run(ctx) }()
-
-	conn, err := grpc.NewClient(opts.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		_ = conn.Close()
-		cancel()
-		if err := <-driverDone; err != nil {
-			tb.Errorf("driver Run: %v", err)
-		}
-		if err := <-cloudDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			tb.Errorf("fake cloud Serve: %v", err)
-		}
-		_ = srv.Close()
-	})
-	waitReady(tb, conn)
-	return &Stack{Endpoint: opts.Endpoint, CloudURL: url, Admin: admin, Conn: conn, NodeID: cfg.NodeID}
-}
-
-func waitReady(tb testing.TB, conn *grpc.ClientConn) {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for {
-		resp, err := csi.NewIdentityClient(conn).Probe(ctx, &csi.ProbeRequest{}, grpc.WaitForReady(true))
-		if err == nil && resp.GetReady().GetValue() {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			tb.Fatalf("driver not ready: last probe %v, %v", resp, err)
-		case <-time.After(20 * time.Millisecond):
-		}
 	}
 }
 
