@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -38,8 +40,20 @@ func WaitHTTP(ctx context.Context, url string, timeout time.Duration) error {
 }
 
 // WaitProbe waits until the CSI plugin at endpoint (unix:///path) answers Probe with
-// ready=true, for up to timeout.
+// ready=true, for up to timeout. It waits for the socket file first: gRPC's reconnection
+// back-off, grown while nothing listened, would otherwise add seconds after it appears.
 func WaitProbe(ctx context.Context, endpoint string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if path, ok := strings.CutPrefix(endpoint, "unix://"); ok {
+		err := Poll(ctx, timeout, func(context.Context) error {
+			_, err := os.Stat(path)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
 	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return fmt.Errorf("dial %s: %w", endpoint, err)
