@@ -164,23 +164,7 @@ func Build(ctx context.Context, o BuildOptions) error {
 		return fmt.Errorf("create %s: %w", o.BinDir, err)
 	}
 	start := time.Now()
-	want := selected(o.Kind)
-	if o.only != nil {
-		want = o.only
-	}
-	ld := kubeLDFlags()
-	if o.version != "" {
-		ld = kubeLDFlagsFor(o.version)
-	}
-	var todo []component
-	for _, c := range want {
-		dst := filepath.Join(o.BinDir, c.name)
-		if _, err := os.Stat(dst); err == nil && !o.Force && ownSourcesCurrent(o.ToolsDir, o.BinDir, c) {
-			fmt.Fprintf(o.Out, "%-24s cached %s\n", c.name, dst)
-			continue
-		}
-		todo = append(todo, c)
-	}
+	todo := o.missing()
 	if len(todo) == 0 {
 		fmt.Fprintf(o.Out, "all components ready (%s)\n", o.BinDir)
 		return nil
@@ -193,9 +177,9 @@ func Build(ctx context.Context, o BuildOptions) error {
 	if err != nil {
 		return err
 	}
-	var pkgs []string
+	var pkgs, names []string
 	for _, c := range todo {
-		pkgs = append(pkgs, c.pkg)
+		pkgs, names = append(pkgs, c.pkg), append(names, c.name)
 	}
 	if n, err := countDeps(ctx, o.ToolsDir, pkgs); err == nil {
 		prog.setTotal(n)
@@ -205,24 +189,9 @@ func Build(ctx context.Context, o BuildOptions) error {
 		return fmt.Errorf("temporary build dir: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	args := []string{"-n", "10", "go", "build", "-v", "-trimpath", "-o", tmp + "/", "-ldflags", ld}
-	var names []string
-	for _, c := range todo {
-		v := versions[c.pkg]
-		switch {
-		case strings.HasPrefix(c.name, "csi-") || c.name == "snapshot-controller":
-			args = append(args, "-ldflags", c.pkg+"="+ld+" -X main.version="+v.module)
-		case c.versionFile != "":
-			own, err := os.ReadFile(filepath.Join(v.dir, c.versionFile))
-			if err != nil {
-				return fmt.Errorf("version of %s: %w", c.name, err)
-			}
-			args = append(args, "-ldflags", c.pkg+"="+ld+" -X main.Version="+strings.TrimSpace(string(own)))
-		}
-		names = append(names, c.name)
-	}
-	for _, c := range todo {
-		args = append(args, c.pkg)
+	args, err := o.buildArgs(tmp, todo, versions)
+	if err != nil {
+		return err
 	}
 	prog.next(fmt.Sprintf("build %s (one go build; a cold cache takes 20-45 min on 2 cores)", strings.Join(names, ", ")))
 	cmd := exec.CommandContext(ctx, "nice", args...)
@@ -235,15 +204,70 @@ func Build(ctx context.Context, o BuildOptions) error {
 		return fmt.Errorf("build %s in %s: %w", strings.Join(names, " "), o.ToolsDir, err)
 	}
 	prog.next("install into " + o.BinDir)
+	if err := o.install(tmp, todo); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Out, "all components ready in %s (%s)\n", time.Since(start).Round(time.Second), o.BinDir)
+	return nil
+}
+
+// missing are the components of the build (selected(Kind), or only) that BinDir lacks, or
+// holds from older sources, or all of them with Force; it says each cached one on Out.
+func (o BuildOptions) missing() []component {
+	want := selected(o.Kind)
+	if o.only != nil {
+		want = o.only
+	}
+	var todo []component
+	for _, c := range want {
+		dst := filepath.Join(o.BinDir, c.name)
+		if _, err := os.Stat(dst); err == nil && !o.Force && ownSourcesCurrent(o.ToolsDir, o.BinDir, c) {
+			fmt.Fprintf(o.Out, "%-24s cached %s\n", c.name, dst)
+			continue
+		}
+		todo = append(todo, c)
+	}
+	return todo
+}
+
+// buildArgs are nice's arguments for the one go build of todo into dir: the Kubernetes
+// version stamped into every binary, each sidecar's module version into its main.version,
+// a versionFile's content into main.Version.
+func (o BuildOptions) buildArgs(dir string, todo []component, versions map[string]pkgInfo) ([]string, error) {
+	ld := kubeLDFlags()
+	if o.version != "" {
+		ld = kubeLDFlagsFor(o.version)
+	}
+	args := []string{"-n", "10", "go", "build", "-v", "-trimpath", "-o", dir + "/", "-ldflags", ld}
 	for _, c := range todo {
-		if err := os.Rename(filepath.Join(tmp, binaryName(c.pkg)), filepath.Join(o.BinDir, c.name)); err != nil {
+		v := versions[c.pkg]
+		switch {
+		case strings.HasPrefix(c.name, "csi-") || c.name == "snapshot-controller":
+			args = append(args, "-ldflags", c.pkg+"="+ld+" -X main.version="+v.module)
+		case c.versionFile != "":
+			own, err := os.ReadFile(filepath.Join(v.dir, c.versionFile))
+			if err != nil {
+				return nil, fmt.Errorf("version of %s: %w", c.name, err)
+			}
+			args = append(args, "-ldflags", c.pkg+"="+ld+" -X main.Version="+strings.TrimSpace(string(own)))
+		}
+	}
+	for _, c := range todo {
+		args = append(args, c.pkg)
+	}
+	return args, nil
+}
+
+// install moves the binaries of todo built into dir to BinDir and records their sources.
+func (o BuildOptions) install(dir string, todo []component) error {
+	for _, c := range todo {
+		if err := os.Rename(filepath.Join(dir, binaryName(c.pkg)), filepath.Join(o.BinDir, c.name)); err != nil {
 			return fmt.Errorf("install %s: %w", c.name, err)
 		}
 		if err := writeSourcesStamp(o.ToolsDir, o.BinDir, c); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(o.Out, "all components ready in %s (%s)\n", time.Since(start).Round(time.Second), o.BinDir)
 	return nil
 }
 
