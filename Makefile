@@ -65,7 +65,7 @@ build: ## Build bin/driver and bin/fakecloud with version and commit stamped.
 
 .PHONY: run
 run: ## Main job: fake cloud, controller, a node plugin per instance; no Kubernetes.
-	@BUILD='$(MAKE) --no-print-directory build' hack/run.sh
+	@BUILD='$(MAKE) --no-print-directory build' GO='$(GO)' hack/run.sh
 
 .PHONY: scenario
 scenario: build ## Run timeline SCENARIO (examples/scenarios) on `make run`'s fake cloud.

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make run`: the fake cloud, one controller plugin and one node plugin per seeded instance, all
-# as local processes (no Kubernetes). Prints where everything listens and curl lines, shows
-# NodeGetInfo move when capacity changes, then keeps running until Ctrl-C.
+# as local processes (no Kubernetes), started by hack/runstack (the start-up steps of
+# internal/stack, shared with internal/teststack and the local cluster). Prints where
+# everything listens and curl lines, shows NodeGetInfo move when capacity changes, then keeps
+# running until Ctrl-C.
 #   RUN_DIR=/tmp/x make run          keep state and logs there (default: a new temp dir); run
 #                                    again with the same RUN_DIR to go on from that state
 #   FAKECLOUD_PORT=8080              the fake cloud's port on 127.0.0.1
@@ -47,8 +49,10 @@ n_known=0
 if [[ -x "$BIN/fakecloud" ]]; then n_known=$("$BIN/fakecloud" seed instances "$SEED" 2>/dev/null | grep -c . || true); fi
 ports_free "$PORT" $(seq "$HTTP_BASE" $((HTTP_BASE + n_known))) || exit 1
 # BUILD is the command that builds $BIN/fakecloud and $BIN/driver (make run passes `make
-# build`); empty: they are built already.
+# build`); empty: they are built already. The launcher that starts them (hack/runstack: the
+# stack's start-up steps of internal/stack) is built beside them; a no-op when up to date.
 if [[ -n "${BUILD:-}" ]]; then $BUILD; fi
+"${GO:-go}" build -o "$BIN/runstack" ./hack/runstack
 own_run_dir=0
 if [[ -z "${RUN_DIR:-}" ]]; then RUN_DIR=$(mktemp -d -t fakecloud-csi-run.XXXXXX); own_run_dir=1; fi
 CLOUD="http://127.0.0.1:${PORT}"
@@ -69,19 +73,12 @@ if [[ -n "${VERBOSITY:-}" ]]; then
   driver_args+=("--v=$VERBOSITY")
 fi
 
+# pids: the launcher (hack/runstack, which starts and stops the components) and the log
+# follower.
 pids=()
-# The components (fake cloud, controller, node plugins) by PID, named for the message when one
-# exits; pids also holds the log follower.
-procs=()
-declare -A proc_names=() proc_logs=()
-started() { # started NAME LOG: the last background process is component NAME, logging to LOG
-  pids+=($!)
-  procs+=($!)
-  proc_names[$!]=$1
-  proc_logs[$!]=$2
-}
 stopped=0
 up=0 # 1 once every component answers: from then on RUN_DIR is kept whatever happens
+reported=0 # 1 once the launcher said why it failed (with the end of the logs of what exited)
 cleanup() {
   local rc=$?
   # A second signal must not cut the clean-up short: `make` forwards SIGTERM to this script,
@@ -90,21 +87,13 @@ cleanup() {
   trap '' INT TERM
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  rm -f "$RUN_DIR/follow.fifo"
+  rm -f "$RUN_DIR/follow.fifo" "$RUN_DIR/logs/runstack.up"
   if [[ ${#pids[@]} -eq 0 && $own_run_dir -eq 1 ]]; then
     rm -rf "$RUN_DIR" # nothing was started: nothing to keep
   elif [[ $stopped -eq 1 ]]; then
     echo "stopped; state and logs stay in $RUN_DIR (RUN_DIR=$RUN_DIR make run goes on from this state)"
   elif [[ $rc -ne 0 && ${#pids[@]} -gt 0 ]]; then # before any process started, the message above says it all
-    # Only the log of what exited: the others' are mostly empty and would bury its one line.
-    local p shown=0
-    for p in "${procs[@]}"; do
-      [[ -n ${exited[$p]:-} ]] || continue
-      echo "run.sh failed: ${proc_names[$p]} exited; the end of its log ${proc_logs[$p]}:" >&2
-      tail -n 20 "${proc_logs[$p]}" >&2 || true
-      shown=1
-    done
-    [[ $shown -eq 1 ]] || echo "run.sh failed; logs in $RUN_DIR/logs" >&2
+    [[ $reported -eq 1 ]] || echo "run.sh failed; logs in $RUN_DIR/logs" >&2
     if [[ $up -eq 0 && $own_run_dir -eq 1 ]]; then
       rm -rf "$RUN_DIR" # a start that failed leaves nothing to go on from
       echo "(start-up failed: removed $RUN_DIR)" >&2
@@ -113,27 +102,9 @@ cleanup() {
     fi
   fi
 }
-# exited: the components seen dead (by PID), for cleanup to show their logs only.
-declare -A exited=()
-note_exited() {
-  local p
-  for p in "${procs[@]}"; do kill -0 "$p" 2>/dev/null || exited[$p]=1; done
-}
 trap cleanup EXIT
 # Ctrl-C is how `make run` is meant to end: stop everything and exit 0.
 trap 'stopped=1; exit 0' INT TERM
-
-wait_for() { # wait_for DESCRIPTION COMMAND...: poll for up to 60 s while every process lives
-  local what=$1; shift
-  for _ in $(seq 1 300); do
-    "$@" >/dev/null 2>&1 && return 0
-    for p in "${pids[@]}"; do
-      kill -0 "$p" 2>/dev/null || { note_exited; echo "a process exited while waiting for $what" >&2; return 1; }
-    done
-    sleep 0.2
-  done
-  echo "timed out waiting for $what; logs: $RUN_DIR/logs" >&2; return 1
-}
 
 # The seed's instances, read by the fake cloud's own parser and checks (any YAML style).
 seed_ids=$("$BIN/fakecloud" seed instances "$SEED") || { echo "$SEED: not a seed the fake cloud accepts (above)" >&2; exit 1; }
@@ -153,47 +124,34 @@ if ((HTTP_BASE + ${#nodes[@]} > 65535)); then
 fi
 ports_free "$PORT" $(seq "$HTTP_BASE" $((HTTP_BASE + ${#nodes[@]}))) || exit 1
 
-# The console (GET /ui) plots each node plugin's /debug/capacity; their ports are known already.
-console_nodes=()
-for i in "${!nodes[@]}"; do
-  console_nodes+=("--console-node=${nodes[$i]}=http://127.0.0.1:$((HTTP_BASE + i + 1))")
-done
 # Logs are appended to: a restart keeps the earlier run's, after a line that says so.
 for f in fakecloud controller "${nodes[@]}"; do
   echo "==== hack/run.sh started $(date -u +%Y-%m-%dT%H:%M:%SZ)" >>"$RUN_DIR/logs/$f.log"
 done
-"$BIN/fakecloud" --listen="127.0.0.1:$PORT" --data-dir="$RUN_DIR/cloud" --seed="$SEED" \
-  --auth=tokens --tokens-file="$TOKENS" "${console_nodes[@]}" "${fakecloud_args[@]}" >>"$RUN_DIR/logs/fakecloud.log" 2>&1 &
-started "fake cloud" "$RUN_DIR/logs/fakecloud.log"
-wait_for "fake cloud on $CLOUD" curl -fsS "$CLOUD/readyz"
-if [[ $restart -eq 1 ]]; then
-  echo "$RUN_DIR holds an earlier run's fake cloud store: going on from its state (the seed is what POST /v1/reset returns to)."
-fi
-
-# The tokens the plugins and the demo use, asked of the fake cloud itself (any YAML style).
-for tok in demo-driver-token "$ADMIN"; do
-  curl -fsS -o /dev/null -H "Authorization: Bearer $tok" "$CLOUD/v1/quotas" ||
-    { echo "$TOKENS lacks $tok (the fake cloud refuses it); make run's plugins and demo use it" >&2; exit 1; }
+# The launcher starts the fake cloud, checks the tokens the plugins and the demo use, starts
+# the controller and a node plugin per instance, and creates runstack.up once all are ready;
+# it says itself why a start failed. The console (GET /ui) plots each node plugin's
+# /debug/capacity; VERBOSITY is in the extra flags already.
+launch_args=(--bin="$BIN" --run-dir="$RUN_DIR" --seed="$SEED" --tokens="$TOKENS" --port="$PORT"
+  --http-base="$HTTP_BASE" --up-file="$RUN_DIR/logs/runstack.up")
+((restart == 0)) || launch_args+=(--restart)
+for n in "${nodes[@]}"; do launch_args+=(--node="$n"); done
+for a in "${fakecloud_args[@]}"; do launch_args+=(--fakecloud-arg="$a"); done
+for a in "${driver_args[@]}"; do launch_args+=(--driver-arg="$a"); done
+"$BIN/runstack" "${launch_args[@]}" &
+launcher=$!
+pids+=("$launcher")
+until [[ -e "$RUN_DIR/logs/runstack.up" ]]; do
+  if ! kill -0 "$launcher" 2>/dev/null; then
+    rc=0
+    wait "$launcher" || rc=$?
+    ((rc == 0)) && { stopped=1; exit 0; } # stopped on a signal
+    reported=1
+    exit 1
+  fi
+  sleep 0.1
 done
-printf '%s' demo-driver-token >"$RUN_DIR/driver-token"
-
-"$BIN/driver" --mode=controller --endpoint="unix://$RUN_DIR/controller/csi.sock" \
-  --cloud-url="$CLOUD" --cloud-token-file="$RUN_DIR/driver-token" --state-dir="$RUN_DIR/controller" \
-  --http-addr="127.0.0.1:$HTTP_BASE" "${driver_args[@]}" >>"$RUN_DIR/logs/controller.log" 2>&1 &
-started "controller plugin" "$RUN_DIR/logs/controller.log"
-
-port=$HTTP_BASE
-for n in "${nodes[@]}"; do
-  port=$((port + 1))
-  "$BIN/driver" --mode=node --node-id="$n" --endpoint="unix://$RUN_DIR/$n/csi.sock" \
-    --cloud-url="$CLOUD" --cloud-token-file="$RUN_DIR/driver-token" --state-dir="$RUN_DIR/$n" \
-    --http-addr="127.0.0.1:$port" --capacity-min-interval=1s "${driver_args[@]}" >>"$RUN_DIR/logs/$n.log" 2>&1 &
-  started "node plugin $n" "$RUN_DIR/logs/$n.log"
-done
-wait_for "controller plugin" "$BIN/driver" probe --timeout=1s --endpoint="unix://$RUN_DIR/controller/csi.sock"
-for n in "${nodes[@]}"; do
-  wait_for "node plugin $n" "$BIN/driver" probe --timeout=1s --endpoint="unix://$RUN_DIR/$n/csi.sock"
-done
+rm -f "$RUN_DIR/logs/runstack.up"
 
 up=1
 cat <<INFO
@@ -285,21 +243,15 @@ if [[ "${FOLLOW:-1}" == 1 ]]; then
 fi
 echo "Press Ctrl-C to stop."
 # Until Ctrl-C, or until a component exits: a run whose fake cloud or plugin died must not go on
-# looking alive (a plain wait would also wait for the log follower, which never ends).
+# looking alive (a plain wait would also wait for the log follower, which never ends). The
+# launcher then says which exited and stops the others: exit 0 is a stop on a signal (one
+# that reached the components but not this script, which ignores SIGINT when started as a
+# background job: bash cannot trap a signal ignored at its start), 1 a failure it reported.
 rc=0
-wait -n "${procs[@]}" || rc=$?
-dead=()
-for p in "${procs[@]}"; do
-  kill -0 "$p" 2>/dev/null || { dead+=("${proc_names[$p]}"); exited[$p]=1; }
-done
+wait "$launcher" || rc=$?
 if [[ $rc -eq 0 ]]; then
-  # The components exit 0 only when a signal asked them to stop: a SIGINT that reached them but
-  # not this script, which ignores it when started as a background job (SIGINT is ignored in
-  # background jobs of a non-interactive shell, and bash cannot trap a signal ignored at its
-  # start). That is a stop, not a failure.
-  echo "$(IFS=,; echo "${dead[*]:-a component}") stopped on a signal; stopping the others"
   stopped=1
   exit 0
 fi
-echo "$(IFS=,; echo "${dead[*]:-a component}") exited (status $rc); stopping the others" >&2
+reported=1
 exit 1

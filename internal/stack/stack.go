@@ -22,6 +22,8 @@ const (
 
 // Component is one program of the stack as a launcher starts it.
 type Component struct {
+	// Name says what it is in messages ("fake cloud", "node plugin node-a1").
+	Name string
 	// ID names the component's process, log and pid files ("fakecloud", "driver-controller").
 	ID string
 	// Program is ProgramFakeCloud or ProgramDriver.
@@ -59,13 +61,13 @@ func (s Stack) Steps(l Launcher) []Step {
 	}
 	steps := []Step{{
 		Name:  "fake cloud",
-		Start: launch(l, Component{ID: s.Cloud.id(), Program: ProgramFakeCloud, Args: s.Cloud.Args()}),
+		Start: launch(l, Component{Name: "fake cloud", ID: s.Cloud.id(), Program: ProgramFakeCloud, Args: s.Cloud.Args()}),
 		Ready: func(ctx context.Context) error { return WaitHTTP(ctx, s.Cloud.URL()+"/readyz", timeout) },
 	}}
 	for _, p := range s.Plugins {
 		steps = append(steps, Step{
 			Name:  p.Name,
-			Start: launch(l, Component{ID: p.ID, Program: ProgramDriver, Args: p.Args()}),
+			Start: launch(l, Component{Name: p.Name, ID: p.ID, Program: ProgramDriver, Args: p.Args()}),
 			Ready: func(ctx context.Context) error { return WaitProbe(ctx, p.Endpoint(), timeout) },
 		})
 	}

@@ -2,7 +2,6 @@ package stack
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -15,19 +14,36 @@ type Step struct {
 	Ready func(ctx context.Context) error
 }
 
-// Run runs steps in order, each Start then its Ready, and stops at the first error, which
-// names the step. done, when not nil, is told of each step that is ready and how long it
+// StepError is Run's error: the step that failed, and whether its Start or its Ready did.
+type StepError struct {
+	Step string
+	// Ready is true when the step started but did not turn ready.
+	Ready bool
+	Err   error
+}
+
+func (e *StepError) Error() string {
+	if e.Ready {
+		return e.Step + " not ready: " + e.Err.Error()
+	}
+	return e.Step + ": " + e.Err.Error()
+}
+
+func (e *StepError) Unwrap() error { return e.Err }
+
+// Run runs steps in order, each Start then its Ready, and stops at the first error, a
+// *StepError that names the step. done, when not nil, is told of each step that is ready and how long it
 // took. What the steps started stays started: stopping it is the launcher's (it knows
 // how).
 func Run(ctx context.Context, steps []Step, done func(name string, took time.Duration)) error {
 	for _, s := range steps {
 		t := time.Now()
 		if err := s.Start(ctx); err != nil {
-			return fmt.Errorf("%s: %w", s.Name, err)
+			return &StepError{Step: s.Name, Err: err}
 		}
 		if s.Ready != nil {
 			if err := s.Ready(ctx); err != nil {
-				return fmt.Errorf("%s not ready: %w", s.Name, err)
+				return &StepError{Step: s.Name, Ready: true, Err: err}
 			}
 		}
 		if done != nil {
