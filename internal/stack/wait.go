@@ -73,14 +73,20 @@ func WaitProbe(ctx context.Context, endpoint string, timeout time.Duration) erro
 }
 
 // Poll calls check every pollInterval until it returns nil, ctx ends or timeout passes;
-// the error carries check's last error. Each check gets the time left.
+// the error carries check's last error (the last one the deadline did not cut short). Each
+// check gets the time left.
 func Poll(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last error
 	for {
-		if last = check(ctx); last == nil {
+		err := check(ctx)
+		if err == nil {
 			return nil
+		}
+		// A check cut short by the deadline says less than the one before it.
+		if last == nil || ctx.Err() == nil {
+			last = err
 		}
 		select {
 		case <-ctx.Done():
