@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -265,13 +264,6 @@ func (t *txn) page(b []byte, keys pageKeys, req pageRequest,
 		}
 		taken++
 		last = k
-	}
-	return nil
-}
-
-func jsonUnmarshal(data []byte, v any) error {
-	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("decode stored record: %w", err)
 	}
 	return nil
 }

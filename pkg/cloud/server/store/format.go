@@ -2,7 +2,6 @@ package store
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -155,73 +154,4 @@ func migrateV1(tx *bolt.Tx) error {
 		}
 	}
 	return nil
-}
-
-// volumeState is what attach and detach change about a volume: its revision and the instance
-// it is attached to (empty: none). Stored as 8 bytes of revision, then the instance ID.
-type volumeState struct {
-	revision   uint64
-	attachedTo string
-}
-
-func (v volumeState) encode() []byte {
-	b := make([]byte, 8, 8+len(v.attachedTo))
-	binary.BigEndian.PutUint64(b, v.revision)
-	return append(b, v.attachedTo...)
-}
-
-func decodeVolumeState(b []byte) (volumeState, error) {
-	if len(b) < 8 {
-		return volumeState{}, fmt.Errorf("volume state record is %d bytes, want at least 8", len(b))
-	}
-	return volumeState{revision: binary.BigEndian.Uint64(b), attachedTo: string(b[8:])}, nil
-}
-
-// instanceState is what attach and detach change about an instance: its revision and how
-// many volumes are attached to it. Stored as two 8-byte integers.
-type instanceState struct {
-	revision uint64
-	attached uint64
-}
-
-func (s instanceState) encode() []byte {
-	b := make([]byte, 16)
-	binary.BigEndian.PutUint64(b, s.revision)
-	binary.BigEndian.PutUint64(b[8:], s.attached)
-	return b
-}
-
-func decodeInstanceState(b []byte) (instanceState, error) {
-	if len(b) != 16 {
-		return instanceState{}, fmt.Errorf("instance state record is %d bytes, want 16", len(b))
-	}
-	return instanceState{revision: binary.BigEndian.Uint64(b), attached: binary.BigEndian.Uint64(b[8:])}, nil
-}
-
-// quotasLen is the size of the stored quotas: seven 8-byte integers, limit and use of
-// attachments, volumes and bytes, then the revision.
-const quotasLen = 7 * 8
-
-func encodeQuotas(q *cloud.Quotas) []byte {
-	b := make([]byte, 0, quotasLen)
-	for _, v := range []int64{q.Attachments.Limit, q.Attachments.Used, q.Volumes.Limit, q.Volumes.Used, q.CapacityBytes.Limit, q.CapacityBytes.Used} {
-		b = binary.BigEndian.AppendUint64(b, uint64(v))
-	}
-	return binary.BigEndian.AppendUint64(b, q.Revision)
-}
-
-func decodeQuotas(b []byte) (*cloud.Quotas, error) {
-	if b == nil {
-		return &cloud.Quotas{}, nil // not seeded yet
-	}
-	if len(b) != quotasLen {
-		return nil, errors.New("quotas record has the wrong size")
-	}
-	n := func(i int) int64 { return int64(binary.BigEndian.Uint64(b[8*i:])) }
-	return &cloud.Quotas{
-		Attachments:   cloud.Quota{Limit: n(0), Used: n(1)},
-		Volumes:       cloud.Quota{Limit: n(2), Used: n(3)},
-		CapacityBytes: cloud.Quota{Limit: n(4), Used: n(5)},
-		Revision:      binary.BigEndian.Uint64(b[48:]),
-	}, nil
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -183,10 +184,6 @@ func (t *txn) putInstance(iv *instView) error {
 		return err
 	}
 	return t.putInstanceState(iv.rec.ID, iv.state)
-}
-
-func (t *txn) putInstanceState(id string, st instanceState) error {
-	return t.put(bucketInstStates, []byte(id), st.encode())
 }
 
 // createInstance creates req or returns the existing instance with the same ID and fields.
@@ -419,4 +416,34 @@ func (s *Store) Capacity(id string) (*cloud.Capacity, error) {
 		return nil, fmt.Errorf("capacity of %s: %w", id, err)
 	}
 	return out, nil
+}
+
+// slotStates counts the volumes bound to an instance by attach state: attaching, detaching,
+// and error (a failed detach); the rest are attached.
+func (t *txn) slotStates(instID string) (attaching, detaching, failed int, err error) {
+	b := t.tx.Bucket(bucketAttach).Bucket([]byte(instID))
+	if b == nil {
+		return 0, 0, 0, nil
+	}
+	phases := t.tx.Bucket(bucketPhases)
+	err = b.ForEach(func(k, _ []byte) error {
+		data := phases.Get(k)
+		if data == nil {
+			return nil // a format 2 attachment: attached
+		}
+		var p phase
+		if err := json.Unmarshal(data, &p); err != nil {
+			return fmt.Errorf("volume %s: decode phase: %w", k, err)
+		}
+		switch p.State {
+		case cloud.StateAttaching:
+			attaching++
+		case cloud.StateDetaching:
+			detaching++
+		case cloud.StateError:
+			failed++
+		}
+		return nil
+	})
+	return attaching, detaching, failed, err
 }

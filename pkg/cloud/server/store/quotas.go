@@ -1,6 +1,8 @@
 package store
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
@@ -78,4 +80,32 @@ func (s *Store) PatchQuotas(p cloud.QuotasPatch, ifMatch *uint64) (*cloud.Quotas
 		return nil, fmt.Errorf("patch quotas: %w", err)
 	}
 	return out, nil
+}
+
+// quotasLen is the size of the stored quotas: seven 8-byte integers, limit and use of
+// attachments, volumes and bytes, then the revision.
+const quotasLen = 7 * 8
+
+func encodeQuotas(q *cloud.Quotas) []byte {
+	b := make([]byte, 0, quotasLen)
+	for _, v := range []int64{q.Attachments.Limit, q.Attachments.Used, q.Volumes.Limit, q.Volumes.Used, q.CapacityBytes.Limit, q.CapacityBytes.Used} {
+		b = binary.BigEndian.AppendUint64(b, uint64(v))
+	}
+	return binary.BigEndian.AppendUint64(b, q.Revision)
+}
+
+func decodeQuotas(b []byte) (*cloud.Quotas, error) {
+	if b == nil {
+		return &cloud.Quotas{}, nil // not seeded yet
+	}
+	if len(b) != quotasLen {
+		return nil, errors.New("quotas record has the wrong size")
+	}
+	n := func(i int) int64 { return int64(binary.BigEndian.Uint64(b[8*i:])) }
+	return &cloud.Quotas{
+		Attachments:   cloud.Quota{Limit: n(0), Used: n(1)},
+		Volumes:       cloud.Quota{Limit: n(2), Used: n(3)},
+		CapacityBytes: cloud.Quota{Limit: n(4), Used: n(5)},
+		Revision:      binary.BigEndian.Uint64(b[48:]),
+	}, nil
 }

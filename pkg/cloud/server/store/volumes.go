@@ -86,20 +86,6 @@ func (t *txn) getVolume(id string) (*volView, error) {
 	return t.decodeVolume(data)
 }
 
-// getVolumeState reads a volume's state record, which exists exactly as long as the volume;
-// VolumeNotFound if absent.
-func (t *txn) getVolumeState(id string) (volumeState, error) {
-	data := t.tx.Bucket(bucketVolStates).Get([]byte(id))
-	if data == nil {
-		return volumeState{}, cloud.NewError(cloud.CodeVolumeNotFound, "volume %s not found", cloud.Quote(id))
-	}
-	vs, err := decodeVolumeState(data)
-	if err != nil {
-		return volumeState{}, fmt.Errorf("volume %s: %w", id, err)
-	}
-	return vs, nil
-}
-
 // decodeVolume decodes a stored volume record and reads its state.
 func (t *txn) decodeVolume(data []byte) (*volView, error) {
 	vv := &volView{}
@@ -127,10 +113,6 @@ func (t *txn) putVolume(rec *volumeRec, st volumeState) error {
 		return err
 	}
 	return t.putVolumeState(rec.ID, st)
-}
-
-func (t *txn) putVolumeState(id string, st volumeState) error {
-	return t.put(bucketVolStates, []byte(id), st.encode())
 }
 
 // CreateVolume creates a volume, idempotent on Name: the same name with the same size, zone

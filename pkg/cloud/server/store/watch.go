@@ -69,22 +69,3 @@ func (w *watchers) notify(ids []string, all bool) {
 		}
 	}
 }
-
-// touch records that the transaction wrote bucket's key: a write of a volume's state or
-// phase is a change its watchers hear of once the commit is done.
-func (t *txn) touch(bucket, key []byte) {
-	if isVolumeBucket(bucket) {
-		t.touched = append(t.touched, string(key))
-	}
-}
-
-// touchAll records that the transaction replaced bucket: every volume's watchers hear of it.
-func (t *txn) touchAll(bucket []byte) {
-	if isVolumeBucket(bucket) {
-		t.touchedAll = true
-	}
-}
-
-func isVolumeBucket(bucket []byte) bool {
-	return string(bucket) == string(bucketVolStates) || string(bucket) == string(bucketPhases)
-}
