@@ -33,77 +33,9 @@ func (s *Store) AttachMode(volumeID, instanceID string, readOnly bool, register 
 	}
 	var out *cloud.Attachment
 	err := s.update(func(t *txn) error {
-		var iv *instView
 		var err error
-		if register != nil {
-			iv, err = t.ensureInstance(*register)
-		} else {
-			iv, err = t.loadInstance(instanceID)
-		}
-		if err != nil {
-			return err
-		}
-		v, err := t.getVolume(volumeID)
-		if err != nil {
-			return err
-		}
-		switch v.state.attachedTo {
-		case iv.rec.ID:
-			switch v.phase.State {
-			case cloud.StateAttaching, cloud.StateAttached:
-				if v.phase.ReadOnly != readOnly {
-					return cloud.NewError(cloud.CodeAlreadyExists, "volume %s is %s to %s with readOnly=%v; detach it before attaching with readOnly=%v",
-						cloud.Quote(v.rec.ID), v.phase.State, cloud.Quote(iv.rec.ID), v.phase.ReadOnly, readOnly)
-				}
-				out = attachment(v, iv.rec.ID)
-				return nil
-			case cloud.StateDetaching:
-				return cloud.NewError(cloud.CodeIncorrectState, "volume %s is detaching from %s since %s; attach it again once detached",
-					cloud.Quote(v.rec.ID), cloud.Quote(iv.rec.ID), v.phase.Since.Format(time.RFC3339))
-			}
-			// Error after a failed detach: the slot is held already; attach again.
-			if _, err := t.bump(); err != nil {
-				return err
-			}
-			p := plan.plan()
-			if err := t.startTransition(v, iv, cloud.StateAttaching, readOnly, &p); err != nil {
-				return err
-			}
-			out = attachment(v, iv.rec.ID)
-			return nil
-		case "":
-		default:
-			return cloud.NewError(cloud.CodeVolumeInUse, "volume %s is %s %s", cloud.Quote(v.rec.ID), boundPhrase(v.phase.State), cloud.Quote(v.state.attachedTo))
-		}
-		if v.rec.Zone != iv.rec.Zone {
-			return cloud.NewError(cloud.CodeZoneMismatch, "volume %s is in zone %s, instance %s in %s", cloud.Quote(v.rec.ID), cloud.Quote(v.rec.Zone), cloud.Quote(iv.rec.ID), cloud.Quote(iv.rec.Zone))
-		}
-		if iv.slots().FreeSlots() <= 0 {
-			return cloud.NewError(cloud.CodeAttachmentLimitExceeded, "instance %s: %s held by volumes + %s of limit %d",
-				cloud.Quote(iv.rec.ID), plural.Of(iv.state.attached, "slot", "slots"), plural.Of(iv.rec.OutOfBandSlots, "out-of-band slot", "out-of-band slots"), iv.limit)
-		}
-		q, err := t.quotas()
-		if err != nil {
-			return err
-		}
-		if q.Attachments.Used >= q.Attachments.Limit {
-			return cloud.NewError(cloud.CodeAttachmentQuotaExceeded, "attachment quota %d reached", q.Attachments.Limit)
-		}
-		rev, err := t.bump()
-		if err != nil {
-			return err
-		}
-		// Only narrow records change: the volume's and the instance's state, one key in the
-		// instance's attachment bucket, the quota counters and the volume's phase.
-		if err := t.takeSlot(v, iv, q, rev); err != nil {
-			return err
-		}
-		p := plan.plan()
-		if err := t.startTransition(v, iv, cloud.StateAttaching, readOnly, &p); err != nil {
-			return err
-		}
-		out = attachment(v, iv.rec.ID)
-		return nil
+		out, err = t.startAttach(volumeID, instanceID, readOnly, register, plan)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("attach %s to %s: %w", volumeID, instanceID, err)
@@ -111,8 +43,113 @@ func (s *Store) AttachMode(volumeID, instanceID string, readOnly bool, register 
 	return out, nil
 }
 
-// takeSlot binds the volume to the instance: a slot and a unit of attachment quota.
-func (t *txn) takeSlot(vv *volView, iv *instView, q *cloud.Quotas, rev uint64) error {
+// startAttach is AttachMode's mutation: it loads the instance (registering it from register
+// when that is set) and the volume, decides what the attach does (attachStepOf: every check
+// but the quota's, before anything is written), then binds the volume when it is free and
+// starts the transition.
+func (t *txn) startAttach(volumeID, instanceID string, readOnly bool, register *cloud.CreateInstanceRequest, plan Planner) (*cloud.Attachment, error) {
+	var iv *instView
+	var err error
+	if register != nil {
+		iv, err = t.ensureInstance(*register)
+	} else {
+		iv, err = t.loadInstance(instanceID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	v, err := t.getVolume(volumeID)
+	if err != nil {
+		return nil, err
+	}
+	step, err := attachStepOf(v, iv, readOnly)
+	if err != nil {
+		return nil, err
+	}
+	switch step {
+	case attachAnswered:
+		return attachment(v, iv.rec.ID), nil
+	case attachAgain:
+		// The slot is held already.
+		if _, err := t.bump(); err != nil {
+			return nil, err
+		}
+	case attachBind:
+		if err := t.takeSlot(v, iv); err != nil {
+			return nil, err
+		}
+	}
+	p := plan.plan()
+	if err := t.startTransition(v, iv, cloud.StateAttaching, readOnly, &p); err != nil {
+		return nil, err
+	}
+	return attachment(v, iv.rec.ID), nil
+}
+
+// attachStep is what an attach does with the volume it found.
+type attachStep int
+
+const (
+	// attachAnswered: attaching or attached to the instance in the mode asked; the attach is
+	// answered as it is (nothing changes, plan is not asked).
+	attachAnswered attachStep = iota
+	// attachAgain: in state error after a failed detach from the instance, whose slot it still
+	// holds; the attach starts again.
+	attachAgain
+	// attachBind: bound to no instance; it takes a slot and starts attaching.
+	attachBind
+)
+
+// attachStepOf decides what an attach of v to iv in mode readOnly does, from the two alone,
+// or why it is refused: AlreadyExists (attaching or attached to iv in the other mode),
+// IncorrectState (detaching from iv), VolumeInUse (bound to another instance), ZoneMismatch,
+// AttachmentLimitExceeded (iv has no free slot). The account quota is takeSlot's to check.
+func attachStepOf(v *volView, iv *instView, readOnly bool) (attachStep, error) {
+	switch v.state.attachedTo {
+	case iv.rec.ID:
+		switch v.phase.State {
+		case cloud.StateAttaching, cloud.StateAttached:
+			if v.phase.ReadOnly != readOnly {
+				return 0, cloud.NewError(cloud.CodeAlreadyExists, "volume %s is %s to %s with readOnly=%v; detach it before attaching with readOnly=%v",
+					cloud.Quote(v.rec.ID), v.phase.State, cloud.Quote(iv.rec.ID), v.phase.ReadOnly, readOnly)
+			}
+			return attachAnswered, nil
+		case cloud.StateDetaching:
+			return 0, cloud.NewError(cloud.CodeIncorrectState, "volume %s is detaching from %s since %s; attach it again once detached",
+				cloud.Quote(v.rec.ID), cloud.Quote(iv.rec.ID), v.phase.Since.Format(time.RFC3339))
+		}
+		// Error after a failed detach.
+		return attachAgain, nil
+	case "":
+	default:
+		return 0, cloud.NewError(cloud.CodeVolumeInUse, "volume %s is %s %s", cloud.Quote(v.rec.ID), boundPhrase(v.phase.State), cloud.Quote(v.state.attachedTo))
+	}
+	if v.rec.Zone != iv.rec.Zone {
+		return 0, cloud.NewError(cloud.CodeZoneMismatch, "volume %s is in zone %s, instance %s in %s", cloud.Quote(v.rec.ID), cloud.Quote(v.rec.Zone), cloud.Quote(iv.rec.ID), cloud.Quote(iv.rec.Zone))
+	}
+	if iv.slots().FreeSlots() <= 0 {
+		return 0, cloud.NewError(cloud.CodeAttachmentLimitExceeded, "instance %s: %s held by volumes + %s of limit %d",
+			cloud.Quote(iv.rec.ID), plural.Of(iv.state.attached, "slot", "slots"), plural.Of(iv.rec.OutOfBandSlots, "out-of-band slot", "out-of-band slots"), iv.limit)
+	}
+	return attachBind, nil
+}
+
+// takeSlot binds the free volume vv to iv, taking a slot and a unit of attachment quota, and
+// bumps the revision; AttachmentQuotaExceeded, with nothing written, when the account quota
+// has no unit left. Only narrow records change: the volume's and the instance's state, one
+// key in the instance's attachment bucket and the quota counters.
+func (t *txn) takeSlot(vv *volView, iv *instView) error {
+	q, err := t.quotas()
+	if err != nil {
+		return err
+	}
+	if q.Attachments.Used >= q.Attachments.Limit {
+		return cloud.NewError(cloud.CodeAttachmentQuotaExceeded, "attachment quota %d reached", q.Attachments.Limit)
+	}
+	rev, err := t.bump()
+	if err != nil {
+		return err
+	}
 	vv.state = volumeState{revision: rev, attachedTo: iv.rec.ID}
 	if err := t.putVolumeState(vv.rec.ID, vv.state); err != nil {
 		return err
@@ -314,51 +351,58 @@ func (s *Store) Detach(volumeID, instanceID string, plan Planner) (*cloud.Attach
 	}
 	var out *cloud.Attachment
 	err := s.update(func(t *txn) error {
-		// The state record alone says whether and where the volume is bound: the JSON
-		// record is only decoded when it is bound here.
-		vs, err := t.getVolumeState(volumeID)
-		if err != nil {
-			return err
-		}
-		if vs.attachedTo != instanceID {
-			out = &cloud.Attachment{VolumeID: volumeID, InstanceID: instanceID, State: cloud.StateDetached, Revision: t.rev}
-			if vs.attachedTo == "" {
-				// Detached here and everywhere: since the volume's own state says.
-				v, err := t.getVolume(volumeID)
-				if err != nil {
-					return err
-				}
-				out.Since = *v.volume().StateSince
-			}
-			return nil
-		}
-		v, err := t.getVolume(volumeID)
-		if err != nil {
-			return err
-		}
-		if v.phase.State == cloud.StateDetaching {
-			out = attachment(v, instanceID)
-			return nil
-		}
-		iv, err := t.loadInstance(instanceID)
-		if err != nil {
-			return err
-		}
-		if _, err := t.bump(); err != nil {
-			return err
-		}
-		p := plan.plan()
-		if err := t.startTransition(v, iv, cloud.StateDetaching, v.phase.ReadOnly, &p); err != nil {
-			return err
-		}
-		out = attachment(v, instanceID)
-		if out.State == cloud.StateDetached {
-			out.Device = ""
-		}
-		return nil
+		var err error
+		out, err = t.startDetach(volumeID, instanceID, plan)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("detach %s from %s: %w", volumeID, instanceID, err)
+	}
+	return out, nil
+}
+
+// startDetach is Detach's mutation: a volume bound elsewhere or nowhere is answered detached, one
+// detaching already is answered as it is, any other bound here starts detaching.
+func (t *txn) startDetach(volumeID, instanceID string, plan Planner) (*cloud.Attachment, error) {
+	// The state record alone says whether and where the volume is bound: the JSON record is
+	// only decoded when it is bound here.
+	vs, err := t.getVolumeState(volumeID)
+	if err != nil {
+		return nil, err
+	}
+	if vs.attachedTo != instanceID {
+		out := &cloud.Attachment{VolumeID: volumeID, InstanceID: instanceID, State: cloud.StateDetached, Revision: t.rev}
+		if vs.attachedTo == "" {
+			// Detached here and everywhere: since the volume's own state says.
+			v, err := t.getVolume(volumeID)
+			if err != nil {
+				return nil, err
+			}
+			out.Since = *v.volume().StateSince
+		}
+		return out, nil
+	}
+	v, err := t.getVolume(volumeID)
+	if err != nil {
+		return nil, err
+	}
+	if v.phase.State == cloud.StateDetaching {
+		return attachment(v, instanceID), nil
+	}
+	iv, err := t.loadInstance(instanceID)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := t.bump(); err != nil {
+		return nil, err
+	}
+	p := plan.plan()
+	if err := t.startTransition(v, iv, cloud.StateDetaching, v.phase.ReadOnly, &p); err != nil {
+		return nil, err
+	}
+	out := attachment(v, instanceID)
+	if out.State == cloud.StateDetached {
+		out.Device = ""
 	}
 	return out, nil
 }
