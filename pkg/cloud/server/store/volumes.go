@@ -122,6 +122,24 @@ func (t *txn) putVolume(rec *volumeRec, st volumeState) error {
 // size below the source snapshot's), SnapshotNotFound, VolumeQuotaExceeded,
 // CapacityQuotaExceeded.
 func (s *Store) CreateVolume(req cloud.CreateVolumeRequest) (*cloud.Volume, error) {
+	if err := checkCreateVolume(req); err != nil {
+		return nil, err
+	}
+	var out *cloud.Volume
+	err := s.update(func(t *txn) error {
+		var err error
+		out, err = t.volumeFor(req)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create volume %q: %w", req.Name, err)
+	}
+	return out, nil
+}
+
+// checkCreateVolume checks what req says by itself, every problem at once: InvalidArgument
+// for a bad name (checkName), an empty zone, sizeBytes ≤ 0, or both sources.
+func checkCreateVolume(req cloud.CreateVolumeRequest) error {
 	var errs []error
 	if err := checkName("name", req.Name); err != nil {
 		errs = append(errs, err)
@@ -136,96 +154,135 @@ func (s *Store) CreateVolume(req cloud.CreateVolumeRequest) (*cloud.Volume, erro
 		errs = append(errs, errors.New("sourceSnapshotId and sourceVolumeId are exclusive"))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, cloud.NewError(cloud.CodeInvalidArgument, "create volume: %v", err)
+		return cloud.NewError(cloud.CodeInvalidArgument, "create volume: %v", err)
 	}
-	var out *cloud.Volume
-	err := s.update(func(t *txn) error {
-		if id := t.tx.Bucket(bucketVolNames).Get([]byte(req.Name)); id != nil {
-			v, err := t.getVolume(string(id))
-			if err != nil {
-				return err
-			}
-			if v.rec.RequestedSizeBytes != req.SizeBytes || v.rec.Zone != req.Zone || v.rec.SourceSnapshotID != req.SourceSnapshotID ||
-				v.rec.SourceVolumeID != req.SourceVolumeID {
-				return cloud.NewError(cloud.CodeAlreadyExists, "volume %s exists as %s with sizeBytes %d, zone %s, sourceSnapshotId %s, sourceVolumeId %s",
-					cloud.Quote(req.Name), cloud.Quote(v.rec.ID), v.rec.RequestedSizeBytes, cloud.Quote(v.rec.Zone), cloud.Quote(v.rec.SourceSnapshotID), cloud.Quote(v.rec.SourceVolumeID))
-			}
-			out = v.volume()
-			return nil
-		}
-		// After the name lookup: a retried create of an existing volume must find it even if
-		// its zone is no longer known (a restart with another default zone).
-		known, err := t.zoneKnown(req.Zone)
-		if err != nil {
-			return err
-		}
-		if !known {
-			return cloud.NewError(cloud.CodeInvalidArgument, "create volume: unknown zone %s: no instance is in it (zones come with their instances, see POST /v1/instances)", cloud.Quote(req.Zone))
-		}
-		if req.SourceSnapshotID != "" {
-			snap, err := t.getSnapshot(req.SourceSnapshotID)
-			if err != nil {
-				return err
-			}
-			if req.SizeBytes < snap.SizeBytes {
-				return cloud.NewError(cloud.CodeInvalidArgument, "sizeBytes %d is smaller than snapshot %s (%d bytes)", req.SizeBytes, cloud.Quote(snap.ID), snap.SizeBytes)
-			}
-		}
-		if req.SourceVolumeID != "" {
-			if err := t.checkCloneSource(req); err != nil {
-				return err
-			}
-		}
-		q, err := t.quotas()
-		if err != nil {
-			return err
-		}
-		if q.Volumes.Used >= q.Volumes.Limit {
-			return cloud.NewError(cloud.CodeVolumeQuotaExceeded, "volume quota %d reached", q.Volumes.Limit)
-		}
-		// Limit - Used cannot overflow (both ≥ 0); Used + size can, and a wrapped sum would
-		// pass the check and turn Used negative.
-		if req.SizeBytes > q.CapacityBytes.Limit-q.CapacityBytes.Used {
-			return cloud.NewError(cloud.CodeCapacityQuotaExceeded, "capacity quota %d bytes: %d used, %d requested",
-				q.CapacityBytes.Limit, q.CapacityBytes.Used, req.SizeBytes)
-		}
-		id, err := t.nextID(keyNextVolume, "vol-")
-		if err != nil {
-			return err
-		}
-		rev, err := t.bump()
-		if err != nil {
-			return err
-		}
-		v := &volView{
-			rec: volumeRec{ID: id, Name: req.Name, SizeBytes: req.SizeBytes, Zone: req.Zone, SourceSnapshotID: req.SourceSnapshotID,
-				SourceVolumeID: req.SourceVolumeID, CreatedAt: t.now, RequestedSizeBytes: req.SizeBytes},
-			state: volumeState{revision: rev},
-			// No phase is stored for a volume never attached (getPhase derives detached);
-			// the answer says so as a GetVolume would.
-			phase: phase{State: cloud.StateDetached},
-		}
-		if err := t.putVolume(&v.rec, v.state); err != nil {
-			return err
-		}
-		if err := t.put(bucketVolNames, []byte(req.Name), []byte(id)); err != nil {
-			return fmt.Errorf("index volume name: %w", err)
-		}
-		q.Volumes.Used++
-		q.CapacityBytes.Used += req.SizeBytes
-		if err := t.putQuotas(q); err != nil {
-			return err
-		}
-		if err := t.event(cloud.Event{Type: "VolumeCreated", VolumeID: id, Detail: fmt.Sprintf("name=%s sizeBytes=%d zone=%s", req.Name, req.SizeBytes, req.Zone)}); err != nil {
-			return err
-		}
-		out = v.volume()
-		return nil
-	})
+	return nil
+}
+
+// volumeFor is CreateVolume's mutation: the volume of the same name when there is one
+// (sameVolume), else, once the zone, the source (checkVolumeSource) and the quotas
+// (checkVolumeQuotas) allow it, a new volume with its name index entry, its share of the
+// quotas and a VolumeCreated event.
+func (t *txn) volumeFor(req cloud.CreateVolumeRequest) (*cloud.Volume, error) {
+	if id := t.tx.Bucket(bucketVolNames).Get([]byte(req.Name)); id != nil {
+		return t.sameVolume(string(id), req)
+	}
+	if err := t.checkVolumeSource(req); err != nil {
+		return nil, err
+	}
+	q, err := t.quotas()
 	if err != nil {
-		return nil, fmt.Errorf("create volume %q: %w", req.Name, err)
+		return nil, err
 	}
-	return out, nil
+	if err := checkVolumeQuotas(q, req.SizeBytes); err != nil {
+		return nil, err
+	}
+	id, err := t.nextID(keyNextVolume, "vol-")
+	if err != nil {
+		return nil, err
+	}
+	rev, err := t.bump()
+	if err != nil {
+		return nil, err
+	}
+	v := &volView{
+		rec: volumeRec{ID: id, Name: req.Name, SizeBytes: req.SizeBytes, Zone: req.Zone, SourceSnapshotID: req.SourceSnapshotID,
+			SourceVolumeID: req.SourceVolumeID, CreatedAt: t.now, RequestedSizeBytes: req.SizeBytes},
+		state: volumeState{revision: rev},
+		// No phase is stored for a volume never attached (getPhase derives detached);
+		// the answer says so as a GetVolume would.
+		phase: phase{State: cloud.StateDetached},
+	}
+	if err := t.putVolume(&v.rec, v.state); err != nil {
+		return nil, err
+	}
+	if err := t.put(bucketVolNames, []byte(req.Name), []byte(id)); err != nil {
+		return nil, fmt.Errorf("index volume name: %w", err)
+	}
+	q.Volumes.Used++
+	q.CapacityBytes.Used += req.SizeBytes
+	if err := t.putQuotas(q); err != nil {
+		return nil, err
+	}
+	if err := t.event(cloud.Event{Type: "VolumeCreated", VolumeID: id, Detail: fmt.Sprintf("name=%s sizeBytes=%d zone=%s", req.Name, req.SizeBytes, req.Zone)}); err != nil {
+		return nil, err
+	}
+	return v.volume(), nil
+}
+
+// sameVolume answers a create whose name volume id already has: that volume when the request
+// asks what it was created with (size, zone, sources), else AlreadyExists.
+func (t *txn) sameVolume(id string, req cloud.CreateVolumeRequest) (*cloud.Volume, error) {
+	v, err := t.getVolume(id)
+	if err != nil {
+		return nil, err
+	}
+	if v.rec.RequestedSizeBytes != req.SizeBytes || v.rec.Zone != req.Zone || v.rec.SourceSnapshotID != req.SourceSnapshotID ||
+		v.rec.SourceVolumeID != req.SourceVolumeID {
+		return nil, cloud.NewError(cloud.CodeAlreadyExists, "volume %s exists as %s with sizeBytes %d, zone %s, sourceSnapshotId %s, sourceVolumeId %s",
+			cloud.Quote(req.Name), cloud.Quote(v.rec.ID), v.rec.RequestedSizeBytes, cloud.Quote(v.rec.Zone), cloud.Quote(v.rec.SourceSnapshotID), cloud.Quote(v.rec.SourceVolumeID))
+	}
+	return v.volume(), nil
+}
+
+// checkVolumeSource checks where a new volume comes from: its zone is known (zoneKnown, else
+// InvalidArgument), its source snapshot exists (SnapshotNotFound) and is no larger than it
+// (InvalidArgument), its source volume passes checkCloneSource.
+func (t *txn) checkVolumeSource(req cloud.CreateVolumeRequest) error {
+	// After the name lookup: a retried create of an existing volume must find it even if
+	// its zone is no longer known (a restart with another default zone).
+	known, err := t.zoneKnown(req.Zone)
+	if err != nil {
+		return err
+	}
+	if !known {
+		return cloud.NewError(cloud.CodeInvalidArgument, "create volume: unknown zone %s: no instance is in it (zones come with their instances, see POST /v1/instances)", cloud.Quote(req.Zone))
+	}
+	if req.SourceSnapshotID != "" {
+		snap, err := t.getSnapshot(req.SourceSnapshotID)
+		if err != nil {
+			return err
+		}
+		if req.SizeBytes < snap.SizeBytes {
+			return cloud.NewError(cloud.CodeInvalidArgument, "sizeBytes %d is smaller than snapshot %s (%d bytes)", req.SizeBytes, cloud.Quote(snap.ID), snap.SizeBytes)
+		}
+	}
+	if req.SourceVolumeID != "" {
+		return t.checkCloneSource(req)
+	}
+	return nil
+}
+
+// checkCloneSource checks a clone's source volume: it exists (VolumeNotFound), is in the
+// clone's zone and is no larger than the clone (InvalidArgument). The cloud copies no data:
+// the driver's node side copies the source's backing data when it first stages the clone.
+func (t *txn) checkCloneSource(req cloud.CreateVolumeRequest) error {
+	src, err := t.getVolume(req.SourceVolumeID)
+	if err != nil {
+		return err
+	}
+	if src.rec.Zone != req.Zone {
+		return cloud.NewError(cloud.CodeInvalidArgument, "clone of %s must be in its zone %s, not %s", src.rec.ID, cloud.Quote(src.rec.Zone), cloud.Quote(req.Zone))
+	}
+	if req.SizeBytes < src.rec.SizeBytes {
+		return cloud.NewError(cloud.CodeInvalidArgument, "sizeBytes %d is smaller than source volume %s (%d bytes)", req.SizeBytes, cloud.Quote(src.rec.ID), src.rec.SizeBytes)
+	}
+	return nil
+}
+
+// checkVolumeQuotas checks that q has room for one more volume of sizeBytes bytes:
+// VolumeQuotaExceeded, CapacityQuotaExceeded.
+func checkVolumeQuotas(q *cloud.Quotas, sizeBytes int64) error {
+	if q.Volumes.Used >= q.Volumes.Limit {
+		return cloud.NewError(cloud.CodeVolumeQuotaExceeded, "volume quota %d reached", q.Volumes.Limit)
+	}
+	// Limit - Used cannot overflow (both ≥ 0); Used + size can, and a wrapped sum would
+	// pass the check and turn Used negative.
+	if sizeBytes > q.CapacityBytes.Limit-q.CapacityBytes.Used {
+		return cloud.NewError(cloud.CodeCapacityQuotaExceeded, "capacity quota %d bytes: %d used, %d requested",
+			q.CapacityBytes.Limit, q.CapacityBytes.Used, sizeBytes)
+	}
+	return nil
 }
 
 // GetVolume returns one volume; VolumeNotFound if absent.
@@ -336,7 +393,7 @@ func (s *Store) Resize(volumeID string, sizeBytes int64) (*cloud.Volume, error) 
 			return err
 		}
 		grow := sizeBytes - v.rec.SizeBytes
-		if grow > q.CapacityBytes.Limit-q.CapacityBytes.Used { // see CreateVolume: no overflow
+		if grow > q.CapacityBytes.Limit-q.CapacityBytes.Used { // see checkVolumeQuotas: no overflow
 			return cloud.NewError(cloud.CodeCapacityQuotaExceeded, "capacity quota %d bytes: %d used, %d more requested", q.CapacityBytes.Limit, q.CapacityBytes.Used, grow)
 		}
 		rev, err := t.bump()
@@ -362,23 +419,6 @@ func (s *Store) Resize(volumeID string, sizeBytes int64) (*cloud.Volume, error) 
 		return nil, fmt.Errorf("resize %s: %w", volumeID, err)
 	}
 	return out, nil
-}
-
-// checkCloneSource checks a clone's source volume: it exists (VolumeNotFound), is in the
-// clone's zone and is no larger than the clone (InvalidArgument). The cloud copies no data:
-// the driver's node side copies the source's backing data when it first stages the clone.
-func (t *txn) checkCloneSource(req cloud.CreateVolumeRequest) error {
-	src, err := t.getVolume(req.SourceVolumeID)
-	if err != nil {
-		return err
-	}
-	if src.rec.Zone != req.Zone {
-		return cloud.NewError(cloud.CodeInvalidArgument, "clone of %s must be in its zone %s, not %s", src.rec.ID, cloud.Quote(src.rec.Zone), cloud.Quote(req.Zone))
-	}
-	if req.SizeBytes < src.rec.SizeBytes {
-		return cloud.NewError(cloud.CodeInvalidArgument, "sizeBytes %d is smaller than source volume %s (%d bytes)", req.SizeBytes, cloud.Quote(src.rec.ID), src.rec.SizeBytes)
-	}
-	return nil
 }
 
 // ModifyVolume sets a volume's mutable parameters (cloud.ModifyVolumeRequest): the fields
