@@ -164,8 +164,36 @@ type Store struct {
 
 // Open opens (creating if needed) the store in dir/fakecloud.db. With dir == "" it uses a
 // temporary file that Close removes: the same code path, but nothing persists, so commits
-// skip fdatasync.
+// skip fdatasync. A store of a later Format than this package knows is refused; an older one
+// is brought to Format (checkFormat).
 func Open(dir string, opts Options) (*Store, error) {
+	s := newStore(opts)
+	path, err := s.dataFile(dir)
+	if err != nil {
+		return nil, err
+	}
+	db, err := openDB(path, s.tempPath != "")
+	if err != nil {
+		s.removeTemp()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	batchSize := opts.MaxBatchSize
+	if batchSize <= 0 {
+		batchSize = DefaultMaxBatchSize
+	}
+	s.commits = newGroupCommit(db, batchSize, max(DefaultMaxBatchDelay, opts.MaxBatchDelay))
+	s.db = db
+	if err := db.Update(s.initialise); err != nil {
+		_ = db.Close()
+		s.removeTemp()
+		return nil, fmt.Errorf("initialise store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// newStore is a Store with opts' values, or the defaults where they are zero, and no
+// database yet.
+func newStore(opts Options) *Store {
 	s := &Store{now: opts.Now, maxEvents: uint64(opts.MaxEvents), zones: slices.Clone(opts.Zones), recs: newRecCaches(), watch: newWatchers(),
 		attachDuration: max(0, opts.AttachDuration), detachDuration: max(0, opts.DetachDuration)}
 	if s.now == nil {
@@ -182,71 +210,68 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.MaxEventBytes > 0 {
 		s.maxEventBytes = uint64(opts.MaxEventBytes)
 	}
-	var path string
+	return s
+}
+
+// dataFile is the path of the bbolt file in dir, which it creates when missing (mode 0750);
+// with dir == "" it is a new temporary file, which s.tempPath then names for Close to remove.
+func (s *Store) dataFile(dir string) (string, error) {
 	if dir == "" {
 		f, err := os.CreateTemp("", "fakecloud-*.db")
 		if err != nil {
-			return nil, fmt.Errorf("create temporary store file: %w", err)
+			return "", fmt.Errorf("create temporary store file: %w", err)
 		}
-		path = f.Name()
 		_ = f.Close()
-		s.tempPath = path
-	} else {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return nil, fmt.Errorf("create data dir %s: %w", dir, err)
-		}
-		path = filepath.Join(dir, DBFileName)
+		s.tempPath = f.Name()
+		return f.Name(), nil
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", fmt.Errorf("create data dir %s: %w", dir, err)
+	}
+	return filepath.Join(dir, DBFileName), nil
+}
+
+// openDB opens the bbolt file at path (mode 0600), waiting at most 2 s for another process's
+// lock on it; a temporary store's commits skip fdatasync.
+func openDB(path string, temporary bool) (*bolt.DB, error) {
+	return bolt.Open(path, 0o600, &bolt.Options{
 		Timeout: 2 * time.Second,
 		// A temporary store is removed on Close and never read after a crash, so an fdatasync
 		// per commit buys nothing; on a disk busy with other writes it can stall a commit, and
 		// with it the fake cloud's start, for seconds.
-		NoSync: s.tempPath != "",
+		NoSync: temporary,
 		// Without this every commit also rewrites the free page list, one or more pages more
 		// to write and fdatasync per commit. bbolt rebuilds the list by scanning the file
 		// when it opens it instead, which for a store of this size is quick. Durability does
 		// not depend on it: the list is derived data.
 		NoFreelistSync: true,
 	})
-	if err != nil {
-		s.removeTemp()
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+}
+
+// initialise readies a store opened in tx: every bucket exists, the store is at Format
+// (checkFormat), the events' byte count is recounted, and s.epoch is read, or written for a
+// new store.
+func (s *Store) initialise(tx *bolt.Tx) error {
+	for _, b := range append([][]byte{bucketMeta, bucketEvents}, stateBuckets...) {
+		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+			return fmt.Errorf("create bucket %s: %w", b, err)
+		}
 	}
-	batchSize := opts.MaxBatchSize
-	if batchSize <= 0 {
-		batchSize = DefaultMaxBatchSize
+	if err := checkFormat(tx); err != nil {
+		return err
 	}
-	s.commits = newGroupCommit(db, batchSize, max(DefaultMaxBatchDelay, opts.MaxBatchDelay))
-	s.db = db
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range append([][]byte{bucketMeta, bucketEvents}, stateBuckets...) {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return fmt.Errorf("create bucket %s: %w", b, err)
-			}
-		}
-		if err := checkFormat(tx); err != nil {
-			return err
-		}
-		meta := tx.Bucket(bucketMeta)
-		// Counted again at every open: a store written by a fakecloud that did not keep
-		// the count (or kept it under other bounds) starts from the truth.
-		if err := recountEventBytes(tx); err != nil {
-			return err
-		}
-		if e := meta.Get(keyEpoch); e != nil {
-			s.epoch = string(e)
-			return nil
-		}
-		s.epoch = newEpoch(s.now())
-		return meta.Put(keyEpoch, []byte(s.epoch))
-	})
-	if err != nil {
-		_ = db.Close()
-		s.removeTemp()
-		return nil, fmt.Errorf("initialise store %s: %w", path, err)
+	meta := tx.Bucket(bucketMeta)
+	// Counted again at every open: a store written by a fakecloud that did not keep
+	// the count (or kept it under other bounds) starts from the truth.
+	if err := recountEventBytes(tx); err != nil {
+		return err
 	}
-	return s, nil
+	if e := meta.Get(keyEpoch); e != nil {
+		s.epoch = string(e)
+		return nil
+	}
+	s.epoch = newEpoch(s.now())
+	return meta.Put(keyEpoch, []byte(s.epoch))
 }
 
 // newEpoch is a name no other store has had: the creation time plus 64 random bits.
