@@ -361,8 +361,9 @@ func (s *Store) Detach(volumeID, instanceID string, plan Planner) (*cloud.Attach
 	return out, nil
 }
 
-// startDetach is Detach's mutation: a volume bound elsewhere or nowhere is answered detached, one
-// detaching already is answered as it is, any other bound here starts detaching.
+// startDetach is Detach's mutation: a volume bound elsewhere or nowhere is answered
+// detached, one detaching already is answered as it is, any other one bound here starts
+// detaching.
 func (t *txn) startDetach(volumeID, instanceID string, plan Planner) (*cloud.Attachment, error) {
 	// The state record alone says whether and where the volume is bound: the JSON record is
 	// only decoded when it is bound here.
