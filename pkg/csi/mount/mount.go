@@ -4,17 +4,16 @@
 package mount
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -286,43 +285,51 @@ func (l *Linux) MountPoint(path string) (*MountPoint, error) {
 		if sx.Attributes&unix.STATX_ATTR_MOUNT_ROOT == 0 {
 			return nil, nil
 		}
-		mounts, err := l.mounts()
-		if err != nil {
-			return nil, err
+		top, err := l.mountByID(sx.Mnt_id)
+		if top != nil && sx.Mode&unix.S_IFMT == unix.S_IFBLK {
+			top.Device = devString(unix.Mkdev(sx.Rdev_major, sx.Rdev_minor))
 		}
-		for i := range mounts {
-			if uint64(mounts[i].ID) == sx.Mnt_id {
-				top := mounts[i]
-				if sx.Mode&unix.S_IFMT == unix.S_IFBLK {
-					top.Device = devString(unix.Mkdev(sx.Rdev_major, sx.Rdev_minor))
-				}
-				return &top, nil
-			}
-		}
-		return nil, nil // unmounted meanwhile
+		return top, err
 	}
 	// A broken mount cannot be stat'ed but can still be listed.
 	p := filepath.Clean(path)
-	mounts, err := l.mounts()
-	if err != nil {
-		return nil, err
-	}
-	var top *MountPoint
-	for i := range mounts {
-		// Later lines are mounted later, so the last match is the one visible at p.
-		if mounts[i].Path == p {
-			top = &mounts[i]
-		}
-	}
+	top, err := l.topmostAt(p)
 	var st unix.Stat_t
 	if top != nil && unix.Lstat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK {
 		top.Device = devString(st.Rdev)
 	}
-	return top, nil
+	return top, err
 }
 
-// mounts reads this process's mount table.
-func (l *Linux) mounts() ([]MountPoint, error) {
+// mountByID returns the mount whose mount ID is id (unique while it is mounted), or nil
+// when there is none (unmounted meanwhile). The whole table is read even after the match,
+// so a malformed line anywhere is an error, as for every other lookup.
+func (l *Linux) mountByID(id uint64) (*MountPoint, error) {
+	mounts, err := l.mounts(func(i *mountinfo.Info) (skip, stop bool) {
+		return i.ID <= 0 || uint64(i.ID) != id, false
+	})
+	if err != nil || len(mounts) == 0 {
+		return nil, err
+	}
+	return &mounts[0], nil
+}
+
+// topmostAt returns the topmost mount whose mount point is p (clean, absolute), or nil
+// when there is none. mountinfo lists mounts in the order they were mounted, so the last
+// line for p is the one visible there (mountinfo.SingleEntryFilter would stop at the
+// first: the one hidden under the others).
+func (l *Linux) topmostAt(p string) (*MountPoint, error) {
+	mounts, err := l.mounts(func(i *mountinfo.Info) (skip, stop bool) {
+		return i.Mountpoint != p, false
+	})
+	if err != nil || len(mounts) == 0 {
+		return nil, err
+	}
+	return &mounts[len(mounts)-1], nil
+}
+
+// mounts reads the lines of this process's mount table that filter keeps (nil: all).
+func (l *Linux) mounts(filter mountinfo.FilterFunc) ([]MountPoint, error) {
 	name := l.MountInfo
 	if name == "" {
 		name = "/proc/self/mountinfo"
@@ -332,69 +339,35 @@ func (l *Linux) mounts() ([]MountPoint, error) {
 		return nil, fmt.Errorf("read mounts: %w", err)
 	}
 	defer f.Close()
-	mounts, err := ParseMountInfo(f)
+	mounts, err := readMounts(f, filter)
 	if err != nil {
 		return nil, fmt.Errorf("parse %s: %w", name, err)
 	}
 	return mounts, nil
 }
 
-// ParseMountInfo parses the mountinfo format of proc(5):
+// ParseMountInfo reads a mount table in the mountinfo format of proc(5), one mount a line
+// in the order they were mounted, with github.com/moby/sys/mountinfo (escaped paths
+// unescaped; a line of more than 64 KiB, or one without the "-" separator and the three
+// fields after it, is an error):
 //
 //	36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
 func ParseMountInfo(r io.Reader) ([]MountPoint, error) {
-	var out []MountPoint
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" {
-			continue
-		}
-		fields := strings.Fields(line)
-		sep := -1
-		for i := 6; i < len(fields); i++ {
-			if fields[i] == "-" {
-				sep = i
-				break
-			}
-		}
-		if len(fields) < 7 || sep < 0 || sep+2 >= len(fields) {
-			return nil, fmt.Errorf("malformed mountinfo line %q", line)
-		}
-		ro := false
-		for _, o := range strings.Split(fields[5], ",") {
-			if o == "ro" {
-				ro = true
-			}
-		}
-		id, err := strconv.Atoi(fields[0])
-		if err != nil {
-			return nil, fmt.Errorf("malformed mountinfo line %q: mount ID: %w", line, err)
-		}
-		out = append(out, MountPoint{
-			ID: id, Root: unescape(fields[3]), Path: unescape(fields[4]),
-			FSType: fields[sep+1], Source: unescape(fields[sep+2]), ReadOnly: ro,
-		})
-	}
-	return out, sc.Err()
+	return readMounts(r, nil)
 }
 
-// unescape undoes the kernel's octal escaping of space, tab, newline and backslash.
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
+// readMounts parses r with the library and keeps what filter keeps (nil: all).
+func readMounts(r io.Reader, filter mountinfo.FilterFunc) ([]MountPoint, error) {
+	infos, err := mountinfo.GetMountsFromReader(r, filter)
+	if err != nil {
+		return nil, err
 	}
-	var b bytes.Buffer
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
+	out := make([]MountPoint, 0, len(infos))
+	for _, i := range infos {
+		out = append(out, MountPoint{
+			ID: i.ID, Path: i.Mountpoint, Root: i.Root, Source: i.Source, FSType: i.FSType,
+			ReadOnly: slices.Contains(strings.Split(i.Options, ","), "ro"),
+		})
 	}
-	return b.String()
+	return out, nil
 }

@@ -34,6 +34,107 @@ func TestParseMountInfo(t *testing.T) {
 	}
 }
 
+// TestParseMountInfoLines: each mountinfo line the kernel writes maps to one MountPoint:
+// escaped paths unescaped (space, tab, newline, backslash), any number of optional fields,
+// "ro" only as a whole per-mount option (not the super options', not "errors=remount-ro");
+// a line without its separator or fields after it is refused.
+func TestParseMountInfoLines(t *testing.T) {
+	for _, c := range []struct {
+		name, line string
+		want       MountPoint
+		wantErr    bool
+	}{
+		{name: "no optional fields", line: "37 22 0:5 / /proc rw,nosuid - proc proc rw",
+			want: MountPoint{ID: 37, Path: "/proc", Root: "/", Source: "proc", FSType: "proc"}},
+		{name: "several optional fields", line: "40 22 8:1 /a /b rw shared:5 master:1 propagate_from:2 unbindable - xfs /dev/sdb rw",
+			want: MountPoint{ID: 40, Path: "/b", Root: "/a", Source: "/dev/sdb", FSType: "xfs"}},
+		{name: "escaped tab newline backslash", line: `41 22 8:1 /src\011x /mnt/a\012b\134c rw - ext4 /dev/with\040space rw`,
+			want: MountPoint{ID: 41, Path: "/mnt/a\nb\\c", Root: "/src\tx", Source: "/dev/with space", FSType: "ext4"}},
+		{name: "ro among options", line: "42 22 8:1 / /r nosuid,ro,relatime - ext4 /dev/sda1 rw",
+			want: MountPoint{ID: 42, Path: "/r", Root: "/", Source: "/dev/sda1", FSType: "ext4", ReadOnly: true}},
+		{name: "ro only in super options", line: "43 22 8:1 / /w rw,errors=remount-ro - ext4 /dev/sda1 ro",
+			want: MountPoint{ID: 43, Path: "/w", Root: "/", Source: "/dev/sda1", FSType: "ext4"}},
+		{name: "subtype fs", line: "44 22 0:50 / /f rw - fuse.sshfs host:/x rw,user_id=0",
+			want: MountPoint{ID: 44, Path: "/f", Root: "/", Source: "host:/x", FSType: "fuse.sshfs"}},
+		{name: "no separator", line: "45 22 8:1 / /x rw shared:1 ext4 /dev/sda1 rw", wantErr: true},
+		{name: "too few fields", line: "1 2 3", wantErr: true},
+		{name: "nothing after separator", line: "46 22 8:1 / /x rw shared:1 master:2 -", wantErr: true},
+		{name: "bad device field", line: "47 22 8 / /x rw - ext4 /dev/sda1 rw", wantErr: true},
+		{name: "bad escape", line: `48 22 8:1 / /x\9 rw - ext4 /dev/sda1 rw`, wantErr: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := ParseMountInfo(strings.NewReader(c.line + "\n"))
+			if c.wantErr {
+				if err == nil {
+					t.Fatalf("ParseMountInfo(%q) = %+v, want an error", c.line, got)
+				}
+				return
+			}
+			if err != nil || len(got) != 1 || got[0] != c.want {
+				t.Fatalf("ParseMountInfo(%q) = %+v, %v; want [%+v]", c.line, got, err, c.want)
+			}
+		})
+	}
+}
+
+// TestLinuxMountLookup: MountPoint's two ways to find a mount in the table, by the mount ID
+// statx gives (bind mounts of one source, even at one path, are told apart only by it) and,
+// where statx cannot tell, by path, where the last line (the mount on top) wins. A table
+// that cannot be parsed is an error, never "not mounted".
+func TestLinuxMountLookup(t *testing.T) {
+	const info = `22 1 8:1 / / rw - ext4 /dev/sda1 rw
+50 22 8:1 /data/v1 /k/pods/p/mount rw shared:9 - ext4 /dev/sda1 rw
+51 50 8:1 /data/v1 /k/pods/p/mount ro shared:9 - ext4 /dev/sda1 rw
+52 22 8:1 /data/v1 /k/pods/q/mount rw - ext4 /dev/sda1 rw
+53 22 8:1 /data/v\0402 /k/pods/with\040space rw - ext4 /dev/sda1 rw
+`
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "mountinfo"), filepath.Join(dir, "bad")
+	if err := os.WriteFile(good, []byte(info), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte(info+"54 22 8:1 / /x rw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := &Linux{MountInfo: good}
+	for _, c := range []struct {
+		id     uint64
+		wantID int
+		ro     bool
+	}{{50, 50, false}, {51, 51, true}, {52, 52, false}, {53, 53, false}, {99, 0, false}, {0, 0, false}} {
+		mp, err := l.mountByID(c.id)
+		switch {
+		case err != nil:
+			t.Errorf("mountByID(%d): %v", c.id, err)
+		case c.wantID == 0 && mp != nil:
+			t.Errorf("mountByID(%d) = %+v, want none", c.id, mp)
+		case c.wantID != 0 && (mp == nil || mp.ID != c.wantID || mp.ReadOnly != c.ro):
+			t.Errorf("mountByID(%d) = %+v, want ID %d read-only %v", c.id, mp, c.wantID, c.ro)
+		}
+	}
+	for _, c := range []struct {
+		path   string
+		wantID int
+	}{{"/k/pods/p/mount", 51}, {"/k/pods/q/mount", 52}, {"/k/pods/with space", 53}, {"/k/pods", 0}, {"/k/pods/p", 0}} {
+		mp, err := l.topmostAt(c.path)
+		switch {
+		case err != nil:
+			t.Errorf("topmostAt(%s): %v", c.path, err)
+		case c.wantID == 0 && mp != nil:
+			t.Errorf("topmostAt(%s) = %+v, want none", c.path, mp)
+		case c.wantID != 0 && (mp == nil || mp.ID != c.wantID):
+			t.Errorf("topmostAt(%s) = %+v, want ID %d", c.path, mp, c.wantID)
+		}
+	}
+	lb := &Linux{MountInfo: bad}
+	if mp, err := lb.mountByID(50); err == nil {
+		t.Errorf("mountByID on a malformed table = %+v, nil; want an error", mp)
+	}
+	if mp, err := lb.topmostAt("/k/pods/p/mount"); err == nil {
+		t.Errorf("topmostAt on a malformed table = %+v, nil; want an error", mp)
+	}
+}
+
 // requireRoot skips tests that call mount(2): they need CAP_SYS_ADMIN.
 func requireRoot(t *testing.T) {
 	t.Helper()
