@@ -3,10 +3,12 @@ package csi
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
@@ -48,12 +50,12 @@ func waitContext(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // waitTransition waits until the volume has left state from on nodeID (attaching or
 // detaching) and returns it as last seen, errStillRunning when the wait's deadline came
-// first, or the cloud's error of a look. It waits through the cloud's wait, again and again
-// while the cloud answers that its bound came first; it polls GetVolume instead once the
-// cloud said it has no waits (remembered: the cloud does not change without a restart of
-// this process's peer, and a poll is still right then), and for one look after the cloud
-// said it holds all the waits it may. The cloud completes the transition whether or not
-// anyone waits, so giving up here abandons nothing.
+// first, the caller's context's error when it ended, or the cloud's error of a look. It
+// waits through the cloud's wait, again and again while the cloud answers that its bound
+// came first; it polls GetVolume instead once the cloud said it has no waits (remembered: the
+// cloud does not change without a restart of this process's peer, and a poll is still right
+// then), and for one look after the cloud said it holds all the waits it may. The cloud
+// completes the transition whether or not anyone waits, so giving up here abandons nothing.
 func (s *ControllerServer) waitTransition(ctx context.Context, volID, nodeID string, from cloud.AttachState) (*cloud.Volume, error) {
 	wctx, cancel := waitContext(ctx)
 	defer cancel()
@@ -61,57 +63,68 @@ func (s *ControllerServer) waitTransition(ctx context.Context, volID, nodeID str
 	if from == cloud.StateDetaching {
 		want = cloud.StateDetached
 	}
-	timer := time.NewTimer(transitionPollMin)
-	defer timer.Stop()
-	delay := transitionPollMin
-	// poll: the next look is a GetVolume after delay, not a wait at once.
+	// poll: the next look is a GetVolume after a pause, not a wait at once.
 	poll := s.noWait.Load()
-	for {
-		if poll {
-			timer.Reset(delay)
-			select {
-			case <-wctx.Done():
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				return nil, errStillRunning
-			case <-timer.C:
-			}
-			delay = min(2*delay, transitionPollMax)
+	var (
+		v       *cloud.Volume
+		lookErr error
+	)
+	err := transitionDelay(&poll).Until(wctx, !poll, true, func(wctx context.Context) (bool, error) {
+		v, lookErr = s.lookTransition(wctx, volID, nodeID, want, &poll)
+		if lookErr != nil {
+			return false, lookErr
 		}
-		var (
-			v   *cloud.Volume
-			err error
-		)
-		if poll {
-			v, err = s.cloud.GetVolume(wctx, volID)
-			poll = s.noWait.Load()
-		} else {
-			deadline, _ := wctx.Deadline()
-			v, err = s.cloud.WaitVolume(wctx, volID, cloud.VolumeWait{For: want, InstanceID: nodeID, Timeout: time.Until(deadline)})
-			switch {
-			case errors.Is(err, cloud.ErrWaitUnsupported):
-				if !s.noWait.Swap(true) {
-					klog.FromContext(ctx).Info("The cloud does not support waiting for an attach or detach; polling instead", "volumeID", volID)
-				}
-				poll = true
-				continue
-			case errors.Is(err, cloud.ErrWaitBusy):
-				klog.FromContext(ctx).V(4).Info("The cloud holds all the waits it may; polling once", "volumeID", volID, "nodeID", nodeID)
-				poll = true
-				continue
-			}
-		}
-		if err := s.ok(err); err != nil {
-			if wctx.Err() != nil && ctx.Err() == nil {
-				return nil, errStillRunning
-			}
-			return nil, err
-		}
-		if v.State != from || v.AttachedTo != nodeID {
-			return v, nil
-		}
+		return v != nil && (v.State != from || v.AttachedTo != nodeID), nil
+	})
+	switch {
+	case err == nil:
+		return v, nil
+	case wctx.Err() != nil && ctx.Err() == nil:
+		return nil, errStillRunning
+	case lookErr != nil:
+		return nil, lookErr
 	}
+	return nil, ctx.Err()
+}
+
+// transitionDelay is the pause before waitTransition's next look: none before a wait (the
+// cloud's wait is the pause), and before a poll transitionPollMin, doubling with each poll up
+// to transitionPollMax. poll is read at each pause (lookTransition sets it).
+func transitionDelay(poll *bool) wait.DelayFunc {
+	backoff := wait.Backoff{Duration: transitionPollMin, Factor: 2, Cap: transitionPollMax, Steps: math.MaxInt32}.DelayFunc()
+	return func() time.Duration {
+		if !*poll {
+			return 0
+		}
+		return backoff()
+	}
+}
+
+// lookTransition is one look of waitTransition, bounded by ctx's deadline: a GetVolume when
+// *poll, else the cloud's wait for want on nodeID. It returns the volume, or nil and no error
+// when the cloud would not wait (it has no waits, or holds all it may: *poll becomes true for
+// the next look), or the cloud's error.
+func (s *ControllerServer) lookTransition(ctx context.Context, volID, nodeID string, want cloud.AttachState, poll *bool) (*cloud.Volume, error) {
+	if *poll {
+		v, err := s.cloud.GetVolume(ctx, volID)
+		*poll = s.noWait.Load()
+		return v, s.ok(err)
+	}
+	deadline, _ := ctx.Deadline()
+	v, err := s.cloud.WaitVolume(ctx, volID, cloud.VolumeWait{For: want, InstanceID: nodeID, Timeout: time.Until(deadline)})
+	switch {
+	case errors.Is(err, cloud.ErrWaitUnsupported):
+		if !s.noWait.Swap(true) {
+			klog.FromContext(ctx).Info("The cloud does not support waiting for an attach or detach; polling instead", "volumeID", volID)
+		}
+		*poll = true
+		return nil, nil
+	case errors.Is(err, cloud.ErrWaitBusy):
+		klog.FromContext(ctx).V(4).Info("The cloud holds all the waits it may; polling once", "volumeID", volID, "nodeID", nodeID)
+		*poll = true
+		return nil, nil
+	}
+	return v, s.ok(err)
 }
 
 // stillRunning is the answer to a caller whose deadline comes before the cloud's attach or

@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -146,5 +147,60 @@ func TestWaitErrorsKeepTheirCodes(t *testing.T) {
 			}
 			wantCode(t, transition(t, s, f, v, true, tc.fail), tc.unpublish)
 		})
+	}
+}
+
+// TestTransitionDelay: the pauses between waitTransition's looks: none before a wait (the
+// cloud's wait is the pause), and before each poll transitionPollMin, doubling, up to
+// transitionPollMax; a wait between two polls neither uses up nor restarts the polls' pauses.
+func TestTransitionDelay(t *testing.T) {
+	poll := true
+	next := transitionDelay(&poll)
+	var got []time.Duration
+	for range 7 {
+		got = append(got, next())
+	}
+	poll = false
+	got = append(got, next())
+	poll = true
+	got = append(got, next())
+	ms := time.Millisecond
+	want := []time.Duration{50 * ms, 100 * ms, 200 * ms, 400 * ms, 800 * ms, time.Second, time.Second, 0, time.Second}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("pauses %v, want %v", got, want)
+	}
+}
+
+// TestWaitTransitionEnds: a wait that outlasts its deadline ends with errStillRunning (the
+// caller answers DEADLINE_EXCEEDED: still in progress), one whose caller went away with the
+// caller's context.Canceled, through the cloud's wait and while polling alike; the volume
+// stays attaching.
+func TestWaitTransitionEnds(t *testing.T) {
+	for _, poll := range []bool{false, true} {
+		for _, cancelled := range []bool{false, true} {
+			t.Run(fmt.Sprintf("poll=%v,cancelled=%v", poll, cancelled), func(t *testing.T) {
+				s, f := newController(t)
+				f.SetAsync(true)
+				v := mustCreate(t, s, "v").GetVolumeId()
+				if _, err := f.Attach(context.Background(), v, cloud.AttachRequest{InstanceID: "i-1"}); err != nil {
+					t.Fatal(err)
+				}
+				s.noWait.Store(poll)
+				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+				defer cancel()
+				want := errStillRunning
+				if cancelled {
+					ctx, cancel = context.WithCancel(context.Background())
+					defer cancel()
+					time.AfterFunc(100*time.Millisecond, cancel)
+					want = context.Canceled
+				}
+				got, err := s.waitTransition(ctx, v, "i-1", cloud.StateAttaching)
+				if !errors.Is(err, want) || got != nil {
+					t.Fatalf("waitTransition = %+v, %v; want nil, %v", got, err, want)
+				}
+				awaitState(t, f, v, cloud.StateAttaching)
+			})
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -316,25 +318,30 @@ func cloudWaitMessage(err error, tokenFile string) string {
 // checkCloud lists one volume until the cloud answers, so that Probe turns ready without
 // waiting for the first controller RPC.
 func (d *Driver) checkCloud(ctx context.Context) {
-	wait := time.Second
-	for {
+	retryUntil(ctx, func(ctx context.Context, retryIn time.Duration) bool {
 		_, err := d.deps.ControllerCloud.ListVolumes(ctx, 1, "")
 		if err == nil {
 			d.ready.ControllerReady()
-			return
+			return true
 		}
 		if ctx.Err() != nil {
-			return
+			return true
 		}
-		klog.FromContext(ctx).Error(err, cloudWaitMessage(err, d.opts.CloudTokenFile), "retryIn", wait,
+		klog.FromContext(ctx).Error(err, cloudWaitMessage(err, d.opts.CloudTokenFile), "retryIn", retryIn,
 			"tokenFile", d.opts.CloudTokenFile)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		wait = min(2*wait, 30*time.Second)
-	}
+		return false
+	})
+}
+
+// retryUntil calls try at once and again until it returns true or ctx ends, pausing 1s after
+// the first failed try, doubling up to 30s (the start-up checks that wait for the cloud:
+// checkCloud, Topology.Fetch). try gets the pause that follows it if it fails, for its log.
+func retryUntil(ctx context.Context, try func(ctx context.Context, retryIn time.Duration) bool) {
+	next := wait.Backoff{Duration: time.Second, Factor: 2, Cap: 30 * time.Second, Steps: math.MaxInt32}.DelayFunc()
+	var pause time.Duration
+	// Until ends only with try's true or ctx's end; neither is an error here.
+	_ = wait.DelayFunc(func() time.Duration { return pause }).Until(ctx, true, true, func(ctx context.Context) (bool, error) {
+		pause = next()
+		return try(ctx, pause), nil
+	})
 }

@@ -170,26 +170,18 @@ func (t *Topology) check(ctx context.Context) error {
 // 30s between tries. Driver.Run starts it so Probe turns ready without waiting for the first
 // NodeGetInfo.
 func (t *Topology) Fetch(ctx context.Context) {
-	wait := time.Second
-	for {
+	retryUntil(ctx, func(ctx context.Context, retryIn time.Duration) bool {
 		_, err := t.Zone(ctx)
 		if err == nil {
 			err = t.check(ctx)
 		}
 		if err == nil || ctx.Err() != nil {
-			return
+			return true
 		}
-		klog.FromContext(ctx).Error(err, nodeCloudWaitMessage(err, t.tokenFile), "nodeID", t.nodeID, "retryIn", wait,
+		klog.FromContext(ctx).Error(err, nodeCloudWaitMessage(err, t.tokenFile), "nodeID", t.nodeID, "retryIn", retryIn,
 			"tokenFile", t.tokenFile)
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		case <-timer.C:
-		}
-		wait = min(2*wait, 30*time.Second)
-	}
+		return false
+	})
 }
 
 // nodeCloudWaitMessage is the node plugin's cloudWaitMessage: why Fetch's lookup of the

@@ -14,6 +14,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
@@ -153,28 +154,38 @@ func DriverName(ctx context.Context, csiAddress string, callTimeout, retryInterv
 	defer func() { _ = conn.Close() }()
 	client := csi.NewIdentityClient(conn)
 	start := time.Now()
-	var lastLog time.Time
-	for {
+	var (
+		lastLog time.Time
+		lastErr error
+		name    string
+	)
+	// Sliding: retryInterval between the end of one try and the next.
+	err = wait.Backoff{Duration: retryInterval}.DelayFunc().Until(ctx, true, true, func(ctx context.Context) (bool, error) {
 		actx, cancel := context.WithTimeout(ctx, callTimeout)
 		resp, err := client.GetPluginInfo(actx, &csi.GetPluginInfoRequest{})
 		cancel()
 		if err == nil {
 			if resp.GetName() == "" {
-				return "", fmt.Errorf("CSI driver at %s answered GetPluginInfo with an empty name", csiAddress)
+				return false, fmt.Errorf("CSI driver at %s answered GetPluginInfo with an empty name", csiAddress)
 			}
 			log.Info("CSI driver answered", "driver", resp.GetName(), "version", resp.GetVendorVersion(), "address", csiAddress)
-			return resp.GetName(), nil
+			name = resp.GetName()
+			return true, nil
 		}
+		lastErr = err
 		if lastLog.IsZero() || time.Since(lastLog) >= 30*time.Second {
 			log.Info("Waiting for the CSI driver to answer GetPluginInfo", "address", csiAddress, "elapsed", time.Since(start).Round(time.Second), "err", err.Error())
 			lastLog = time.Now()
 		}
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("CSI driver at %s did not answer GetPluginInfo in %s: %w (last error: %v)", csiAddress, time.Since(start).Round(time.Second), ctx.Err(), err)
-		case <-time.After(retryInterval):
-		}
+		return false, nil
+	})
+	switch {
+	case err == nil:
+		return name, nil
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return "", fmt.Errorf("CSI driver at %s did not answer GetPluginInfo in %s: %w (last error: %v)", csiAddress, time.Since(start).Round(time.Second), ctx.Err(), lastErr)
 	}
+	return "", err
 }
 
 // healthHandler serves /healthz: 200 "ok" when the registration socket is served, answers

@@ -2,6 +2,7 @@ package registration
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -170,8 +171,9 @@ func TestDriverNameErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	missing := filepath.Join(dir, "missing.sock")
-	if _, err := DriverName(ctx, missing, 50*time.Millisecond, 20*time.Millisecond); err == nil || !strings.Contains(err.Error(), missing) {
-		t.Errorf("DriverName on a missing socket = %v, want an error naming it after the context ends", err)
+	if _, err := DriverName(ctx, missing, 50*time.Millisecond, 20*time.Millisecond); err == nil || !strings.Contains(err.Error(), missing) ||
+		!errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "last error: ") {
+		t.Errorf("DriverName on a missing socket = %v, want an error naming it, the context's end and the last try's error", err)
 	}
 	empty := filepath.Join(dir, "empty.sock")
 	serveIdentity(t, empty, "")
