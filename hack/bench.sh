@@ -84,4 +84,4 @@ section policy
 go run ./bench/policy | tee -a _output/bench/policy.txt
 echo
 echo "== capacity at fleet scale: the policy on $FLEET_NODES simulated nodes, periods 10, 30, 60 s (seeded, deterministic; rows also in _output/bench/fleet.jsonl)"
-go run ./bench/policy -fleet -fleet-nodes="$FLEET_NODES" -fleet-duration=30m -fleet-scenarios=steady,quota-cut -fleet-json=_output/bench/fleet.jsonl  # progress on stderr
+go run ./bench/policy --fleet --fleet-nodes="$FLEET_NODES" --fleet-duration=30m --fleet-scenarios=steady,quota-cut --fleet-json=_output/bench/fleet.jsonl  # progress on stderr

@@ -5,7 +5,7 @@
 // varies tenfold between machines and with other writes to the same disk (issue 28: 32-35 µs
 // on a quiet development VM, 0.10-0.33 ms p50 on a busy one).
 //
-//	go run ./bench/fsync [-dir=$TMPDIR] [-n=200] [-size=4096]
+//	go run ./bench/fsync [--dir=$TMPDIR] [-n=200] [--size=4096]
 //
 // It writes size bytes at the start of a new temporary file in dir and fdatasyncs it, n
 // times, and prints the p50 and p99 of the write+fdatasync, for example
@@ -17,7 +17,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -25,6 +24,9 @@ import (
 	"slices"
 	"syscall"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Bounds of the flags: enough samples for a p99, few enough to take seconds on a slow disk.
@@ -40,25 +42,64 @@ func main() {
 	}
 }
 
+// options are the command's flags.
+type options struct {
+	// Dir is the directory on the filesystem to measure.
+	Dir string
+	// N is the number of writes+fdatasyncs to time, 1..maxWrites; Size the bytes written
+	// before each, 1..maxSize.
+	N, Size int
+}
+
+// AddFlags adds the command's flags to fs.
+func (o *options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Dir, "dir", os.TempDir(), "directory on the filesystem to measure (a temporary file is created there and removed)")
+	fs.IntVarP(&o.N, "n", "n", 200, fmt.Sprintf("writes+fdatasyncs to time, 1..%d", maxWrites))
+	fs.IntVar(&o.Size, "size", 4096, fmt.Sprintf("bytes written before each fdatasync, 1..%d (bbolt's page is 4 KiB)", maxSize))
+}
+
+// Validate reports every problem of o at once.
+func (o *options) Validate() error {
+	var errs []error
+	if o.N < 1 || o.N > maxWrites {
+		errs = append(errs, fmt.Errorf("-n %d: want 1..%d", o.N, maxWrites))
+	}
+	if o.Size < 1 || o.Size > maxSize {
+		errs = append(errs, fmt.Errorf("--size %d: want 1..%d", o.Size, maxSize))
+	}
+	return errors.Join(errs...)
+}
+
+// run parses args, measures and prints the header line on out.
 func run(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("fsync", flag.ContinueOnError)
-	dir := fs.String("dir", os.TempDir(), "directory on the filesystem to measure (a temporary file is created there and removed)")
-	n := fs.Int("n", 200, fmt.Sprintf("writes+fdatasyncs to time, 1..%d", maxWrites))
-	size := fs.Int("size", 4096, fmt.Sprintf("bytes written before each fdatasync, 1..%d (bbolt's page is 4 KiB)", maxSize))
-	if err := fs.Parse(args); err != nil {
-		return err
+	var o options
+	cmd := &cobra.Command{
+		Use:           "fsync",
+		Short:         "Measure the fdatasync latency where the store benchmarks keep their bbolt files (the header line of make bench)",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(*cobra.Command, []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			lat, err := measure(o.Dir, o.N, o.Size)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(out, "%s, GOMAXPROCS %d, fdatasync p50 %s p99 %s (%d × %s, %s, %s)\n",
+				runtime.Version(), runtime.GOMAXPROCS(0), short(quantile(lat, 0.50)), short(quantile(lat, 0.99)),
+				o.N, sizeName(o.Size), o.Dir, fsType(o.Dir))
+			return err
+		},
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	lat, err := measure(*dir, *n, *size)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(out, "%s, GOMAXPROCS %d, fdatasync p50 %s p99 %s (%d × %s, %s, %s)\n",
-		runtime.Version(), runtime.GOMAXPROCS(0), short(quantile(lat, 0.50)), short(quantile(lat, 0.99)),
-		*n, sizeName(*size), *dir, fsType(*dir))
-	return err
+	cmd.SetArgs(args)
+	cmd.SetOut(out)
+	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return fmt.Errorf("%w (%s --help lists the flags)", err, cmd.CommandPath())
+	})
+	o.AddFlags(cmd.Flags())
+	return cmd.Execute()
 }
 
 // measure writes size bytes to a new file in dir and fdatasyncs it, n times, and returns how

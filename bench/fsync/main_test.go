@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 func TestQuantile(t *testing.T) {
@@ -38,7 +41,7 @@ func TestQuantile(t *testing.T) {
 func TestRun(t *testing.T) {
 	dir := t.TempDir()
 	var out bytes.Buffer
-	if err := run([]string{"-dir", dir, "-n", "5"}, &out); err != nil {
+	if err := run([]string{"--dir", dir, "-n", "5"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	line := out.String()
@@ -47,10 +50,37 @@ func TestRun(t *testing.T) {
 			t.Errorf("output %q lacks %q", line, want)
 		}
 	}
-	for _, args := range [][]string{{"-n", "0"}, {"-n", "100001"}, {"-size", "0"}, {"-size", "2000000"}, {"-dir", dir + "/missing"}, {"extra"}} {
+	for _, args := range [][]string{{"-n", "0"}, {"--n=100001"}, {"--size", "0"}, {"--size", "2000000"}, {"--dir", dir + "/missing"}, {"extra"}, {"-size=1"}, {"-n", "x"}} {
 		out.Reset()
-		if err := run(append([]string{"-dir", dir}, args...), &out); err == nil || out.Len() > 0 {
+		if err := run(append([]string{"--dir", dir}, args...), &out); err == nil || out.Len() > 0 {
 			t.Errorf("run %q: error %v, output %q; want an error and no output", args, err, out.String())
 		}
+	}
+}
+
+// TestFlags: the flags land in the options with their defaults; bad values are refused
+// with a message naming the flag (every problem at once); --help lists the flags and succeeds.
+func TestFlags(t *testing.T) {
+	var o options
+	fs := pflag.NewFlagSet("fsync", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"-n=7"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := (options{Dir: os.TempDir(), N: 7, Size: 4096}); o != want {
+		t.Errorf("options %+v, want %+v", o, want)
+	}
+	var out bytes.Buffer
+	err := run([]string{"-n", "0", "--size=0"}, &out)
+	if err == nil || !strings.Contains(err.Error(), "-n 0: want 1..100000") || !strings.Contains(err.Error(), "--size 0: want 1..1048576") {
+		t.Errorf("bad values: %v, want both named", err)
+	}
+	err = run([]string{"--bogus"}, &out)
+	if err == nil || err.Error() != "unknown flag: --bogus (fsync --help lists the flags)" {
+		t.Errorf("unknown flag: %v", err)
+	}
+	out.Reset()
+	if err := run([]string{"--help"}, &out); err != nil || !strings.Contains(out.String(), "--size int") || !strings.Contains(out.String(), "-n, --n int") {
+		t.Errorf("--help: %v\n%s", err, out.String())
 	}
 }

@@ -4,18 +4,19 @@
 // noise, a quota squeeze) through a simple model of the kubelet, the scheduler and the
 // attacher on N nodes. It is deterministic for a seed and runs in seconds:
 //
-//	go run ./bench/policy [-seed=1] [-nodes=8] [-period=10s] [-quota-share=none]
+//	go run ./bench/policy [--seed=1] [--nodes=8] [--period=10s] [--quota-share=none]
 //
-// With -fleet it runs the same Reporter on thousands of nodes instead (fleet.go), for the
+// With --fleet it runs the same Reporter on thousands of nodes instead (fleet.go), for the
 // cost per node and for the fleet in CSINode writes and cloud lookups:
 //
-//	go run ./bench/policy -fleet [-fleet-nodes=10000] [-fleet-periods=10,30,60] [-fleet-json=FILE]
+//	go run ./bench/policy --fleet [--fleet-nodes=10000] [--fleet-periods=10,30,60] [--fleet-json=FILE]
+//
+// --help lists every flag.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -23,6 +24,9 @@ import (
 	"os/signal"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 )
@@ -37,7 +41,8 @@ func main() {
 	}
 }
 
-// options are the command's flags.
+// options are the command's flags: the comparison's parameters (params), the policy's
+// settings (capacity.Params) and the fleet mode's (fleetOptions).
 type options struct {
 	seed       uint64
 	nodes      int
@@ -54,7 +59,8 @@ type options struct {
 	fleet      fleetOptions
 }
 
-func (o *options) addFlags(fs *flag.FlagSet) {
+// AddFlags adds the command's flags to fs.
+func (o *options) AddFlags(fs *pflag.FlagSet) {
 	d := defaultParams()
 	fs.Uint64Var(&o.seed, "seed", d.Seed, "random seed of the workload and the noise")
 	fs.IntVar(&o.nodes, "nodes", d.Nodes, "number of nodes")
@@ -67,7 +73,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.maxWindow, "capacity-max-stability-window", d.Capacity.MaxStabilityWindow, "policy: longest window flap damping may stretch to")
 	fs.DurationVar(&o.minInt, "capacity-min-interval", d.Capacity.MinInterval, "policy: minimum time between lookups")
 	fs.BoolVar(&o.liveFloor, "live-floor", d.LiveFloor, "policy: the floor follows the node's live count of staged volumes (false: the last reading's attached count)")
-	fs.BoolVar(&o.fleet.on, "fleet", false, "run the fleet mode instead of the comparison: the policy on -fleet-nodes nodes")
+	fs.BoolVar(&o.fleet.on, "fleet", false, "run the fleet mode instead of the comparison: the policy on --fleet-nodes nodes")
 	fs.StringVar(&o.fleet.nodes, "fleet-nodes", "10000", "fleet mode: fleet sizes, comma-separated")
 	fs.StringVar(&o.fleet.periods, "fleet-periods", "10,30,60", "fleet mode: kubelet periods in seconds, comma-separated")
 	fs.StringVar(&o.fleet.scenarios, "fleet-scenarios", "all", "fleet mode: steady, quota-cut, exhausted, or all, comma-separated")
@@ -79,6 +85,13 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.refresh, "refresh", d.Refresh, "policy: look the cloud up whenever a lookup is due, as the driver's background refresher does (false: only when the kubelet asks)")
 }
 
+// Validate reports every problem of the flags at once.
+func (o *options) Validate() error {
+	_, err := o.params()
+	return err
+}
+
+// params are the comparison's parameters from the flags, and every problem with them.
 func (o *options) params() (params, error) {
 	p := defaultParams()
 	var errs []error
@@ -159,33 +172,50 @@ func compare(ctx context.Context, p params) (map[string]map[string]result, error
 	return out, nil
 }
 
+// run parses args and runs the comparison, or with --fleet the fleet mode, until ctx ends.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("policy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var o options
-	o.addFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
+	cmd := &cobra.Command{
+		Use:           "policy",
+		Short:         "Compare capacity reporters (static, naive, the capacity policy) on replayed capacity traces; --fleet: the policy on thousands of nodes",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.fleet.on {
+				// --nodes and --period are the comparison's; the fleet has its own lists.
+				o.nodes = max(o.nodes, 2)
+			}
+			p, err := o.params()
+			if err != nil {
+				return err
+			}
+			if o.fleet.on {
+				fp := defaultFleetParams()
+				fp.Seed, fp.Capacity, fp.LiveFloor, fp.Refresh = p.Seed, p.Capacity, p.LiveFloor, p.Refresh
+				return runFleet(cmd.Context(), fp, o.fleet, stdout)
+			}
+			res, err := compare(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			printComparison(stdout, p, res)
+			return nil
+		},
 	}
-	if o.fleet.on {
-		// -nodes and -period are the comparison's; the fleet has its own lists.
-		if o.nodes < 2 {
-			o.nodes = 2
-		}
-	}
-	p, err := o.params()
-	if err != nil {
-		return err
-	}
-	if o.fleet.on {
-		fp := defaultFleetParams()
-		fp.Seed, fp.Capacity, fp.LiveFloor, fp.Refresh = p.Seed, p.Capacity, p.LiveFloor, p.Refresh
-		return runFleet(ctx, fp, o.fleet, stdout)
-	}
-	res, err := compare(ctx, p)
-	if err != nil {
-		return err
-	}
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return fmt.Errorf("%w (%s --help lists the flags)", err, cmd.CommandPath())
+	})
+	o.AddFlags(cmd.Flags())
+	return cmd.ExecuteContext(ctx)
+}
+
+// printComparison writes the comparison's table (results[scenario][reporter]), the
+// scenarios and the goals.
+func printComparison(stdout io.Writer, p params, res map[string]map[string]result) {
 	fmt.Fprintf(stdout, "Seed %d, %d nodes × %d slots (limit %d − %d out-of-band), kubelet period %ds, %.0f pods/min of mean life %.0fs, %s per scenario.\n",
 		p.Seed, p.Nodes, p.Limit-p.OutOfBand, p.Limit, p.OutOfBand, p.Period, p.ArrivalPS*60, p.MeanLife, time.Duration(p.Duration)*time.Second)
 	floor := "the node's live count of staged volumes"
@@ -234,7 +264,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintln(stdout)
 	g := checkGoals(p, res)
 	fmt.Fprintln(stdout, g.String())
-	return nil
 }
 
 func printRow(w io.Writer, sc, name string, r result) {

@@ -68,7 +68,7 @@ func TestFlakyLookupsDoNotHoldIncreasesBack(t *testing.T) {
 
 func TestRunPrintsTableAndRejectsBadFlags(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if err := run(context.Background(), []string{"-nodes=2", "-duration=1h40m"}, &out, &errOut); err != nil {
+	if err := run(context.Background(), []string{"--nodes=2", "--duration=1h40m"}, &out, &errOut); err != nil {
 		t.Fatalf("run: %v (%s)", err, errOut.String())
 	}
 	for _, want := range []string{"| scenario | reporter |", "| noise | policy |", "Goal 1", "Goal 2"} {
@@ -76,7 +76,7 @@ func TestRunPrintsTableAndRejectsBadFlags(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
-	err := run(context.Background(), []string{"-nodes=0", "-period=1500ms", "-quota-share=half", "-duration=1m"}, &out, &errOut)
+	err := run(context.Background(), []string{"--nodes=0", "--period=1500ms", "--quota-share=half", "--duration=1m"}, &out, &errOut)
 	if err == nil {
 		t.Fatal("run with bad flags = nil")
 	}
