@@ -14,7 +14,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -25,6 +24,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -41,64 +42,162 @@ func main() {
 	}
 }
 
+// options are the command's flags; the first four are every subcommand's.
+type options struct {
+	// Cells is the cells file; Results the results file (a row per cell run is appended);
+	// Doc the doc whose generated tables are rewritten ("": <clone>/docs/compatibility.md);
+	// Upgrades the upgrade walk's results file (an entry per walk is appended).
+	Cells, Results, Doc, Upgrades string
+	// Only (run) names the cells to run, comma separated; "": all.
+	Only string
+	// KeepPlugins (upgrade) leaves the node plugins running through the kubelets' upgrades.
+	KeepPlugins bool
+	// Kubeconfig (which, required) is the cluster's kubeconfig; Namespace that of the
+	// driver's controller Deployment.
+	Kubeconfig, Namespace string
+}
+
+// AddFlags adds the flags every subcommand takes to fs.
+func (o *options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Cells, "cells", "matrix/cells.json", "cells file")
+	fs.StringVar(&o.Results, "results", "matrix/results.json", "results file (one row per cell run is appended)")
+	fs.StringVar(&o.Doc, "doc", "", "doc whose generated table is rewritten (default: <clone>/docs/compatibility.md)")
+	fs.StringVar(&o.Upgrades, "upgrades", "matrix/upgrade.json", "results file of the upgrade walk (one entry per walk is appended)")
+}
+
+// Validate reports every problem of o for subcommand verb at once.
+func (o *options) Validate(verb string) error {
+	var errs []error
+	for name, v := range map[string]string{"--cells": o.Cells, "--results": o.Results, "--upgrades": o.Upgrades} {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s must not be empty", name))
+		}
+	}
+	if verb == "which" && o.Kubeconfig == "" {
+		errs = append(errs, errors.New("which: --kubeconfig is required"))
+	}
+	return errors.Join(errs...)
+}
+
+// run parses args and runs the subcommand they name (see the package comment) until ctx ends.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "run" && args[0] != "doc" && args[0] != "which" && args[0] != "upgrade") {
-		return errors.New("usage: matrix run|doc|which|upgrade [flags]")
+	var o options
+	root := newCommand(&o, stdout, stderr)
+	root.SetArgs(args)
+	return root.ExecuteContext(ctx)
+}
+
+// newCommand is the command tree, its flags parsed into o.
+func newCommand(o *options, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:               "matrix",
+		Short:             "Run the KEP-4876 compatibility matrix (docs/compatibility.md) on the local cluster",
+		Args:              cobra.NoArgs,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SetOut(stderr)
+			_ = cmd.Usage()
+			return errors.New("usage: matrix run|doc|which|upgrade [flags]")
+		},
 	}
-	fs := flag.NewFlagSet("matrix "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cellsPath := fs.String("cells", "matrix/cells.json", "cells file")
-	resultsPath := fs.String("results", "matrix/results.json", "results file (one row per cell run is appended)")
-	docPath := fs.String("doc", "", "doc whose generated table is rewritten (default: <clone>/docs/compatibility.md)")
-	only := fs.String("only", "", "run: only these cells, comma separated (default: all)")
-	keepPlugins := fs.Bool("keep-plugins", false, "upgrade: leave the node plugins running through the kubelets' upgrades (default: replace each node's plugin pod after its kubelet, as docs/upgrade.md's canary does)")
-	upgradesPath := fs.String("upgrades", "matrix/upgrade.json", "results file of the upgrade walk (one entry per walk is appended)")
-	kubeconfig := fs.String("kubeconfig", "", "which: the cluster's kubeconfig")
-	namespace := fs.String("namespace", "fakecloud-csi", "which: the namespace of the driver's controller Deployment (its csi-attacher image)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return fmt.Errorf("%w (%s --help lists the flags)", err, cmd.CommandPath())
+	})
+	o.AddFlags(root.PersistentFlags())
+	sub := func(use, short string, do func(ctx context.Context, e env) error) *cobra.Command {
+		return &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				if err := o.Validate(cmd.Name()); err != nil {
+					return err
+				}
+				e, err := o.env()
+				if err != nil {
+					return err
+				}
+				return do(cmd.Context(), e)
+			}}
 	}
+	runCmd := sub("run", "run the cells (make e2e-matrix MATRIX_CELLS=...): build, start, check, append the row, write the table", func(ctx context.Context, e env) error {
+		return runCells(ctx, *o, e, stdout)
+	})
+	runCmd.Flags().StringVar(&o.Only, "only", "", "run: only these cells, comma separated (default: all)")
+	docCmd := sub("doc", "write the docs' tables again from the results files", func(_ context.Context, e env) error {
+		if err := writeDoc(o.Results, e.doc, e.cells); err != nil {
+			return err
+		}
+		return writeUpgradeDoc(o.Upgrades, e.doc)
+	})
+	whichCmd := sub("which", "which cell each node of a cluster is in, and its result", func(ctx context.Context, e env) error {
+		return which(ctx, o.Kubeconfig, o.Namespace, e.cells, o.Results, stdout)
+	})
+	whichCmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "which: the cluster's kubeconfig")
+	whichCmd.Flags().StringVar(&o.Namespace, "namespace", "fakecloud-csi", "which: the namespace of the driver's controller Deployment (its csi-attacher image)")
+	upgradeCmd := sub("upgrade", "the upgrade walk: kubelets 1.35 → 1.36 → 1.37, node by node", func(ctx context.Context, e env) error {
+		o2, toolsDir, err := buildBase(ctx, e, stdout)
+		if err != nil {
+			return err
+		}
+		w := matrix.DefaultWalk()
+		w.ReplacePlugins = !o.KeepPlugins
+		return upgrade(ctx, o2, w, toolsDir, o.Upgrades, e.doc, stdout)
+	})
+	upgradeCmd.Flags().BoolVar(&o.KeepPlugins, "keep-plugins", false, "upgrade: leave the node plugins running through the kubelets' upgrades (default: replace each node's plugin pod after its kubelet, as docs/upgrade.md's canary does)")
+	root.AddCommand(runCmd, docCmd, whichCmd, upgradeCmd)
+	return root
+}
+
+// env is what every subcommand starts from: the clone's root, the doc to rewrite and the
+// cells.
+type env struct {
+	root, doc string
+	cells     []matrix.Cell
+}
+
+// env finds the clone (from the working directory) and reads the cells file.
+func (o *options) env() (env, error) {
 	wd, err := os.Getwd()
 	if err != nil {
-		return err
+		return env{}, err
 	}
 	root, err := localcluster.FindRepoRoot(wd)
 	if err != nil {
-		return err
+		return env{}, err
 	}
-	if *docPath == "" {
-		*docPath = filepath.Join(root, "docs", "compatibility.md")
+	e := env{root: root, doc: o.Doc}
+	if e.doc == "" {
+		e.doc = filepath.Join(root, "docs", "compatibility.md")
 	}
-	cells, err := matrix.ReadCells(*cellsPath)
-	if err != nil {
-		return err
-	}
-	if args[0] == "which" {
-		return which(ctx, *kubeconfig, *namespace, cells, *resultsPath, stdout)
-	}
-	if args[0] == "doc" {
-		if err := writeDoc(*resultsPath, *docPath, cells); err != nil {
-			return err
-		}
-		return writeUpgradeDoc(*upgradesPath, *docPath)
-	}
-	sel, err := matrix.Select(cells, strings.FieldsFunc(*only, func(r rune) bool { return r == ',' }))
-	if err != nil {
-		return err
-	}
+	e.cells, err = matrix.ReadCells(o.Cells)
+	return e, err
+}
+
+// buildBase builds what every cell and the upgrade walk need (localcluster.Build) and returns
+// the options of a run and the tools folder.
+func buildBase(ctx context.Context, e env, stdout io.Writer) (matrix.Options, string, error) {
 	binDir, err := localcluster.DefaultCacheDir()
 	if err != nil {
+		return matrix.Options{}, "", err
+	}
+	o := matrix.Options{RepoRoot: e.root, BinDir: binDir, Commit: describe(e.root), Out: stdout}
+	toolsDir := filepath.Join(e.root, "tests", "e2e", "localcluster", "tools")
+	err = localcluster.Build(ctx, localcluster.BuildOptions{ToolsDir: toolsDir, BinDir: binDir, Out: stdout})
+	return o, toolsDir, err
+}
+
+// runCells runs the selected cells one after the other, appending each row and writing the
+// table after each; it fails naming the cells not as expected.
+func runCells(ctx context.Context, opts options, e env, stdout io.Writer) error {
+	sel, err := matrix.Select(e.cells, strings.FieldsFunc(opts.Only, func(r rune) bool { return r == ',' }))
+	if err != nil {
 		return err
 	}
-	o := matrix.Options{RepoRoot: root, BinDir: binDir, Commit: describe(root), Out: stdout}
-	toolsDir := filepath.Join(root, "tests", "e2e", "localcluster", "tools")
-	if err := localcluster.Build(ctx, localcluster.BuildOptions{ToolsDir: toolsDir, BinDir: binDir, Out: stdout}); err != nil {
+	o, toolsDir, err := buildBase(ctx, e, stdout)
+	if err != nil {
 		return err
-	}
-	if args[0] == "upgrade" {
-		w := matrix.DefaultWalk()
-		w.ReplacePlugins = !*keepPlugins
-		return upgrade(ctx, o, w, toolsDir, *upgradesPath, *docPath, stdout)
 	}
 	var failed []string
 	for _, c := range sel {
@@ -110,11 +209,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		row := matrix.RunCell(ctx, o, c)
 		fmt.Fprintf(stdout, "matrix %s: %s (%.0f s)\n", c.Name, row.Outcome, row.TotalSeconds)
-		if err := matrix.AppendResult(*resultsPath, row); err != nil {
+		if err := matrix.AppendResult(opts.Results, row); err != nil {
 			return err
 		}
 		// The table after each cell: a long run that is stopped keeps what it measured.
-		if err := writeDoc(*resultsPath, *docPath, cells); err != nil {
+		if err := writeDoc(opts.Results, e.doc, e.cells); err != nil {
 			return err
 		}
 		if row.Outcome != "as expected" {
@@ -125,7 +224,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("cells not as expected: %s (see %s)", strings.Join(failed, ", "), *resultsPath)
+		return fmt.Errorf("cells not as expected: %s (see %s)", strings.Join(failed, ", "), opts.Results)
 	}
 	return ctx.Err()
 }
@@ -186,9 +285,6 @@ func describe(root string) string {
 // which prints which cell of the matrix each node of the cluster at kubeconfig is in, and the
 // cell's latest result.
 func which(ctx context.Context, kubeconfig, namespace string, cells []matrix.Cell, resultsPath string, out io.Writer) error {
-	if kubeconfig == "" {
-		return errors.New("which: --kubeconfig is required")
-	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
