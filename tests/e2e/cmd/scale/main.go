@@ -15,7 +15,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -25,6 +24,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/localcluster"
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/scale"
@@ -39,65 +41,120 @@ func main() {
 	}
 }
 
-// flags are the command line, parsed into scale.Options.
-type flags struct {
-	nodes, periods, driverArgs string
-	outDir, render, fleetJSON  string
-	binDir                     string
-	minInterval                time.Duration
-	keep                       bool
-	requireZeroStuck           bool
+// options are the command line: scale.Options (Run's) and the lists and files around it.
+type options struct {
+	// Run holds the flags that go straight into scale.Options (tail, drain, pod lifetime,
+	// verbosity).
+	Run scale.Options
+	// Nodes and Periods are the comma-separated node counts and CSIDriver periods;
+	// DriverArgs the drivers' extra flags, space separated.
+	Nodes, Periods, DriverArgs string
+	// OutDir gets the files; Render, when set, names results files to write them again
+	// from (nothing runs); FleetJSON bench/policy rows to compare with; BinDir the binary
+	// cache ("": the local cluster's).
+	OutDir, Render, FleetJSON, BinDir string
+	// MinInterval is the drivers' --capacity-min-interval.
+	MinInterval time.Duration
+	// Keep keeps the run folder; RequireZeroStuck fails on a pod stuck in ContainerCreating.
+	Keep, RequireZeroStuck bool
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var f flags
-	d := scale.DefaultOptions("", "")
-	fs.StringVar(&f.nodes, "nodes", "10,30,100", "node counts to measure, ascending, comma separated (1.."+strconv.Itoa(scale.MaxNodes)+"): one cluster starts with the first and grows to each next")
-	fs.StringVar(&f.periods, "periods", "10s,30s,60s", "CSIDriver nodeAllocatableUpdatePeriodSeconds to measure at each node count, comma separated")
-	fs.StringVar(&f.driverArgs, "driver-args", "", "driver flags beyond its defaults, space separated (give --min-interval to match a --capacity-min-interval)")
-	fs.DurationVar(&f.minInterval, "min-interval", d.MinInterval, "the drivers' --capacity-min-interval (the lookup bound N / min-interval)")
+// AddFlags adds the command's flags to fs.
+func (o *options) AddFlags(fs *pflag.FlagSet) {
+	o.Run = scale.DefaultOptions("", "")
+	d := &o.Run
+	fs.StringVar(&o.Nodes, "nodes", "10,30,100", "node counts to measure, ascending, comma separated (1.."+strconv.Itoa(scale.MaxNodes)+"): one cluster starts with the first and grows to each next")
+	fs.StringVar(&o.Periods, "periods", "10s,30s,60s", "CSIDriver nodeAllocatableUpdatePeriodSeconds to measure at each node count, comma separated")
+	fs.StringVar(&o.DriverArgs, "driver-args", "", "driver flags beyond its defaults, space separated (give --min-interval to match a --capacity-min-interval)")
+	fs.DurationVar(&o.MinInterval, "min-interval", d.MinInterval, "the drivers' --capacity-min-interval (the lookup bound N / min-interval)")
 	fs.DurationVar(&d.Tail, "tail", d.Tail, "how long each phase goes on after its script and one period")
 	fs.DurationVar(&d.Drain, "drain", d.Drain, "after the last phase of each node count, the longest wait for the workload's pods to run (it ends when they all do)")
 	fs.DurationVar(&d.PodLifetime, "pod-lifetime", d.PodLifetime, "how long the workload keeps a pod (it keeps one per node)")
-	fs.IntVar(&d.Verbosity, "v", d.Verbosity, "the components' log verbosity")
-	fs.StringVar(&f.outDir, "out-dir", "_output/scale", "folder for "+scale.ResultsFile+", "+scale.TableFile+" and "+scale.PlotFile)
-	fs.StringVar(&f.render, "render", "", "write the results, table and plot again from these "+scale.ResultsFile+" files (comma separated: their clusters merged, by node count); runs nothing")
-	fs.StringVar(&f.fleetJSON, "fleet-json", "", "bench/policy -fleet-json rows to compare with the measured phases at the same node count and period: writes "+scale.CompareFile+" into --out-dir")
-	fs.StringVar(&f.binDir, "bin-dir", "", "binary cache (default: the local cluster's, localcluster build)")
-	fs.BoolVar(&f.keep, "keep", false, "keep the cluster's run folder (logs); by default it is deleted after a clean run")
-	fs.BoolVar(&f.requireZeroStuck, "require-zero-stuck", false, "fail when any pod is stuck in ContainerCreating (the CI smoke)")
-	if err := fs.Parse(args); err != nil {
-		return err
+	fs.IntVarP(&d.Verbosity, "v", "v", d.Verbosity, "the components' log verbosity")
+	fs.StringVar(&o.OutDir, "out-dir", "_output/scale", "folder for "+scale.ResultsFile+", "+scale.TableFile+" and "+scale.PlotFile)
+	fs.StringVar(&o.Render, "render", "", "write the results, table and plot again from these "+scale.ResultsFile+" files (comma separated: their clusters merged, by node count); runs nothing")
+	fs.StringVar(&o.FleetJSON, "fleet-json", "", "bench/policy --fleet-json rows to compare with the measured phases at the same node count and period: writes "+scale.CompareFile+" into --out-dir")
+	fs.StringVar(&o.BinDir, "bin-dir", "", "binary cache (default: the local cluster's, localcluster build)")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the cluster's run folder (logs); by default it is deleted after a clean run")
+	fs.BoolVar(&o.RequireZeroStuck, "require-zero-stuck", false, "fail when any pod is stuck in ContainerCreating (the CI smoke)")
+}
+
+// Validate reports every problem of the lists at once (scale.Run checks the rest); with
+// --render nothing runs and they are not read.
+func (o *options) Validate() error {
+	if o.Render != "" {
+		return nil
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %v", fs.Args())
-	}
-	if f.render != "" {
-		var r *scale.Results
-		for _, path := range strings.Split(f.render, ",") {
-			next, err := scale.ReadResults(path)
-			if err != nil {
+	_, err := o.lists()
+	return err
+}
+
+// lists parses --nodes and --periods.
+func (o *options) lists() (scale.Options, error) {
+	d := o.Run
+	var errs []error
+	var err error
+	d.Nodes, err = parseInts(o.Nodes)
+	errs = append(errs, err)
+	d.Periods, err = parseDurations(o.Periods)
+	errs = append(errs, err)
+	return d, errors.Join(errs...)
+}
+
+// run parses args and measures (or with --render writes the files again) until ctx ends.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o options
+	cmd := &cobra.Command{
+		Use:           "scale",
+		Short:         "Measure capacity reporting on a local cluster of hollow kubelets as it grows (package scale)",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			if r == nil {
-				r = next
-				continue
+			if o.Render != "" {
+				return render(o)
 			}
-			r.Merge(next)
-		}
-		if err := scale.WriteFiles(f.outDir, r); err != nil {
+			return measure(cmd.Context(), o, stdout)
+		},
+	}
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return fmt.Errorf("%w (%s --help lists the flags)", err, cmd.CommandPath())
+	})
+	o.AddFlags(cmd.Flags())
+	return cmd.ExecuteContext(ctx)
+}
+
+// render writes the files again from the --render results files, their clusters merged.
+func render(o options) error {
+	var r *scale.Results
+	for _, path := range strings.Split(o.Render, ",") {
+		next, err := scale.ReadResults(path)
+		if err != nil {
 			return err
 		}
-		return writeComparison(f.outDir, f.fleetJSON, r)
+		if r == nil {
+			r = next
+			continue
+		}
+		r.Merge(next)
 	}
-	var errs []error
-	nodes, err := parseInts(f.nodes)
-	errs = append(errs, err)
-	periods, err := parseDurations(f.periods)
-	errs = append(errs, err)
-	if err := errors.Join(errs...); err != nil {
+	if err := scale.WriteFiles(o.OutDir, r); err != nil {
+		return err
+	}
+	return writeComparison(o.OutDir, o.FleetJSON, r)
+}
+
+// measure runs the clusters (scale.Run) and writes the comparison; with
+// --require-zero-stuck a stuck pod fails it.
+func measure(ctx context.Context, o options, stdout io.Writer) error {
+	d, err := o.lists()
+	if err != nil {
 		return err
 	}
 	wd, err := os.Getwd()
@@ -107,31 +164,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if d.RepoRoot, err = localcluster.FindRepoRoot(wd); err != nil {
 		return err
 	}
-	if d.BinDir = f.binDir; d.BinDir == "" {
+	if d.BinDir = o.BinDir; d.BinDir == "" {
 		if d.BinDir, err = localcluster.DefaultCacheDir(); err != nil {
 			return err
 		}
 	}
-	d.Nodes, d.Periods, d.MinInterval, d.KeepRunDirs, d.Out = nodes, periods, f.minInterval, f.keep, stdout
-	d.DriverArgs = strings.Fields(f.driverArgs)
+	d.MinInterval, d.KeepRunDirs, d.Out = o.MinInterval, o.Keep, stdout
+	d.DriverArgs = strings.Fields(o.DriverArgs)
 	start := time.Now()
-	res, err := scale.Run(ctx, d, f.outDir)
-	fmt.Fprintf(stdout, "scale: %s in %s; results in %s (%s, %s, %s, %s)\n", outcome(err), time.Since(start).Round(time.Second), f.outDir,
+	res, err := scale.Run(ctx, d, o.OutDir)
+	fmt.Fprintf(stdout, "scale: %s in %s; results in %s (%s, %s, %s, %s)\n", outcome(err), time.Since(start).Round(time.Second), o.OutDir,
 		scale.ResultsFile, scale.TableFile, scale.PlotFile, scale.FleetFile)
 	if err != nil {
 		return err
 	}
-	if err := writeComparison(f.outDir, f.fleetJSON, res); err != nil {
+	if err := writeComparison(o.OutDir, o.FleetJSON, res); err != nil {
 		return err
 	}
-	if f.requireZeroStuck {
+	if o.RequireZeroStuck {
 		return checkStuck(res)
 	}
 	return nil
 }
 
 // writeComparison writes scale.CompareFile into dir: r's phases beside the rows of the
-// -fleet-json file fleetJSON at the same node count and period. Nothing without fleetJSON.
+// --fleet-json file fleetJSON at the same node count and period. Nothing without fleetJSON.
 func writeComparison(dir, fleetJSON string, r *scale.Results) error {
 	if fleetJSON == "" {
 		return nil

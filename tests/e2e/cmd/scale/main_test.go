@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/scale"
 )
@@ -69,5 +73,47 @@ func TestWriteComparison(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(dir, scale.CompareFile))
 	if err != nil || !strings.Contains(string(data), "| 10 | 30 s | bench/policy | steady (none) | 1.50 |") {
 		t.Errorf("comparison file: %v\n%s", err, data)
+	}
+}
+
+// TestFlags: the flags land in the options (the run's own in scale.Options, -v as the
+// components' verbosity); bad lists are refused naming every bad flag at once, before
+// anything runs; an unknown flag names --help, which lists the flags and succeeds.
+func TestFlags(t *testing.T) {
+	var o options
+	fs := pflag.NewFlagSet("scale", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--nodes=5", "--periods=10s", "--drain=1m", "--require-zero-stuck", "-v", "4", "--out-dir=/tmp/x", "--min-interval=30s"}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := o.lists()
+	if err != nil || len(d.Nodes) != 1 || d.Nodes[0] != 5 || len(d.Periods) != 1 || d.Periods[0] != 10*time.Second ||
+		d.Drain != time.Minute || d.Verbosity != 4 || !o.RequireZeroStuck || o.OutDir != "/tmp/x" || o.MinInterval != 30*time.Second ||
+		d.Tail != scale.DefaultOptions("", "").Tail {
+		t.Errorf("options %+v, run options %+v, %v", o, d, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--nodes=5,x", "--periods=10"}, []string{`--nodes: "x" is not a number`, "--periods: "}},
+		{[]string{"--bogus"}, []string{"unknown flag: --bogus (scale --help lists the flags)"}},
+		{[]string{"--drain=soon"}, []string{`invalid argument "soon" for "--drain" flag`}},
+		{[]string{"extra"}, []string{`unknown command "extra" for "scale"`}},
+	} {
+		var out bytes.Buffer
+		err := run(context.Background(), tc.args, &out, &out)
+		for _, want := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%q: %v, want an error containing %q", tc.args, err, want)
+			}
+		}
+		if out.Len() > 0 {
+			t.Errorf("%q: output %q", tc.args, out.String())
+		}
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"--help"}, &out, &out); err != nil || !strings.Contains(out.String(), "--require-zero-stuck") || !strings.Contains(out.String(), "-v, --v int") {
+		t.Errorf("--help: %v\n%s", err, out.String())
 	}
 }
