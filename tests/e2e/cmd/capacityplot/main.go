@@ -25,7 +25,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -35,6 +34,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -95,6 +96,9 @@ func (p *pluginURLs) String() string {
 	return strings.Join(parts, ",")
 }
 
+// Type names the value in --help (pflag.Value).
+func (p *pluginURLs) Type() string { return "NODE=URL" }
+
 func (p *pluginURLs) Set(s string) error {
 	node, url, ok := strings.Cut(s, "=")
 	if !ok || node == "" || url == "" {
@@ -107,7 +111,8 @@ func (p *pluginURLs) Set(s string) error {
 	return nil
 }
 
-func (o *options) addFlags(fs *flag.FlagSet) {
+// AddFlags adds the command's flags to fs.
+func (o *options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.RunDir, "run-dir", "", "local cluster run folder (from `localcluster up`; \"current\": the last make up-local's); fills the kubeconfig, cloud and plugin URL flags")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster (env KUBECONFIG)")
 	fs.StringVar(&o.CloudURL, "cloud-url", "", "fake cloud base URL, e.g. http://127.0.0.1:8080")
@@ -123,10 +128,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Title, "title", "", "plot title")
 	fs.StringVar(&o.Scenario, "scenario", "", "a timeline (examples/scenarios/*.yaml) to run against the fake cloud while observing")
 	fs.DurationVar(&o.Tail, "tail", time.Minute, "with --scenario and no --duration: how long to observe after the last step")
-	fs.Func("map-instance", "with --scenario, FROM=TO: run the file's steps for instance FROM on TO (e.g. node-a2=node-1); repeatable", func(v string) error {
-		o.MapInstance = append(o.MapInstance, v)
-		return nil
-	})
+	fs.StringArrayVar(&o.MapInstance, "map-instance", nil, "with --scenario, FROM=TO: run the file's steps for instance FROM on TO (e.g. node-a2=node-1); repeatable")
 }
 
 // complete fills connection flags and plugin URLs from --run-dir.
@@ -167,8 +169,8 @@ func (o *options) complete() error {
 	return nil
 }
 
-// validate reports every problem at once.
-func (o *options) validate() error {
+// Validate reports every problem at once.
+func (o *options) Validate() error {
 	var errs []error
 	if o.Kubeconfig == "" {
 		errs = append(errs, errors.New("--kubeconfig (or --run-dir) is required"))
@@ -191,62 +193,90 @@ func (o *options) validate() error {
 	return errors.Join(errs...)
 }
 
+// run parses args and observes the cluster (running the scenario, if any) for the duration,
+// or with --from-recording draws an earlier run again; then it writes the files.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("capacityplot", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var o options
-	o.addFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
+	cmd := &cobra.Command{
+		Use:   "capacityplot",
+		Short: "Watch a cluster running the fakecloud CSI driver and its fake cloud, and plot capacity over time",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unexpected arguments %v", args)
+			}
+			return nil
+		},
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.FromRecording != "" {
+				if o.Scenario != "" {
+					return errors.New("--from-recording draws an earlier run: it takes no --scenario")
+				}
+				return replot(o.FromRecording, o.OutDir, stdout)
+			}
+			sc, err := o.loadScenario(cmd.Flags().Changed("duration"))
+			if err != nil {
+				return err
+			}
+			if err := o.complete(); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return observe(cmd.Context(), o, sc, stdout)
+		},
 	}
-	if o.FromRecording != "" {
-		switch {
-		case o.Scenario != "":
-			return errors.New("--from-recording draws an earlier run: it takes no --scenario")
-		case fs.NArg() > 0:
-			return fmt.Errorf("unexpected arguments %v", fs.Args())
-		}
-		return replot(o.FromRecording, o.OutDir, stdout)
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return fmt.Errorf("%w (%s --help lists the flags)", err, cmd.CommandPath())
+	})
+	o.AddFlags(cmd.Flags())
+	return cmd.ExecuteContext(ctx)
+}
+
+// loadScenario reads --scenario (nil without one) with --map-instance applied; the
+// observation lasts its length plus --tail unless durationSet, and the title is its
+// expectation unless --title is given.
+func (o *options) loadScenario(durationSet bool) (*scenario.Scenario, error) {
+	if o.Scenario == "" {
+		return nil, nil
 	}
-	var sc *scenario.Scenario
-	if o.Scenario != "" {
-		data, err := os.ReadFile(o.Scenario)
-		if err != nil {
-			return err
-		}
-		if sc, err = scenario.Parse(data); err != nil {
-			return fmt.Errorf("%s: %w", o.Scenario, err)
-		}
-		m, err := scenario.ParseInstanceMap(o.MapInstance)
-		if err != nil {
-			return err
-		}
-		sc.MapInstances(m)
-		durationSet := false
-		fs.Visit(func(f *flag.Flag) { durationSet = durationSet || f.Name == "duration" })
-		if !durationSet {
-			o.Duration = sc.Duration() + o.Tail
-		}
-		if o.Title == "" {
-			o.Title = "scenario " + sc.Name + ": " + sc.Expect
-		}
+	data, err := os.ReadFile(o.Scenario)
+	if err != nil {
+		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %v", fs.Args())
+	sc, err := scenario.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.Scenario, err)
 	}
-	if err := o.complete(); err != nil {
-		return err
+	m, err := scenario.ParseInstanceMap(o.MapInstance)
+	if err != nil {
+		return nil, err
 	}
-	if err := o.validate(); err != nil {
-		return err
+	sc.MapInstances(m)
+	if !durationSet {
+		o.Duration = sc.Duration() + o.Tail
 	}
+	if o.Title == "" {
+		o.Title = "scenario " + sc.Name + ": " + sc.Expect
+	}
+	return sc, nil
+}
+
+// newRecorder connects to the cluster and the fake cloud and returns the recorder and the
+// cloud's client.
+func newRecorder(o options) (*capacityplot.Recorder, *cloud.Client, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
-		return fmt.Errorf("kubeconfig %s: %w", o.Kubeconfig, err)
+		return nil, nil, fmt.Errorf("kubeconfig %s: %w", o.Kubeconfig, err)
 	}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	copts := []cloud.Option{cloud.WithUserAgent("fakecloud-csi-capacityplot")}
 	switch {
@@ -257,7 +287,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	cc, err := cloud.NewClient(o.CloudURL, copts...)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	title := o.Title
 	if title == "" {
@@ -265,6 +295,34 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	rec, err := capacityplot.NewRecorder(cs, cc, capacityplot.Options{Driver: o.Driver, Interval: o.Interval,
 		Share: capacityplot.QuotaShare(o.QuotaShare), PluginURLs: o.PluginURLs, Title: title})
+	return rec, cc, err
+}
+
+// startScenario runs sc (nil: none) against the fake cloud until ctx ends, printing each
+// step; its error comes on the channel.
+func startScenario(ctx context.Context, cc *cloud.Client, sc *scenario.Scenario, stdout io.Writer) <-chan error {
+	done := make(chan error, 1)
+	if sc == nil {
+		done <- nil
+		return done
+	}
+	fmt.Fprintf(stdout, "scenario %s: %s\nexpect: %s\n", sc.Name, sc.Description, sc.Expect)
+	r := scenario.Runner{API: cc, Report: func(at time.Duration, s scenario.Step, err error) {
+		outcome := "ok"
+		if err != nil {
+			outcome = "FAILED: " + err.Error()
+		}
+		fmt.Fprintf(stdout, "%8s  %s  %s\n", "+"+at.String(), s.Describe(), outcome)
+	}, Waiting: func(next scenario.Step, at, in time.Duration) {
+		fmt.Fprintf(stdout, "%8s  next step '%s' at t=%v, in %v\n", "", next.Describe(), at, in.Round(time.Second))
+	}}
+	go func() { done <- r.Run(ctx, sc) }()
+	return done
+}
+
+// observe records for o.Duration (or until ctx ends) while sc runs, and writes the files.
+func observe(ctx context.Context, o options, sc *scenario.Scenario, stdout io.Writer) error {
+	rec, cc, err := newRecorder(o)
 	if err != nil {
 		return err
 	}
@@ -272,24 +330,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "capacityplot: observing for %s (Ctrl-C writes the plot early)\n", o.Duration)
-	scenarioDone := make(chan error, 1)
 	scenarioCtx, stopScenario := context.WithCancel(ctx)
 	defer stopScenario()
-	if sc != nil {
-		fmt.Fprintf(stdout, "scenario %s: %s\nexpect: %s\n", sc.Name, sc.Description, sc.Expect)
-		r := scenario.Runner{API: cc, Report: func(at time.Duration, s scenario.Step, err error) {
-			outcome := "ok"
-			if err != nil {
-				outcome = "FAILED: " + err.Error()
-			}
-			fmt.Fprintf(stdout, "%8s  %s  %s\n", "+"+at.String(), s.Describe(), outcome)
-		}, Waiting: func(next scenario.Step, at, in time.Duration) {
-			fmt.Fprintf(stdout, "%8s  next step '%s' at t=%v, in %v\n", "", next.Describe(), at, in.Round(time.Second))
-		}}
-		go func() { scenarioDone <- r.Run(scenarioCtx, sc) }()
-	} else {
-		scenarioDone <- nil
-	}
+	scenarioDone := startScenario(scenarioCtx, cc, sc, stdout)
 	// A line every progressEvery while only observing (after the last step, or with no
 	// scenario), so the wait for the plot is never silent for long.
 	start := time.Now()

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/capacityplot"
 )
@@ -82,8 +84,8 @@ func TestCompleteFromRunDir(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("KUBECONFIG", "")
 			var o options
-			fs := flag.NewFlagSet("t", flag.ContinueOnError)
-			o.addFlags(fs)
+			fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+			o.AddFlags(fs)
 			if err := fs.Parse(append([]string{"--run-dir=" + dir}, tc.args...)); err != nil {
 				t.Fatal(err)
 			}
@@ -118,5 +120,41 @@ func TestFromRecording(t *testing.T) {
 	}
 	if !bytes.Contains(page, []byte("S12 churn")) || !strings.Contains(out.String(), "drew ../../../../docs/capacity-plot.json again") {
 		t.Errorf("expected the S12 page and a line saying so, got %q", out.String())
+	}
+}
+
+// TestFlags: the flags land in the options (repeatable ones in order, --map-instance never
+// split at commas); an unknown flag and a bad value are refused naming --help, which lists
+// the flags and succeeds.
+func TestFlags(t *testing.T) {
+	t.Setenv("KUBECONFIG", "/env/kc")
+	var o options
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--cloud-url=http://c", "--duration=10m", "--plugin-url=n1=http://a", "--plugin-url=n2=http://b",
+		"--map-instance=a=b,c", "--map-instance=d=e", "--scenario=s.yaml", "--out-dir=plots"}); err != nil {
+		t.Fatal(err)
+	}
+	if o.Kubeconfig != "/env/kc" || o.CloudURL != "http://c" || o.Duration != 10*time.Minute || o.Interval != 2*time.Second || o.Tail != time.Minute ||
+		!maps.Equal(o.PluginURLs, pluginURLs{"n1": "http://a", "n2": "http://b"}) || strings.Join(o.MapInstance, "|") != "a=b,c|d=e" ||
+		o.Scenario != "s.yaml" || o.OutDir != "plots" || o.QuotaShare != "none" {
+		t.Errorf("options %+v", o)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--bogus"}, "unknown flag: --bogus (capacityplot --help lists the flags)"},
+		{[]string{"--duration=long"}, `invalid argument "long" for "--duration" flag`},
+		{[]string{"-duration=1m"}, "unknown shorthand flag: 'd' in -duration=1m"},
+	} {
+		var out bytes.Buffer
+		if err := run(context.Background(), tc.args, &out, &out); err == nil || !strings.Contains(err.Error(), tc.want) || out.Len() > 0 {
+			t.Errorf("%q: %v, output %q; want an error containing %q", tc.args, err, out.String(), tc.want)
+		}
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"--help"}, &out, &out); err != nil || !strings.Contains(out.String(), "--plugin-url NODE=URL") {
+		t.Errorf("--help: %v\n%s", err, out.String())
 	}
 }
