@@ -18,7 +18,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -32,6 +31,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/localcluster"
 )
@@ -79,14 +81,15 @@ type options struct {
 	Versions localcluster.Versions
 }
 
-func (o *options) addFlags(fs *flag.FlagSet) {
+// AddFlags adds the flags every subcommand takes to fs.
+func (o *options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.RepoRoot, "repo", "", "fakecloud-csi clone (default: found from the working directory)")
 	fs.StringVar(&o.BinDir, "bin-dir", "", "binary cache (default: $FAKECLOUD_E2E_CACHE or ${XDG_CACHE_HOME:-~/.cache}/fakecloud-csi/localcluster/"+localcluster.KubeVersion+"/bin)")
 	fs.StringVar(&o.RunDir, "run-dir", "", "run folder (default: new under $TMPDIR; for down: the last up)")
 	fs.IntVar(&o.Nodes, "nodes", 3, "hollow nodes")
 	fs.BoolVar(&o.Force, "force", false, "build, build-upstream: rebuild binaries that are cached")
 	fs.BoolVar(&o.Kind, "kind", false, "build: also kubelet, kubeadm, kubectl and kube-proxy for the offline kind node image")
-	fs.IntVar(&o.Verbosity, "v", 4, "component log verbosity")
+	fs.IntVarP(&o.Verbosity, "v", "v", 4, "component log verbosity")
 	fs.BoolVar(&o.Private, "private", false, "up: do not make this run the current one (the one down stops without --run-dir)")
 	fs.StringVar(&o.Components, "components", "", "build --version: only these components, comma separated (e.g. hollow-kubelet)")
 	fs.StringVar(&o.Version, "version", "", "build: build this Kubernetes (v1.x.y) or external-attacher (v4.x.y) version instead of the pinned set")
@@ -100,7 +103,8 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DriverArgs, "driver-args", "", "driver flags added after localcluster.DefaultDriverArgs, space separated (e.g. \"--capacity-stability-window=30s\")")
 }
 
-func (o *options) validate() error {
+// Validate reports every problem of o at once.
+func (o *options) Validate() error {
 	var errs []error
 	if o.Nodes < 1 || o.Nodes > 20 {
 		errs = append(errs, fmt.Errorf("--nodes must be 1..20, got %d", o.Nodes))
@@ -142,61 +146,107 @@ func (o *options) complete() error {
 	return nil
 }
 
+// run parses args and runs the subcommand they name (see the package comment) until ctx ends.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return errors.New("usage: localcluster build|build-upstream|up|down|run|serve [flags]")
-	}
-	sub := args[0]
-	fs := flag.NewFlagSet("localcluster "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var o options
-	o.addFlags(fs)
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
+	root := newCommand(&o, stdout, stderr)
+	root.SetArgs(args)
+	return root.ExecuteContext(ctx)
+}
+
+// newCommand is the command tree, its flags parsed into o; every subcommand takes every
+// flag (`up` hands its own to the `serve` it starts).
+func newCommand(o *options, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:               "localcluster",
+		Short:             "Build and run the e2e cluster of upstream Kubernetes binaries with the fake cloud and the driver, as local processes",
+		Args:              cobra.NoArgs,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SetOut(stderr)
+			_ = cmd.Usage()
+			return errors.New("usage: localcluster build|build-upstream|up|down|run|serve [flags]")
+		},
 	}
-	if err := o.validate(); err != nil {
-		return err
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return fmt.Errorf("%w (%s --help lists the flags)", err, cmd.CommandPath())
+	})
+	o.AddFlags(root.PersistentFlags())
+	sub := func(use, short string, do func(ctx context.Context, cmd *cobra.Command) error) *cobra.Command {
+		return &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				if err := o.Validate(); err != nil {
+					return err
+				}
+				if err := o.complete(); err != nil {
+					return err
+				}
+				return do(cmd.Context(), cmd)
+			}}
 	}
-	if err := o.complete(); err != nil {
-		return err
-	}
-	switch sub {
-	case "build":
-		if o.Version != "" {
-			dir, err := localcluster.BuildVersion(ctx, localcluster.VersionBuildOptions{
-				ToolsDir: filepath.Join(o.RepoRoot, "tests", "e2e", "localcluster", "tools"),
-				Version:  o.Version, Force: o.Force, Out: stdout,
-				Components: strings.FieldsFunc(o.Components, func(r rune) bool { return r == ',' }),
+	serveCmd := sub("serve", "start a cluster in the foreground until stopped (what up starts, detached)", func(ctx context.Context, _ *cobra.Command) error {
+		return serve(ctx, *o, stdout, false)
+	})
+	serveCmd.Hidden = true
+	root.AddCommand(
+		sub("build", "build missing binaries into the cache (--version: one other Kubernetes or external-attacher version, for the compatibility matrix)", func(ctx context.Context, _ *cobra.Command) error {
+			return build(ctx, *o, stdout)
+		}),
+		sub("build-upstream", "build the upstream storage e2e suite (tests/e2e/upstream) into the cache unless built; print its path on stdout", func(ctx context.Context, _ *cobra.Command) error {
+			// Progress to stderr: stdout is the binary's path alone, for scripts.
+			bin, err := localcluster.BuildUpstream(ctx, localcluster.UpstreamBuildOptions{
+				ModuleDir: filepath.Join(o.RepoRoot, "tests", "e2e", "upstream"),
+				BinDir:    o.BinDir, Force: o.Force, Out: stderr,
 			})
-			if err == nil {
-				fmt.Fprintln(stdout, "built", o.Version, "into", dir)
+			if err != nil {
+				return err
 			}
+			_, err = fmt.Fprintln(stdout, bin)
 			return err
+		}),
+		sub("up", "start a cluster in the background, print how to reach it (--private: not the run down stops without --run-dir)", func(ctx context.Context, cmd *cobra.Command) error {
+			return up(ctx, *o, changedFlags(cmd.Flags()), stdout)
+		}),
+		sub("down", "stop the cluster of --run-dir, or of the last up", func(context.Context, *cobra.Command) error {
+			return down(*o, stdout)
+		}),
+		sub("run", "start a cluster in the foreground until Ctrl-C", func(ctx context.Context, _ *cobra.Command) error {
+			return serve(ctx, *o, stdout, true)
+		}),
+		serveCmd)
+	return root
+}
+
+// changedFlags are the flags given on the command line, as --name=value arguments, but for
+// --run-dir (up hands serve its absolute run folder).
+func changedFlags(fs *pflag.FlagSet) []string {
+	var out []string
+	fs.Visit(func(f *pflag.Flag) {
+		if f.Name != "run-dir" {
+			out = append(out, "--"+f.Name+"="+f.Value.String())
 		}
-		return localcluster.Build(ctx, localcluster.BuildOptions{
-			ToolsDir: filepath.Join(o.RepoRoot, "tests", "e2e", "localcluster", "tools"),
-			BinDir:   o.BinDir, Kind: o.Kind, Force: o.Force, Out: stdout,
+	})
+	return out
+}
+
+// build builds the pinned binaries into the cache, or with --version one other version.
+func build(ctx context.Context, o options, stdout io.Writer) error {
+	toolsDir := filepath.Join(o.RepoRoot, "tests", "e2e", "localcluster", "tools")
+	if o.Version != "" {
+		dir, err := localcluster.BuildVersion(ctx, localcluster.VersionBuildOptions{
+			ToolsDir: toolsDir, Version: o.Version, Force: o.Force, Out: stdout,
+			Components: strings.FieldsFunc(o.Components, func(r rune) bool { return r == ',' }),
 		})
-	case "build-upstream":
-		// Progress to stderr: stdout is the binary's path alone, for scripts.
-		bin, err := localcluster.BuildUpstream(ctx, localcluster.UpstreamBuildOptions{
-			ModuleDir: filepath.Join(o.RepoRoot, "tests", "e2e", "upstream"),
-			BinDir:    o.BinDir, Force: o.Force, Out: stderr,
-		})
-		if err != nil {
-			return err
+		if err == nil {
+			fmt.Fprintln(stdout, "built", o.Version, "into", dir)
 		}
-		_, err = fmt.Fprintln(stdout, bin)
 		return err
-	case "run", "serve":
-		return serve(ctx, o, stdout, sub == "run")
-	case "up":
-		return up(ctx, o, args[1:], stdout)
-	case "down":
-		return down(o, stdout)
-	default:
-		return fmt.Errorf("unknown subcommand %q: want build, build-upstream, up, down or run", sub)
 	}
+	return localcluster.Build(ctx, localcluster.BuildOptions{ToolsDir: toolsDir, BinDir: o.BinDir, Kind: o.Kind, Force: o.Force, Out: stdout})
 }
 
 func clusterOptions(o options, runDir string, out io.Writer) localcluster.Options {
