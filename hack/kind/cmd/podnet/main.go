@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
 	"github.com/fakecloud/fakecloud-csi/hack/kind/internal/podnet"
@@ -35,25 +36,37 @@ func main() {
 
 // run parses args into podnet.Options and runs podnet until ctx is done.
 func run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("podnet", flag.ContinueOnError)
-	klog.InitFlags(fs)
 	// kubelet names its Node after the lowercased hostname, and kind names the node
 	// container (and so its hostname) after the node.
 	host, _ := os.Hostname()
 	o := podnet.Options{WaitInterval: time.Second}
+	cmd := &cobra.Command{
+		Use:           "podnet",
+		Short:         "The pod network of the offline kind node image: the node's CNI conflist and routes to the other nodes' pod CIDRs",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unexpected arguments %q", args)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return fmt.Errorf("invalid flags: %w", err)
+			}
+			return podnet.Run(cmd.Context(), o)
+		},
+	}
+	cmd.SetArgs(args)
+	fs := cmd.Flags()
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "/etc/kubernetes/kubelet.conf", "kubeconfig to read Nodes with; waited for until it exists")
 	fs.StringVar(&o.AdminKubeconfig, "admin-kubeconfig", "/etc/kubernetes/admin.conf", "kubeconfig used once, where it exists (the control plane), to create the RBAC that lets nodes read all Nodes; empty: never")
 	fs.StringVar(&o.NodeName, "node-name", strings.ToLower(host), "this node's Node name")
 	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", "directory to write "+podnet.ConflistName+" in")
 	fs.DurationVar(&o.Resync, "resync", 30*time.Second, "how often to check the routes and the conflist without a Node event")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if err := o.Validate(); err != nil {
-		return fmt.Errorf("invalid flags: %w", err)
-	}
-	return podnet.Run(ctx, o)
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	fs.AddGoFlagSet(klogFlags)
+	return cmd.ExecuteContext(ctx)
 }

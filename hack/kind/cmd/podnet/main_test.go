@@ -23,8 +23,10 @@ func TestRun(t *testing.T) {
 		{name: "bad node name", args: []string{"--node-name=Kind_Worker"}, wantErr: "invalid flags: --node-name"},
 		{name: "relative conf dir", args: []string{"--node-name=n", "--cni-conf-dir=net.d"}, wantErr: "--cni-conf-dir"},
 		{name: "stray argument", args: []string{"--node-name=n", "extra"}, wantErr: "unexpected arguments"},
-		{name: "unknown flag", args: []string{"--nope"}, wantErr: "flag provided but not defined"},
+		{name: "unknown flag", args: []string{"--nope"}, wantErr: "unknown flag: --nope"},
 		{name: "kubeconfig that does not load", args: []string{"--node-name=n", "--admin-kubeconfig=", "--kubeconfig=" + garbage}, wantErr: "load kubeconfig " + garbage},
+		{name: "klog flag", args: []string{"--node-name=n", "-v=9", "--kubeconfig=" + filepath.Join(dir, "never"), "--resync=x"}, wantErr: `invalid argument "x" for "--resync" flag`},
+		{name: "help", args: []string{"--help"}},
 		// Still waiting for the kubeconfig when stopped: a clean exit, not an error.
 		{name: "stopped while waiting", args: []string{"--node-name=n", "--kubeconfig=" + filepath.Join(dir, "never")}},
 	}
