@@ -217,6 +217,25 @@ func (d *Driver) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	srv := d.newGRPCServer()
+	g, ctx := errgroup.WithContext(ctx)
+	d.serveGRPC(ctx, g, srv, lis)
+	if d.opts.HTTPAddr != "" {
+		if err := d.serveHTTP(ctx, g); err != nil {
+			srv.Stop()
+			return err
+		}
+	}
+	d.runBackground(ctx, g)
+	err = g.Wait()
+	logger.Info("CSI driver stopped", "endpoint", d.opts.Endpoint)
+	return err
+}
+
+// newGRPCServer returns the gRPC server with the logging and metrics interceptors and the CSI
+// services of this mode registered (identity always; controller and group controller in
+// controller and all modes; node in node and all modes).
+func (d *Driver) newGRPCServer() *grpc.Server {
 	// Stream workers (as many as Ps) serve calls on goroutines whose stacks have grown
 	// already: a new goroutine per call, gRPC's default, grew its stack (runtime.morestack,
 	// a copy of the stack) on every NodeGetInfo, the largest part of the handler's cost after
@@ -232,10 +251,15 @@ func (d *Driver) Run(ctx context.Context) error {
 	if d.node != nil {
 		csi.RegisterNodeServer(srv, d.node)
 	}
+	return srv
+}
 
-	g, ctx := errgroup.WithContext(ctx)
+// serveGRPC serves srv on lis in g until ctx ends, then stops it gracefully: calls in
+// progress get gracePeriod, after which the server stops hard. A server that fails is g's
+// error.
+func (d *Driver) serveGRPC(ctx context.Context, g *errgroup.Group, srv *grpc.Server, lis net.Listener) {
 	g.Go(func() error {
-		logger.Info("Serving CSI", "endpoint", d.opts.Endpoint, "mode", d.opts.Mode, "nodeID", d.opts.NodeID)
+		klog.FromContext(ctx).Info("Serving CSI", "endpoint", d.opts.Endpoint, "mode", d.opts.Mode, "nodeID", d.opts.NodeID)
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			return fmt.Errorf("serve %s: %w", d.opts.Endpoint, err)
 		}
@@ -257,35 +281,45 @@ func (d *Driver) Run(ctx context.Context) error {
 		}
 		return nil
 	})
-	if d.opts.HTTPAddr != "" {
-		hs := &http.Server{
-			Addr: d.opts.HTTPAddr, Handler: d.HTTPHandler(),
-			ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
-		}
-		hl, err := net.Listen("tcp", d.opts.HTTPAddr)
-		if err != nil {
-			srv.Stop()
-			return fmt.Errorf("listen on %s: %w", d.opts.HTTPAddr, err)
-		}
-		g.Go(func() error {
-			if err := hs.Serve(hl); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return fmt.Errorf("serve http %s: %w", d.opts.HTTPAddr, err)
-			}
-			return nil
-		})
-		g.Go(func() error {
-			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), gracePeriod)
-			defer cancel()
-			_ = hs.Shutdown(sctx)
-			return nil
-		})
+}
+
+// serveHTTP listens on HTTPAddr and serves HTTPHandler (metrics, health) in g until ctx ends,
+// then shuts down within gracePeriod. It returns an error, and starts nothing, when it cannot
+// listen; a server that fails later is g's error.
+func (d *Driver) serveHTTP(ctx context.Context, g *errgroup.Group) error {
+	hs := &http.Server{
+		Addr: d.opts.HTTPAddr, Handler: d.HTTPHandler(),
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
 	}
+	hl, err := net.Listen("tcp", d.opts.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", d.opts.HTTPAddr, err)
+	}
+	g.Go(func() error {
+		if err := hs.Serve(hl); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve http %s: %w", d.opts.HTTPAddr, err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), gracePeriod)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+		return nil
+	})
+	return nil
+}
+
+// runBackground starts in g, until ctx ends, the loops beside the servers: the node's zone
+// fetch and capacity reporter (CapacityReporter.Run, whose failure is logged, not returned),
+// the controller's cloud check, and every Deps.Background function.
+func (d *Driver) runBackground(ctx context.Context, g *errgroup.Group) {
 	if d.node != nil {
 		g.Go(func() error { d.node.topo.Fetch(ctx); return nil })
 		g.Go(func() error {
 			if err := d.deps.Capacity.Run(ctx); err != nil && ctx.Err() == nil {
-				logger.Error(err, "Capacity refresher stopped")
+				klog.FromContext(ctx).Error(err, "Capacity refresher stopped")
 			}
 			return nil
 		})
@@ -296,9 +330,6 @@ func (d *Driver) Run(ctx context.Context) error {
 	for _, f := range d.deps.Background {
 		g.Go(func() error { f(ctx); return nil })
 	}
-	err = g.Wait()
-	logger.Info("CSI driver stopped", "endpoint", d.opts.Endpoint)
-	return err
 }
 
 // cloudWaitMessage says why checkCloud's call failed, for its log line: a cloud that answers

@@ -133,130 +133,199 @@ func NewNodeServer(cfg NodeConfig) *NodeServer {
 // must be what the cloud's record of the volume names (checkSources: INVALID_ARGUMENT,
 // NOT_FOUND, UNAVAILABLE), checked before any data is copied.
 func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
-	if err := validateNodeStageVolumeRequest(req, n.cfg.KubeletRoot); err != nil {
-		return nil, err
-	}
-	id, staging := req.GetVolumeId(), req.GetStagingTargetPath()
-	isBlock := req.GetVolumeCapability().GetBlock() != nil
-	var size int64
-	if isBlock {
-		var err error
-		if size, err = stageSize(req.GetVolumeContext()); err != nil {
-			return nil, err
-		}
-	}
-	src, err := cloneSource(id, req.GetVolumeContext())
+	st, err := n.stageRequestFrom(req)
 	if err != nil {
 		return nil, err
 	}
-	snap, err := restoreSource(req.GetVolumeContext())
-	if err != nil {
-		return nil, err
-	}
-	// After every INVALID_ARGUMENT check: an ID the cloud never makes is no volume.
-	if err := checkCloudVolumeShape(id); err != nil {
-		return nil, err
-	}
-	unlock, err := n.lock(id)
+	unlock, err := n.lock(st.id)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	// Where the volume goes is checked before any data is touched: a link below the kubelet
-	// root is refused, and so is a staging path that is not a folder.
-	if err := n.kubeletRoot().Check(staging); err != nil {
-		return nil, pathStatus("staging_target_path", staging, err)
-	}
-	if err := n.checkStageTarget(id, staging, isBlock); err != nil {
+	if err := n.checkStagePlace(ctx, st); err != nil {
 		return nil, err
 	}
-	if err := n.checkSources(ctx, id, src, snap); err != nil {
+	if err := n.seedSources(ctx, st); err != nil {
 		return nil, err
 	}
-	if src != "" {
-		if err := n.seedClone(ctx, id, src); err != nil {
-			return nil, err
-		}
-	}
-	if snap != "" {
-		if err := n.seedRestore(ctx, id, snap); err != nil {
-			return nil, err
-		}
-	}
-	sd, err := n.kubeletRoot().MkdirAll(staging, 0o750)
+	sd, err := n.kubeletRoot().MkdirAll(st.staging, 0o750)
 	if err != nil {
-		return nil, pathStatus("staging_target_path", staging, err)
+		return nil, pathStatus("staging_target_path", st.staging, err)
 	}
 	sd.Close()
-	if isBlock {
-		bf, _, err := n.openBackingFile(id, size, true)
-		if err != nil {
-			return nil, err
-		}
-		defer bf.Close()
-		// <staging>/block is checked before a loop device is attached, and a device this
-		// call attached is detached again when the stage fails after all: a refused stage
-		// leaves no device behind for the next attach to miss.
-		target := filepath.Join(staging, stagedBlockFile)
-		if err := n.ensureStagedBlockFile(target); err != nil {
-			return nil, err
-		}
-		_, had, err := n.cfg.Mounter.FindLoop(n.blockFile(id))
-		if err != nil {
-			return nil, internalf("loop device for volume %s: %v", id, err)
-		}
-		lp, err := n.cfg.Mounter.AttachLoopFile(n.blockFile(id), bf)
-		if errors.Is(err, mount.ErrSymlink) {
-			return nil, dataStatus(id, err)
-		}
-		if err != nil {
-			return nil, internalf("loop device for volume %s: %v", id, err)
-		}
-		if err := n.bindOnce(ctx, id, "staging_target_path", lp.Path, target, false, lp.Device); err != nil {
-			if !had {
-				if derr := n.cfg.Mounter.DetachLoop(n.blockFile(id)); derr != nil {
-					klog.FromContext(ctx).Error(derr, "Detaching the loop device of a failed stage", "volumeID", id, "device", lp.Path)
-				}
-			}
-			return nil, err
-		}
-		n.staged.Set(ctx, id, nodestate.Stage{Path: target, Block: true})
-		klog.FromContext(ctx).V(2).Info("Volume staged", "volumeID", id, "stagingTargetPath", staging, "device", lp.Path)
-		return &csi.NodeStageVolumeResponse{}, nil
+	if st.block {
+		err = n.stageBlock(ctx, st.id, st.staging, st.size)
+	} else {
+		err = n.stageMount(ctx, st.id, st.staging)
 	}
-	mp, err := n.mountAt("staging_target_path", staging)
 	if err != nil {
 		return nil, err
+	}
+	return &csi.NodeStageVolumeResponse{}, nil
+}
+
+// stageRequest is what NodeStageVolume acts on, read from a request that passed every
+// INVALID_ARGUMENT check: the volume, its staging path, the access type, the block size in
+// bytes (0 for a mount volume) and the clone or restore source named in volume_context ("" when
+// none).
+type stageRequest struct {
+	id, staging string
+	block       bool
+	size        int64
+	cloneSrc    string
+	snapshot    string
+}
+
+// stageRequestFrom validates a NodeStageVolume request and reads what the stage acts on:
+// INVALID_ARGUMENT first (validateNodeStageVolumeRequest, stageSize, cloneSource,
+// restoreSource), then NOT_FOUND for an ID the cloud never makes (checkCloudVolumeShape).
+// It touches nothing on the node.
+func (n *NodeServer) stageRequestFrom(req *csi.NodeStageVolumeRequest) (stageRequest, error) {
+	if err := validateNodeStageVolumeRequest(req, n.cfg.KubeletRoot); err != nil {
+		return stageRequest{}, err
+	}
+	st := stageRequest{
+		id:      req.GetVolumeId(),
+		staging: req.GetStagingTargetPath(),
+		block:   req.GetVolumeCapability().GetBlock() != nil,
+	}
+	var err error
+	if st.block {
+		if st.size, err = stageSize(req.GetVolumeContext()); err != nil {
+			return stageRequest{}, err
+		}
+	}
+	if st.cloneSrc, err = cloneSource(st.id, req.GetVolumeContext()); err != nil {
+		return stageRequest{}, err
+	}
+	if st.snapshot, err = restoreSource(req.GetVolumeContext()); err != nil {
+		return stageRequest{}, err
+	}
+	// After every INVALID_ARGUMENT check: an ID the cloud never makes is no volume.
+	if err := checkCloudVolumeShape(st.id); err != nil {
+		return stageRequest{}, err
+	}
+	return st, nil
+}
+
+// checkStagePlace checks where the volume goes before any data is touched, in this order: a
+// link below the kubelet root is refused, and so is a staging path that is not a folder
+// (FAILED_PRECONDITION, pathStatus); the path must be free for this volume and access type
+// (checkStageTarget); a clone or restore source must be what the cloud's record names
+// (checkSources). The caller holds the volume's lock.
+func (n *NodeServer) checkStagePlace(ctx context.Context, st stageRequest) error {
+	if err := n.kubeletRoot().Check(st.staging); err != nil {
+		return pathStatus("staging_target_path", st.staging, err)
+	}
+	if err := n.checkStageTarget(st.id, st.staging, st.block); err != nil {
+		return err
+	}
+	return n.checkSources(ctx, st.id, st.cloneSrc, st.snapshot)
+}
+
+// seedSources copies a clone's or a snapshot's data into the volume's backing data, once
+// checkStagePlace accepted the sources; a request that names none copies nothing.
+func (n *NodeServer) seedSources(ctx context.Context, st stageRequest) error {
+	if st.cloneSrc != "" {
+		if err := n.seedClone(ctx, st.id, st.cloneSrc); err != nil {
+			return err
+		}
+	}
+	if st.snapshot != "" {
+		if err := n.seedRestore(ctx, st.id, st.snapshot); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stageBlock stages a block volume of size bytes at the folder staging (created by the
+// caller, below the kubelet root): a loop device on the backing file (opened O_NOFOLLOW)
+// bind-mounted onto <staging>/block. <staging>/block is checked before a loop device is
+// attached, and a device this call attached is detached again when the stage fails after
+// all: a refused stage leaves no device behind for the next attach to miss. It returns a
+// gRPC status error.
+func (n *NodeServer) stageBlock(ctx context.Context, id, staging string, size int64) error {
+	bf, _, err := n.openBackingFile(id, size, true)
+	if err != nil {
+		return err
+	}
+	defer bf.Close()
+	target := filepath.Join(staging, stagedBlockFile)
+	if err := n.ensureStagedBlockFile(target); err != nil {
+		return err
+	}
+	_, had, err := n.cfg.Mounter.FindLoop(n.blockFile(id))
+	if err != nil {
+		return internalf("loop device for volume %s: %v", id, err)
+	}
+	lp, err := n.cfg.Mounter.AttachLoopFile(n.blockFile(id), bf)
+	if errors.Is(err, mount.ErrSymlink) {
+		return dataStatus(id, err)
+	}
+	if err != nil {
+		return internalf("loop device for volume %s: %v", id, err)
+	}
+	if err := n.bindOnce(ctx, id, "staging_target_path", lp.Path, target, false, lp.Device); err != nil {
+		if !had {
+			if derr := n.cfg.Mounter.DetachLoop(n.blockFile(id)); derr != nil {
+				klog.FromContext(ctx).Error(derr, "Detaching the loop device of a failed stage", "volumeID", id, "device", lp.Path)
+			}
+		}
+		return err
+	}
+	n.staged.Set(ctx, id, nodestate.Stage{Path: target, Block: true})
+	klog.FromContext(ctx).V(2).Info("Volume staged", "volumeID", id, "stagingTargetPath", staging, "device", lp.Path)
+	return nil
+}
+
+// stageMount stages a mount volume at the folder staging (created by the caller, below the
+// kubelet root): a read-write bind mount of its data folder, created below the data root
+// without following a link. A staging folder that is not empty and not yet mounted is
+// FAILED_PRECONDITION, as for a publish target. It returns a gRPC status error.
+func (n *NodeServer) stageMount(ctx context.Context, id, staging string) error {
+	mp, err := n.mountAt("staging_target_path", staging)
+	if err != nil {
+		return err
 	}
 	if mp == nil {
 		// Like a publish target: a mount would hide what is there.
-		st, err := n.kubeletRoot().Lstat(staging)
-		if err != nil {
-			return nil, pathStatus("staging_target_path", staging, err)
-		}
-		why, err := n.targetProblem(staging, st, false)
-		if err != nil {
-			return nil, pathStatus("staging_target_path", staging, err)
-		}
-		if why != "" {
-			return nil, status.Errorf(codes.FailedPrecondition, "staging_target_path %s %s", staging, why)
+		if err := n.checkStageFolderFree(staging); err != nil {
+			return err
 		}
 	}
 	droot, err := n.readyDataRoot()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	data, err := droot.MkdirAll(n.dataDir(id), 0o750)
 	if err != nil {
-		return nil, dataStatus(id, err)
+		return dataStatus(id, err)
 	}
 	defer data.Close()
 	if err := n.bindOnce(ctx, id, "staging_target_path", mount.FdPath(data), staging, false, ""); err != nil {
-		return nil, err
+		return err
 	}
 	n.staged.Set(ctx, id, nodestate.Stage{Path: staging})
 	klog.FromContext(ctx).V(2).Info("Volume staged", "volumeID", id, "stagingTargetPath", staging)
-	return &csi.NodeStageVolumeResponse{}, nil
+	return nil
+}
+
+// checkStageFolderFree refuses a staging folder a mount would hide something in
+// (targetProblem: FAILED_PRECONDITION), read below the kubelet root without following a link.
+func (n *NodeServer) checkStageFolderFree(staging string) error {
+	st, err := n.kubeletRoot().Lstat(staging)
+	if err != nil {
+		return pathStatus("staging_target_path", staging, err)
+	}
+	why, err := n.targetProblem(staging, st, false)
+	if err != nil {
+		return pathStatus("staging_target_path", staging, err)
+	}
+	if why != "" {
+		return status.Errorf(codes.FailedPrecondition, "staging_target_path %s %s", staging, why)
+	}
+	return nil
 }
 
 // ensureStagedBlockFile creates <staging_target_path>/block, the empty file a block volume's

@@ -194,6 +194,26 @@ func (p *Policy) ObserveReading(now time.Time, c cloud.Capacity) (class ErrorCla
 		p.rising = false
 	}
 	before, reason := p.reported, ""
+	p.accept(now, c)
+	if !c.Health.Normal() {
+		p.enterImpaired()
+		return ClassNone, p.noteChange(now, before, ReasonImpaired)
+	}
+	if p.impaired {
+		var settled bool
+		if reason, settled = p.leaveImpaired(); settled {
+			return ClassNone, p.noteChange(now, before, reason)
+		}
+	}
+	if r := p.approachTarget(now); r != "" {
+		reason = r
+	}
+	return ClassNone, p.noteChange(now, before, reason)
+}
+
+// accept records c, read at now and past the revision guard, as the newest good reading: its
+// target, the volumes attached, its revision and epoch. The reported value is not touched.
+func (p *Policy) accept(now time.Time, c cloud.Capacity) {
 	raw := Raw(c, p.cfg.QuotaShare)
 	cc := c
 	p.reading, p.raw, p.target = &cc, raw, Reportable(raw)
@@ -203,74 +223,85 @@ func (p *Policy) ObserveReading(now time.Time, c cloud.Capacity) (class ErrorCla
 	if c.Epoch != "" {
 		p.epoch = c.Epoch
 	}
+}
 
-	if !c.Health.Normal() {
-		// The instance takes no attaches whatever its slots: the floor keeps new pods off it
-		// (the scheduler counts volumes) instead of sending them to wait on refused
-		// attaches; pods already placed retry (UNAVAILABLE), none is rejected.
-		// docs/design.md, "Capacity model".
-		if !p.impaired {
-			p.impaired, p.beforeImpaired = true, p.reported
-			if !p.known {
-				p.beforeImpaired = p.target
-			}
-		}
-		p.known, p.rising = true, false
-		p.reported = min(p.reported, p.floor())
-		return ClassNone, p.noteChange(now, before, ReasonImpaired)
-	}
-	if p.impaired {
-		// Health is back. The slots never changed because of it, and the value before the
-		// impairment was trusted: restore it, no higher than the fresh target, without the
-		// stability window (which guards against readings, not against health). Anything
-		// above it ramps as usual.
-		p.impaired = false
-		if restored := min(p.beforeImpaired, p.target); restored > p.reported {
-			p.reported = restored
-			reason = ReasonHealthReturned
-		}
-		if p.target <= p.reported {
-			p.reported, p.rising = p.target, false
-			return ClassNone, p.noteChange(now, before, reason)
+// enterImpaired reports the floor for an instance whose health is not normal, remembering on
+// the first such reading the value to come back to (the reported one, or the target when
+// nothing was known yet).
+func (p *Policy) enterImpaired() {
+	// The instance takes no attaches whatever its slots: the floor keeps new pods off it
+	// (the scheduler counts volumes) instead of sending them to wait on refused
+	// attaches; pods already placed retry (UNAVAILABLE), none is rejected.
+	// docs/design.md, "Capacity model".
+	if !p.impaired {
+		p.impaired, p.beforeImpaired = true, p.reported
+		if !p.known {
+			p.beforeImpaired = p.target
 		}
 	}
+	p.known, p.rising = true, false
+	p.reported = min(p.reported, p.floor())
+}
 
+// leaveImpaired handles the first normal reading after an impairment. reason is
+// ReasonHealthReturned when the value before the impairment was restored, else "". settled
+// says the reported value has reached the target, so no ramp step follows.
+func (p *Policy) leaveImpaired() (reason string, settled bool) {
+	// Health is back. The slots never changed because of it, and the value before the
+	// impairment was trusted: restore it, no higher than the fresh target, without the
+	// stability window (which guards against readings, not against health). Anything
+	// above it ramps as usual.
+	p.impaired = false
+	if restored := min(p.beforeImpaired, p.target); restored > p.reported {
+		p.reported = restored
+		reason = ReasonHealthReturned
+	}
+	if p.target <= p.reported {
+		p.reported, p.rising = p.target, false
+		return reason, true
+	}
+	return reason, false
+}
+
+// approachTarget moves the reported value toward the target of a normal reading taken at
+// now: the first reading and decreases at once, increases one step once they held for the
+// stability window. It returns why the value moved, or "" while a rise is still held back.
+func (p *Policy) approachTarget(now time.Time) (reason string) {
 	switch {
 	case !p.known:
 		// Nothing to protect yet: the first reading is the truth.
 		p.known, p.reported, p.rising = true, p.target, false
-		reason = ReasonFirstReading
+		return ReasonFirstReading
 	case p.target <= p.reported:
 		// Decreases protect attaches: never delayed.
 		if p.target < p.reported && !p.lastRaise.IsZero() && now.Sub(p.lastRaise) <= p.cfg.MaxStabilityWindow {
 			p.flapped(now)
 		}
 		p.reported, p.rising = p.target, false
-		reason = ReasonLowerReading
-	default:
-		if !p.rising {
-			p.rising, p.riseSince, p.riseLow = true, now, p.target
-		}
-		// The level that held through the window is the lowest target seen in it; raising
-		// to a momentary peak would be undone by the next dip, one CSINode write each way.
-		p.riseLow = min(p.riseLow, p.target)
-		if now.Sub(p.riseSince) >= p.window(now)+p.spread {
-			step := p.riseLow - p.reported
-			if p.cfg.MaxStep > 0 {
-				step = min(step, p.cfg.MaxStep)
-			}
-			p.reported += step
-			p.lastRaise = now
-			reason = ReasonIncreaseHeld
-			if p.reported == p.target {
-				p.rising = false
-			} else if p.reported == p.riseLow {
-				// What held is reached; anything higher has to hold on its own.
-				p.riseSince, p.riseLow = now, p.target
-			}
-		}
+		return ReasonLowerReading
 	}
-	return ClassNone, p.noteChange(now, before, reason)
+	if !p.rising {
+		p.rising, p.riseSince, p.riseLow = true, now, p.target
+	}
+	// The level that held through the window is the lowest target seen in it; raising
+	// to a momentary peak would be undone by the next dip, one CSINode write each way.
+	p.riseLow = min(p.riseLow, p.target)
+	if now.Sub(p.riseSince) < p.window(now)+p.spread {
+		return ""
+	}
+	step := p.riseLow - p.reported
+	if p.cfg.MaxStep > 0 {
+		step = min(step, p.cfg.MaxStep)
+	}
+	p.reported += step
+	p.lastRaise = now
+	if p.reported == p.target {
+		p.rising = false
+	} else if p.reported == p.riseLow {
+		// What held is reached; anything higher has to hold on its own.
+		p.riseSince, p.riseLow = now, p.target
+	}
+	return ReasonIncreaseHeld
 }
 
 // NewEpoch reports whether c comes from another cloud epoch than the revision already used:
