@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
@@ -132,40 +133,89 @@ func (cl *cluster) view(ctx context.Context) ClusterView {
 	return v.(ClusterView)
 }
 
-// read lists CSINodes, Pending pods, VolumeAttachments and Warning events, one page each.
+// read lists CSINodes, VolumeAttachments, Pending pods and Warning events, one page each,
+// and folds them into the view (clusterReading). A failed list is a view with only Error set.
 func (cl *cluster) read(ctx context.Context) ClusterView {
-	view := ClusterView{Enabled: true, Driver: cl.driver, Nodes: []ClusterNode{}, Unscheduled: []PendingPod{}, ObservedAt: cl.now()}
-	fail := func(what string, err error) ClusterView {
-		return ClusterView{Enabled: true, Driver: cl.driver, Nodes: []ClusterNode{}, Unscheduled: []PendingPod{}, ObservedAt: view.ObservedAt,
-			Error: cloud.TruncateMessage(fmt.Sprintf("list %s: %v", what, err))}
-	}
+	r := newClusterReading(cl.driver, cl.now())
 	opts := metav1.ListOptions{Limit: MaxClusterObjects}
-	// truncated cuts items to MaxClusterObjects (a fake or old server may ignore Limit) and
-	// notes a list that had more.
-	truncated := func(what string, n int, cont string) int {
-		if cont != "" || n > MaxClusterObjects {
-			view.Truncated = append(view.Truncated, what)
-		}
-		return min(n, MaxClusterObjects)
-	}
-	nodes := map[string]*ClusterNode{}
-	node := func(name string) *ClusterNode {
-		n, ok := nodes[name]
-		if !ok {
-			n = &ClusterNode{Name: name, Pending: []PendingPod{}}
-			nodes[name] = n
-		}
-		return n
-	}
-
 	csiNodes, err := cl.client.csiNodes(ctx, opts)
 	if err != nil {
-		return fail("CSINodes", err)
+		return r.failed("CSINodes", err)
 	}
-	for _, cn := range csiNodes.Items[:truncated("CSINodes", len(csiNodes.Items), csiNodes.Continue)] {
-		n := node(cn.Name)
+	r.addCSINodes(csiNodes.Items, csiNodes.Continue)
+	vas, err := cl.client.volumeAttachments(ctx, opts)
+	if err != nil {
+		return r.failed("VolumeAttachments", err)
+	}
+	r.addAttachments(vas.Items, vas.Continue)
+	podOpts := opts
+	podOpts.FieldSelector = fields.OneTermEqualSelector("status.phase", string(corev1.PodPending)).String()
+	pods, err := cl.client.pods(ctx, podOpts)
+	if err != nil {
+		return r.failed("Pending pods", err)
+	}
+	evOpts := opts
+	evOpts.FieldSelector = fields.AndSelectors(fields.OneTermEqualSelector("type", corev1.EventTypeWarning),
+		fields.OneTermEqualSelector("involvedObject.kind", "Pod")).String()
+	events, err := cl.client.events(ctx, evOpts)
+	if err != nil {
+		return r.failed("Warning events", err)
+	}
+	warnings := r.podWarnings(events.Items, events.Continue)
+	r.addPending(pods.Items, pods.Continue, warnings)
+	return r.done()
+}
+
+// clusterReading folds the lists of one read into a ClusterView: the driver's nodes by name,
+// the unscheduled pods, and which lists were cut.
+type clusterReading struct {
+	driver string
+	view   ClusterView
+	nodes  map[string]*ClusterNode
+}
+
+// newClusterReading starts the view of driver's nodes observed at now, empty (not nil) lists.
+func newClusterReading(driver string, now time.Time) *clusterReading {
+	return &clusterReading{
+		driver: driver,
+		view:   ClusterView{Enabled: true, Driver: driver, Nodes: []ClusterNode{}, Unscheduled: []PendingPod{}, ObservedAt: now},
+		nodes:  map[string]*ClusterNode{},
+	}
+}
+
+// failed is the answer when listing what failed with err: nothing read so far, only the
+// error (cut to cloud.TruncateMessage).
+func (r *clusterReading) failed(what string, err error) ClusterView {
+	return ClusterView{Enabled: true, Driver: r.driver, Nodes: []ClusterNode{}, Unscheduled: []PendingPod{}, ObservedAt: r.view.ObservedAt,
+		Error: cloud.TruncateMessage(fmt.Sprintf("list %s: %v", what, err))}
+}
+
+// truncated cuts n items to MaxClusterObjects (a fake or old server may ignore Limit) and
+// notes a list that had more (a continue token or too many items).
+func (r *clusterReading) truncated(what string, n int, cont string) int {
+	if cont != "" || n > MaxClusterObjects {
+		r.view.Truncated = append(r.view.Truncated, what)
+	}
+	return min(n, MaxClusterObjects)
+}
+
+// node returns the entry of the node named name, added on first use.
+func (r *clusterReading) node(name string) *ClusterNode {
+	n, ok := r.nodes[name]
+	if !ok {
+		n = &ClusterNode{Name: name, Pending: []PendingPod{}}
+		r.nodes[name] = n
+	}
+	return n
+}
+
+// addCSINodes adds every CSINode, with the driver's node ID and allocatable count when the
+// driver is registered there.
+func (r *clusterReading) addCSINodes(items []storagev1.CSINode, cont string) {
+	for _, cn := range items[:r.truncated("CSINodes", len(items), cont)] {
+		n := r.node(cn.Name)
 		for _, d := range cn.Spec.Drivers {
-			if d.Name != cl.driver {
+			if d.Name != r.driver {
 				continue
 			}
 			n.NodeID = d.NodeID
@@ -174,16 +224,16 @@ func (cl *cluster) read(ctx context.Context) ClusterView {
 			}
 		}
 	}
+}
 
-	vas, err := cl.client.volumeAttachments(ctx, opts)
-	if err != nil {
-		return fail("VolumeAttachments", err)
-	}
-	for _, va := range vas.Items[:truncated("VolumeAttachments", len(vas.Items), vas.Continue)] {
-		if va.Spec.Attacher != cl.driver || va.Spec.NodeName == "" {
+// addAttachments counts the driver's VolumeAttachments per node: attached, attaching, and
+// those with an attach error (keeping the last one's message).
+func (r *clusterReading) addAttachments(items []storagev1.VolumeAttachment, cont string) {
+	for _, va := range items[:r.truncated("VolumeAttachments", len(items), cont)] {
+		if va.Spec.Attacher != r.driver || va.Spec.NodeName == "" {
 			continue
 		}
-		n := node(va.Spec.NodeName)
+		n := r.node(va.Spec.NodeName)
 		if va.Status.Attached {
 			n.Attached++
 		} else {
@@ -194,23 +244,12 @@ func (cl *cluster) read(ctx context.Context) ClusterView {
 			n.LastAttachError = cloud.TruncateMessage(e.Message)
 		}
 	}
+}
 
-	podOpts := opts
-	podOpts.FieldSelector = fields.OneTermEqualSelector("status.phase", string(corev1.PodPending)).String()
-	pods, err := cl.client.pods(ctx, podOpts)
-	if err != nil {
-		return fail("Pending pods", err)
-	}
-	evOpts := opts
-	evOpts.FieldSelector = fields.AndSelectors(fields.OneTermEqualSelector("type", corev1.EventTypeWarning),
-		fields.OneTermEqualSelector("involvedObject.kind", "Pod")).String()
-	events, err := cl.client.events(ctx, evOpts)
-	if err != nil {
-		return fail("Warning events", err)
-	}
-	// The newest Warning event of each pod, by namespace/name.
+// podWarnings returns the newest Warning event of each pod, by namespace/name.
+func (r *clusterReading) podWarnings(items []corev1.Event, cont string) map[string]corev1.Event {
 	warnings := map[string]corev1.Event{}
-	for _, ev := range events.Items[:truncated("Warning events", len(events.Items), events.Continue)] {
+	for _, ev := range items[:r.truncated("Warning events", len(items), cont)] {
 		if ev.Type != corev1.EventTypeWarning || ev.InvolvedObject.Kind != "Pod" {
 			continue // a server that ignored the field selector (client-go's fake does)
 		}
@@ -219,25 +258,34 @@ func (cl *cluster) read(ctx context.Context) ClusterView {
 			warnings[key] = ev
 		}
 	}
-	for _, p := range pods.Items[:truncated("Pending pods", len(pods.Items), pods.Continue)] {
+	return warnings
+}
+
+// addPending adds every Pending pod, with its newest warning, to its node, or to the
+// unscheduled ones when it has none.
+func (r *clusterReading) addPending(items []corev1.Pod, cont string, warnings map[string]corev1.Event) {
+	for _, p := range items[:r.truncated("Pending pods", len(items), cont)] {
 		if p.Status.Phase != corev1.PodPending {
-			continue // as above
+			continue // a server that ignored the field selector (client-go's fake does)
 		}
 		pp := pendingPod(&p, warnings[p.Namespace+"/"+p.Name])
 		if p.Spec.NodeName == "" {
-			view.Unscheduled = append(view.Unscheduled, pp)
+			r.view.Unscheduled = append(r.view.Unscheduled, pp)
 		} else {
-			node(p.Spec.NodeName).Pending = append(node(p.Spec.NodeName).Pending, pp)
+			r.node(p.Spec.NodeName).Pending = append(r.node(p.Spec.NodeName).Pending, pp)
 		}
 	}
+}
 
-	for _, n := range nodes {
+// done returns the view, nodes sorted by name and pods by namespace and name.
+func (r *clusterReading) done() ClusterView {
+	for _, n := range r.nodes {
 		slices.SortFunc(n.Pending, comparePods)
-		view.Nodes = append(view.Nodes, *n)
+		r.view.Nodes = append(r.view.Nodes, *n)
 	}
-	slices.SortFunc(view.Nodes, func(a, b ClusterNode) int { return cmp.Compare(a.Name, b.Name) })
-	slices.SortFunc(view.Unscheduled, comparePods)
-	return view
+	slices.SortFunc(r.view.Nodes, func(a, b ClusterNode) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(r.view.Unscheduled, comparePods)
+	return r.view
 }
 
 func comparePods(a, b PendingPod) int {
