@@ -217,6 +217,56 @@ func (s *freeSet) set(n int, in bool) {
 
 // simulateFleet replays one fleet run with the real capacity.Reporter on every node.
 func simulateFleet(p fleetParams, fr fleetRun, wl fleetWorkload, idx int) (fleetResult, error) {
+	s, err := newFleetSim(p, fr, wl, idx)
+	if err != nil {
+		return fleetResult{}, err
+	}
+	for t := range p.Duration {
+		s.changeCloud(t)
+		s.endPods(t)
+		s.arrive(t)
+		s.kubeletCopies(t)
+		s.schedule(t)
+		s.attach(t)
+		s.account()
+		s.rep.step()
+	}
+	s.res.CloudLookups = s.w.lookups
+	finishFleet(&s.res, s.writesAt, s.marks, s.first)
+	return s.res, nil
+}
+
+// fleetSim is one fleet run in progress. Every count is kept incrementally: a simulated
+// second costs O(nodes) at most.
+type fleetSim struct {
+	p         fleetParams
+	fr        fleetRun
+	wl        fleetWorkload
+	w         *world
+	rep       *policyReporter
+	rng       *rand.Rand // the kubelets' phases, then the scheduler's samples
+	baseQuota int64      // the account quota at start, which a restoring cut sets again
+	res       fleetResult
+
+	byPhase   [][]int32             // [second of the period] nodes whose kubelet copies then
+	count     []int64               // [node] the CSINode count, as the kubelet last copied it
+	scheduled []int                 // [node] volumes the scheduler placed there, not yet ended or rejected
+	truth     []int64               // [node] the true count, max(1, raw), at the last second
+	free      *freeSet              // nodes with count > scheduled
+	writesAt  []int32               // [second] CSINode writes
+	marks     []int                 // [cut] the second of each quota change
+	first     map[int]map[int32]int // burst index → node → seconds after the change of its first write
+	ends      [][]int32             // [second] nodes where a running pod's volume detaches then
+	inFlight  []*pod                // attaching pods
+	queue     []*pod                // Pending pods, FIFO
+	next      int                   // the next arrival's index in wl.lifetime
+	ci        int                   // the next cut of fr.sc.cuts
+}
+
+// newFleetSim sets up the run: the cloud at the scenario's start quota, the policy reporter
+// on every node, the kubelets' phases drawn at random (the run's seed and idx), and each
+// node's count and truth as of the first reading.
+func newFleetSim(p fleetParams, fr fleetRun, wl fleetWorkload, idx int) (*fleetSim, error) {
 	pp := p.params
 	pp.Nodes, pp.Period = fr.nodes, fr.period
 	pp.Capacity.QuotaShare, pp.Capacity.IncreaseSpread = fr.share, fr.spread
@@ -225,152 +275,188 @@ func simulateFleet(p fleetParams, fr fleetRun, wl fleetWorkload, idx int) (fleet
 	w := newWorld(pp)
 	rep, err := newPolicyReporter(pp, w)
 	if err != nil {
-		return fleetResult{}, err
+		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(p.Seed, uint64(9000+idx)))
 	n, period := fr.nodes, fr.period
-	byPhase := make([][]int32, period)
-	for i := range n {
-		ph := rng.IntN(period)
-		byPhase[ph] = append(byPhase[ph], int32(i))
+	s := &fleetSim{p: p, fr: fr, wl: wl, w: w, rep: rep, baseQuota: baseQuota,
+		rng:     rand.New(rand.NewPCG(p.Seed, uint64(9000+idx))),
+		byPhase: make([][]int32, period),
+		res: fleetResult{Source: "bench/policy", Scenario: fr.sc.name, QuotaShare: string(fr.share), IncreaseSpreadSeconds: fr.spread.Seconds(),
+			Nodes: n, PeriodSeconds: period, Seconds: p.Duration},
+		count: make([]int64, n), scheduled: make([]int, n), truth: make([]int64, n), free: newFreeSet(n),
+		writesAt: make([]int32, p.Duration), first: map[int]map[int32]int{}, marks: make([]int, 0, len(fr.sc.cuts)),
+		ends: make([][]int32, p.Duration),
 	}
-	res := fleetResult{Source: "bench/policy", Scenario: fr.sc.name, QuotaShare: string(fr.share), IncreaseSpreadSeconds: fr.spread.Seconds(),
-		Nodes: n, PeriodSeconds: period, Seconds: p.Duration}
-	count := make([]int64, n)
-	scheduled := make([]int, n)
-	truth := make([]int64, n)
-	free := newFreeSet(n)
-	upd := func(i int) { free.set(i, count[i] > int64(scheduled[i])) }
-	writesAt := make([]int32, p.Duration)
-	first := map[int]map[int32]int{} // burst index → node → seconds after the change of its first write
-	marks := make([]int, 0, len(fr.sc.cuts))
+	for i := range n {
+		ph := s.rng.IntN(period)
+		s.byPhase[ph] = append(s.byPhase[ph], int32(i))
+	}
 	for _, c := range fr.sc.cuts {
-		marks = append(marks, int(c.at*float64(p.Duration)))
-		first[len(marks)-1] = map[int32]int{}
-	}
-	truthOf := func(i int) int64 {
-		slots := int64(w.limit[i] - w.oob[i])
-		q := max(0, w.quota-w.used())
-		if fr.share == capacity.QuotaShareEven {
-			q = (q + int64(n) - 1) / int64(n)
-		}
-		return capacity.Reportable(min(slots, int64(w.attached[i])+q))
-	}
-	t := 0
-	kubeletCopy := func(i int) {
-		if v := rep.value(i); v != count[i] {
-			count[i] = v
-			res.CSINodeWrites++
-			writesAt[t]++
-			for b, at := range marks {
-				if _, seen := first[b][int32(i)]; !seen && t >= at && t < at+burstWindow {
-					first[b][int32(i)] = t - at
-				}
-			}
-			upd(i)
-		}
+		s.marks = append(s.marks, int(c.at*float64(p.Duration)))
+		s.first[len(s.marks)-1] = map[int32]int{}
 	}
 	for i := range n {
-		count[i] = rep.value(i)
-		truth[i] = truthOf(i)
-		upd(i)
+		s.count[i] = rep.value(i)
+		s.truth[i] = s.truthOf(i)
+		s.updateFree(i)
 	}
-	ends := make([][]int32, p.Duration)
-	var inFlight, queue []*pod
-	next, ci := 0, 0
-	for t = range p.Duration {
-		for ci < len(fr.sc.cuts) && marks[ci] <= t {
-			c := fr.sc.cuts[ci]
-			if c.restore {
-				w.quota = baseQuota
-			} else {
-				w.quota = w.used() + c.headroom(n)
-			}
-			w.rev++
-			ci++
+	return s, nil
+}
+
+// updateFree puts node i in the free set when its count exceeds its scheduled volumes, and
+// takes it out otherwise.
+func (s *fleetSim) updateFree(i int) { s.free.set(i, s.count[i] > int64(s.scheduled[i])) }
+
+// truthOf is node i's true count now: max(1, its free slots, capped by its share of the
+// account's quota headroom).
+func (s *fleetSim) truthOf(i int) int64 {
+	w, n := s.w, s.fr.nodes
+	slots := int64(w.limit[i] - w.oob[i])
+	q := max(0, w.quota-w.used())
+	if s.fr.share == capacity.QuotaShareEven {
+		q = (q + int64(n) - 1) / int64(n)
+	}
+	return capacity.Reportable(min(slots, int64(w.attached[i])+q))
+}
+
+// kubeletCopy copies node i's reported value to its CSINode count at second t: a write when
+// it changed, noted for the bursts of the quota changes it follows.
+func (s *fleetSim) kubeletCopy(i, t int) {
+	v := s.rep.value(i)
+	if v == s.count[i] {
+		return
+	}
+	s.count[i] = v
+	s.res.CSINodeWrites++
+	s.writesAt[t]++
+	for b, at := range s.marks {
+		if _, seen := s.first[b][int32(i)]; !seen && t >= at && t < at+burstWindow {
+			s.first[b][int32(i)] = t - at
 		}
-		if wl.external[t] != w.external {
-			w.external = wl.external[t]
-			w.rev++
+	}
+	s.updateFree(i)
+}
+
+// changeCloud applies at second t the quota changes due, the other tenants' step and the
+// out-of-band flips of the workload.
+func (s *fleetSim) changeCloud(t int) {
+	w, cuts := s.w, s.fr.sc.cuts
+	for s.ci < len(cuts) && s.marks[s.ci] <= t {
+		c := cuts[s.ci]
+		if c.restore {
+			w.quota = s.baseQuota
+		} else {
+			w.quota = w.used() + c.headroom(s.fr.nodes)
 		}
-		for _, i := range wl.oobFlips[t] {
-			w.oob[i] = 2*p.OutOfBand + 1 - w.oob[i] // 1 ↔ 2
-			w.rev++
+		w.rev++
+		s.ci++
+	}
+	if s.wl.external[t] != w.external {
+		w.external = s.wl.external[t]
+		w.rev++
+	}
+	for _, i := range s.wl.oobFlips[t] {
+		w.oob[i] = 2*s.p.OutOfBand + 1 - w.oob[i] // 1 ↔ 2
+		w.rev++
+	}
+}
+
+// endPods detaches the volumes of the pods whose life ends at second t.
+func (s *fleetSim) endPods(t int) {
+	for _, i := range s.ends[t] {
+		s.w.detach(int(i))
+		s.scheduled[i]--
+		s.updateFree(int(i))
+	}
+}
+
+// arrive queues the pods arriving at second t.
+func (s *fleetSim) arrive(t int) {
+	for range s.wl.arrivals[t] {
+		s.queue = append(s.queue, &pod{life: s.wl.lifetime[s.next]})
+		s.next++
+	}
+}
+
+// kubeletCopies runs the kubelets whose phase comes round at second t (none at 0: every count
+// starts copied).
+func (s *fleetSim) kubeletCopies(t int) {
+	for _, i := range s.byPhase[t%s.fr.period] {
+		if t > 0 {
+			s.kubeletCopy(int(i), t)
 		}
-		for _, i := range ends[t] {
-			w.detach(int(i))
-			scheduled[i]--
-			upd(int(i))
-		}
-		for range wl.arrivals[t] {
-			queue = append(queue, &pod{life: wl.lifetime[next]})
-			next++
-		}
-		for _, i := range byPhase[t%period] {
-			if t > 0 {
-				kubeletCopy(int(i))
+	}
+}
+
+// schedule places Pending pods at second t: for each, score a sample of the nodes with room
+// and take the one with the most.
+func (s *fleetSim) schedule(t int) {
+	for len(s.queue) > 0 && len(s.free.nodes) > 0 {
+		best, bestFree := -1, int64(0)
+		for range min(s.p.Sample, len(s.free.nodes)) {
+			c := int(s.free.nodes[s.rng.IntN(len(s.free.nodes))])
+			if f := s.count[c] - int64(s.scheduled[c]); f > bestFree {
+				best, bestFree = c, f
 			}
 		}
-		// Scheduler: score a sample of the nodes with room, take the one with the most.
-		for len(queue) > 0 && len(free.nodes) > 0 {
-			best, bestFree := -1, int64(0)
-			for range min(p.Sample, len(free.nodes)) {
-				c := int(free.nodes[rng.IntN(len(free.nodes))])
-				if f := count[c] - int64(scheduled[c]); f > bestFree {
-					best, bestFree = c, f
-				}
-			}
-			pd := queue[0]
-			queue = queue[1:]
-			*pd = pod{life: pd.life, state: attaching, node: best, placedAt: t, nextTry: t}
-			scheduled[best]++
-			upd(best)
-			inFlight = append(inFlight, pd)
-		}
-		// Attacher.
-		still := inFlight[:0]
-		for _, pd := range inFlight {
-			if pd.nextTry > t {
-				still = append(still, pd)
-				continue
-			}
-			if ok, _ := w.attach(pd.node); ok {
-				res.Started++
-				if end := t + pd.life; end < p.Duration {
-					ends[end] = append(ends[end], int32(pd.node))
-				}
-				continue
-			}
-			if !pd.failed {
-				pd.failed = true
-				res.AttachFailures++
-			}
-			if t-pd.placedAt >= p.RejectWait {
-				res.Rejected++
-				scheduled[pd.node]--
-				upd(pd.node)
-				kubeletCopy(pd.node)
-				pd.state = pending
-				queue = append(queue, pd)
-				continue
-			}
-			pd.nextTry = t + p.RetryEvery
+		pd := s.queue[0]
+		s.queue = s.queue[1:]
+		*pd = pod{life: pd.life, state: attaching, node: best, placedAt: t, nextTry: t}
+		s.scheduled[best]++
+		s.updateFree(best)
+		s.inFlight = append(s.inFlight, pd)
+	}
+}
+
+// attach is the attacher at second t: each attaching pod due a try asks the cloud; a refusal
+// counts as a failure (once per pod) and is retried every RetryEvery until the kubelet
+// rejects the pod after RejectWait, which sends it back to the queue and makes its node's
+// kubelet copy again.
+func (s *fleetSim) attach(t int) {
+	p := s.p
+	still := s.inFlight[:0]
+	for _, pd := range s.inFlight {
+		if pd.nextTry > t {
 			still = append(still, pd)
+			continue
 		}
-		clear(inFlight[len(still):])
-		inFlight = still
-		res.PendingPodMin += float64(len(queue)) / 60
-		for i := range n {
-			if v := truthOf(i); v != truth[i] {
-				truth[i] = v
-				res.CapacityChanges++
+		if ok, _ := s.w.attach(pd.node); ok {
+			s.res.Started++
+			if end := t + pd.life; end < p.Duration {
+				s.ends[end] = append(s.ends[end], int32(pd.node))
 			}
+			continue
 		}
-		rep.step()
+		if !pd.failed {
+			pd.failed = true
+			s.res.AttachFailures++
+		}
+		if t-pd.placedAt >= p.RejectWait {
+			s.res.Rejected++
+			s.scheduled[pd.node]--
+			s.updateFree(pd.node)
+			s.kubeletCopy(pd.node, t)
+			pd.state = pending
+			s.queue = append(s.queue, pd)
+			continue
+		}
+		pd.nextTry = t + p.RetryEvery
+		still = append(still, pd)
 	}
-	res.CloudLookups = w.lookups
-	finishFleet(&res, writesAt, marks, first)
-	return res, nil
+	clear(s.inFlight[len(still):])
+	s.inFlight = still
+}
+
+// account adds this second's pending pod-time to the result and counts the nodes whose true
+// count changed.
+func (s *fleetSim) account() {
+	s.res.PendingPodMin += float64(len(s.queue)) / 60
+	for i := range s.fr.nodes {
+		if v := s.truthOf(i); v != s.truth[i] {
+			s.truth[i] = v
+			s.res.CapacityChanges++
+		}
+	}
 }
 
 // finishFleet derives the per-node, per-second and burst figures.

@@ -429,119 +429,183 @@ type pod struct {
 // the scheduler places Pending pods where scheduled volumes < count, and the attacher asks
 // the cloud, retrying a refused attach until the kubelet rejects the pod after RejectWait.
 func simulate(p params, sc scenario, wl workload, w *world, rep reporter) result {
-	var res result
-	count := make([]int64, p.Nodes)
-	scheduled := make([]int, p.Nodes)
-	for n := range p.Nodes {
-		count[n] = rep.value(n)
-	}
-	kubeletCopy := func(n int) {
-		if v := rep.value(n); v != count[n] {
-			count[n] = v
-			res.Writes++
-		}
-	}
-	var pods []*pod
-	var queue []*pod // Pending, FIFO
-	next := 0
-	evi := 0
+	s := newSimRun(p, sc, wl, w, rep)
 	for t := range p.Duration {
-		for evi < len(sc.events) && sc.events[evi].at <= t {
-			sc.events[evi].apply(w)
-			evi++
-		}
-		if sc.noise && wl.external[t] != w.external {
-			w.external = wl.external[t]
-			w.rev++
-		}
-		if sc.oobNoise {
-			for n, o := range wl.oob[t] {
-				if w.oob[n] != o {
-					w.oob[n] = o
-					w.rev++
-				}
-			}
-		}
-		for _, pd := range pods {
-			if pd.state == running && pd.endAt == t {
-				w.detach(pd.node)
-				scheduled[pd.node]--
-				pd.state = gone
-			}
-		}
-		for range wl.arrivals[t] {
-			pd := &pod{life: wl.lifetime[next]}
-			next++
-			pods = append(pods, pd)
-			queue = append(queue, pd)
-		}
-		for n := range p.Nodes {
-			if (t+n*p.Period/p.Nodes)%p.Period == 0 && t > 0 {
-				kubeletCopy(n)
-			}
-		}
-		// Scheduler: identical pods, so when one does not fit none does.
-		for len(queue) > 0 {
-			best, free := -1, int64(0)
-			for n := range p.Nodes {
-				if f := count[n] - int64(scheduled[n]); f > free {
-					best, free = n, f
-				}
-			}
-			if best < 0 {
-				break
-			}
-			pd := queue[0]
-			queue = queue[1:]
-			*pd = pod{life: pd.life, state: attaching, node: best, placedAt: t, nextTry: t}
-			scheduled[best]++
-		}
-		// Attacher.
-		for _, pd := range pods {
-			if pd.state != attaching || pd.nextTry > t {
-				continue
-			}
-			ok, unhealthy := w.attach(pd.node)
-			if ok {
-				pd.state, pd.endAt, pd.waiting = running, t+pd.life, false
-				res.Started++
-				continue
-			}
-			if unhealthy {
-				pd.waiting, pd.nextTry = true, t+p.RetryEvery
-				continue
-			}
-			pd.waiting = false
-			if !pd.failed {
-				pd.failed = true
-				res.AttachFailures++
-			}
-			if t-pd.placedAt >= p.RejectWait {
-				res.Rejected++
-				scheduled[pd.node]--
-				kubeletCopy(pd.node)
-				pd.state = pending
-				queue = append(queue, pd)
-				continue
-			}
-			pd.nextTry = t + p.RetryEvery
-		}
-		res.PendingPodMin += float64(len(queue)) / 60
-		if t%60 == 0 {
-			live := pods[:0]
-			for _, pd := range pods {
-				if pd.state != gone {
-					live = append(live, pd)
-				}
-			}
-			pods = live
-		}
-		for _, pd := range pods {
-			if pd.state == attaching && (pd.failed || pd.waiting) {
-				res.StuckPodMin += 1.0 / 60
-			}
-		}
+		s.changeCloud(t)
+		s.endPods(t)
+		s.arrive(t)
+		s.kubeletCopies(t)
+		s.schedule(t)
+		s.attach(t)
+		s.account(t)
 		rep.step()
 	}
-	return res
+	return s.res
+}
+
+// simRun is one simulate run in progress: the inputs, each node's CSINode count (what the
+// kubelet last copied) and scheduled volumes, the pods not yet gone (pods) and the Pending
+// ones in FIFO order (queue), and the result so far.
+type simRun struct {
+	p   params
+	sc  scenario
+	wl  workload
+	w   *world
+	rep reporter
+	res result
+
+	count     []int64
+	scheduled []int
+	pods      []*pod
+	queue     []*pod // Pending, FIFO
+	next      int    // the next arrival's index in wl.lifetime
+	evi       int    // the next event of sc.events
+}
+
+// newSimRun starts a run with every node's count copied from rep.
+func newSimRun(p params, sc scenario, wl workload, w *world, rep reporter) *simRun {
+	s := &simRun{p: p, sc: sc, wl: wl, w: w, rep: rep, count: make([]int64, p.Nodes), scheduled: make([]int, p.Nodes)}
+	for n := range p.Nodes {
+		s.count[n] = rep.value(n)
+	}
+	return s
+}
+
+// kubeletCopy copies node n's reported value to its CSINode count, a write when it changed.
+func (s *simRun) kubeletCopy(n int) {
+	if v := s.rep.value(n); v != s.count[n] {
+		s.count[n] = v
+		s.res.Writes++
+	}
+}
+
+// changeCloud applies at second t the scenario's events due and, when the scenario has them,
+// the external quota use and the out-of-band slots of the workload's noise.
+func (s *simRun) changeCloud(t int) {
+	w := s.w
+	for s.evi < len(s.sc.events) && s.sc.events[s.evi].at <= t {
+		s.sc.events[s.evi].apply(w)
+		s.evi++
+	}
+	if s.sc.noise && s.wl.external[t] != w.external {
+		w.external = s.wl.external[t]
+		w.rev++
+	}
+	if s.sc.oobNoise {
+		for n, o := range s.wl.oob[t] {
+			if w.oob[n] != o {
+				w.oob[n] = o
+				w.rev++
+			}
+		}
+	}
+}
+
+// endPods detaches the volumes of the running pods whose life ends at second t.
+func (s *simRun) endPods(t int) {
+	for _, pd := range s.pods {
+		if pd.state == running && pd.endAt == t {
+			s.w.detach(pd.node)
+			s.scheduled[pd.node]--
+			pd.state = gone
+		}
+	}
+}
+
+// arrive queues the pods arriving at second t.
+func (s *simRun) arrive(t int) {
+	for range s.wl.arrivals[t] {
+		pd := &pod{life: s.wl.lifetime[s.next]}
+		s.next++
+		s.pods = append(s.pods, pd)
+		s.queue = append(s.queue, pd)
+	}
+}
+
+// kubeletCopies runs the kubelets whose period comes round at second t, their timers spread
+// evenly over the period.
+func (s *simRun) kubeletCopies(t int) {
+	p := s.p
+	for n := range p.Nodes {
+		if (t+n*p.Period/p.Nodes)%p.Period == 0 && t > 0 {
+			s.kubeletCopy(n)
+		}
+	}
+}
+
+// schedule places Pending pods, in order, on the node with the most room (count minus
+// scheduled volumes). Identical pods: when one does not fit none does.
+func (s *simRun) schedule(t int) {
+	for len(s.queue) > 0 {
+		best, free := -1, int64(0)
+		for n := range s.p.Nodes {
+			if f := s.count[n] - int64(s.scheduled[n]); f > free {
+				best, free = n, f
+			}
+		}
+		if best < 0 {
+			break
+		}
+		pd := s.queue[0]
+		s.queue = s.queue[1:]
+		*pd = pod{life: pd.life, state: attaching, node: best, placedAt: t, nextTry: t}
+		s.scheduled[best]++
+	}
+}
+
+// attach is the attacher at second t: each attaching pod due a try asks the cloud. A refusal
+// for the node's health is retried without counting; one for capacity counts as a failure
+// (once per pod) and is retried every RetryEvery until the kubelet rejects the pod after
+// RejectWait, which sends it back to the queue and makes its node's kubelet copy again.
+func (s *simRun) attach(t int) {
+	p := s.p
+	for _, pd := range s.pods {
+		if pd.state != attaching || pd.nextTry > t {
+			continue
+		}
+		ok, unhealthy := s.w.attach(pd.node)
+		if ok {
+			pd.state, pd.endAt, pd.waiting = running, t+pd.life, false
+			s.res.Started++
+			continue
+		}
+		if unhealthy {
+			pd.waiting, pd.nextTry = true, t+p.RetryEvery
+			continue
+		}
+		pd.waiting = false
+		if !pd.failed {
+			pd.failed = true
+			s.res.AttachFailures++
+		}
+		if t-pd.placedAt >= p.RejectWait {
+			s.res.Rejected++
+			s.scheduled[pd.node]--
+			s.kubeletCopy(pd.node)
+			pd.state = pending
+			s.queue = append(s.queue, pd)
+			continue
+		}
+		pd.nextTry = t + p.RetryEvery
+	}
+}
+
+// account adds second t's pending and stuck pod-time to the result, dropping the pods that
+// are gone once a minute.
+func (s *simRun) account(t int) {
+	s.res.PendingPodMin += float64(len(s.queue)) / 60
+	if t%60 == 0 {
+		live := s.pods[:0]
+		for _, pd := range s.pods {
+			if pd.state != gone {
+				live = append(live, pd)
+			}
+		}
+		s.pods = live
+	}
+	for _, pd := range s.pods {
+		if pd.state == attaching && (pd.failed || pd.waiting) {
+			s.res.StuckPodMin += 1.0 / 60
+		}
+	}
 }
