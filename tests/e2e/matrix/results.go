@@ -215,82 +215,13 @@ func Table(cells []Cell, rows []Row) string {
 	var b bytes.Buffer
 	b.WriteString("| cell | control plane | kubelet (gates) | attacher | period | decision (reason), right? | count follows a cloud change | errorCode 8 on the VA | pod failed, replaced | stuck in ContainerCreating | re-registration gap | outcome | run |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	row := func(c Cell, r *Row) {
-		gates := c.KubeletGates
-		if gates == "" {
-			gates = "defaults"
-		}
-		if c.NodeLabels != "" {
-			gates += "; node " + c.NodeLabels
-		}
-		period := periodText(c.PeriodSeconds)
-		for _, ch := range c.PeriodChanges {
-			period += " → " + periodText(ch.PeriodSeconds)
-		}
-		cp, attacher := c.ControlPlane, c.Attacher
-		if c.APIServerGates != "" {
-			cp += " (API server " + c.APIServerGates + ")"
-		}
-		if c.AttacherGates != "" {
-			attacher += " (" + c.AttacherGates + ")"
-		}
-		lead := fmt.Sprintf("| %s | %s | %s (%s) | %s | %s | ", c.Name, cp, c.Kubelet, gates, attacher, period)
-		if r == nil {
-			fmt.Fprintf(&b, "%splanned (right: %s) | planned | planned | planned | planned | planned | planned (not run) | — |\n", lead, c.Expect.Decision)
-			return
-		}
-		right := "right"
-		if !r.DecisionRight {
-			right = "WRONG (right: " + c.Expect.Decision + ")"
-		}
-		ec := "no"
-		switch {
-		case r.ErrorCode8Seconds != nil:
-			ec = "yes, " + secs(r.ErrorCode8Seconds)
-		case r.ErrorCodeSeen != nil:
-			ec = fmt.Sprintf("code %d", *r.ErrorCodeSeen)
-		}
-		failed := "no"
-		if r.PodFailedSeconds != nil {
-			failed = "failed " + secs(r.PodFailedSeconds) + ", replaced " + secs(r.ReplacedSeconds)
-		}
-		gap := "no gap"
-		if r.DriverVanished {
-			gap = "gone " + secs(r.ReregistrationGapSeconds)
-		}
-		if r.ReregisteredSeconds != nil {
-			gap += ", back with a count " + secs(r.ReregisteredSeconds)
-		}
-		stuck := "no"
-		if r.StuckContainerCreating {
-			stuck = fmt.Sprintf("yes (after %.0f s)", r.RejectWindowSeconds)
-		}
-		decision := fmt.Sprintf("%s (%s), %s", r.Decision, r.Reason, right)
-		if r.Recheck != nil {
-			decision += fmt.Sprintf("; re-check %.0f s after the last change: supported %v (at start %v)", r.Recheck.SecondsAfterChange, r.Recheck.Supported, r.Recheck.SupportedAtStart)
-		}
-		if r.DecisionAfterRestart != "" && (r.DecisionAfterRestart != r.Decision || r.ReasonAfterRestart != r.Reason) {
-			after := "right"
-			if r.DecisionAfterRestart != c.Expect.afterRestart() {
-				after = "WRONG (right: " + c.Expect.afterRestart() + ")"
-			}
-			decision += fmt.Sprintf("; after the restart: %s (%s), %s", r.DecisionAfterRestart, r.ReasonAfterRestart, after)
-		}
-		follows := fmt.Sprintf("%s (window %.0f s)", yesNo(r.CountFollowed, r.CountFollowSeconds), r.FollowWindowSeconds)
-		for _, ch := range r.PeriodChanges {
-			follows += fmt.Sprintf("; after → %s: %s", periodText(ch.PeriodSeconds), yesNo(ch.CountFollowed, ch.CountFollowSeconds))
-		}
-		fmt.Fprintf(&b, "%s%s | %s | %s | %s | %s | %s | %s | %s, %s |\n", lead, decision,
-			follows, ec, failed, stuck, gap, r.Outcome,
-			r.Date.UTC().Format("2006-01-02 15:04 UTC"), r.Commit)
-	}
 	listed := map[string]bool{}
 	for _, c := range cells {
 		listed[c.Name] = true
 		if r, ok := latest[c.Name]; ok {
-			row(r.Cell, &r)
+			tableRow(&b, r.Cell, &r)
 		} else {
-			row(c, nil)
+			tableRow(&b, c, nil)
 		}
 	}
 	var gone []string
@@ -302,9 +233,97 @@ func Table(cells []Cell, rows []Row) string {
 	sort.Strings(gone)
 	for _, n := range gone {
 		r := latest[n]
-		row(r.Cell, &r)
+		tableRow(&b, r.Cell, &r)
 	}
 	return b.String()
+}
+
+// tableRow writes the Table row of cell c with its result r (nil: planned, not run).
+func tableRow(b *bytes.Buffer, c Cell, r *Row) {
+	lead := cellColumns(c)
+	if r == nil {
+		fmt.Fprintf(b, "%splanned (right: %s) | planned | planned | planned | planned | planned | planned (not run) | — |\n", lead, c.Expect.Decision)
+		return
+	}
+	ec := "no"
+	switch {
+	case r.ErrorCode8Seconds != nil:
+		ec = "yes, " + secs(r.ErrorCode8Seconds)
+	case r.ErrorCodeSeen != nil:
+		ec = fmt.Sprintf("code %d", *r.ErrorCodeSeen)
+	}
+	failed := "no"
+	if r.PodFailedSeconds != nil {
+		failed = "failed " + secs(r.PodFailedSeconds) + ", replaced " + secs(r.ReplacedSeconds)
+	}
+	gap := "no gap"
+	if r.DriverVanished {
+		gap = "gone " + secs(r.ReregistrationGapSeconds)
+	}
+	if r.ReregisteredSeconds != nil {
+		gap += ", back with a count " + secs(r.ReregisteredSeconds)
+	}
+	stuck := "no"
+	if r.StuckContainerCreating {
+		stuck = fmt.Sprintf("yes (after %.0f s)", r.RejectWindowSeconds)
+	}
+	fmt.Fprintf(b, "%s%s | %s | %s | %s | %s | %s | %s | %s, %s |\n", lead, decisionColumn(c, r),
+		followsColumn(r), ec, failed, stuck, gap, r.Outcome,
+		r.Date.UTC().Format("2006-01-02 15:04 UTC"), r.Commit)
+}
+
+// cellColumns is the start of a Table row, what cell c sets up: its name, control plane,
+// kubelet and gates, attacher and period (with its changes), each followed by " | ".
+func cellColumns(c Cell) string {
+	gates := c.KubeletGates
+	if gates == "" {
+		gates = "defaults"
+	}
+	if c.NodeLabels != "" {
+		gates += "; node " + c.NodeLabels
+	}
+	period := periodText(c.PeriodSeconds)
+	for _, ch := range c.PeriodChanges {
+		period += " → " + periodText(ch.PeriodSeconds)
+	}
+	cp, attacher := c.ControlPlane, c.Attacher
+	if c.APIServerGates != "" {
+		cp += " (API server " + c.APIServerGates + ")"
+	}
+	if c.AttacherGates != "" {
+		attacher += " (" + c.AttacherGates + ")"
+	}
+	return fmt.Sprintf("| %s | %s | %s (%s) | %s | %s | ", c.Name, cp, c.Kubelet, gates, attacher, period)
+}
+
+// decisionColumn is the plugin's decision and reason in r, right or not for cell c, with the
+// re-check and the decision after a restart when r has them.
+func decisionColumn(c Cell, r *Row) string {
+	right := "right"
+	if !r.DecisionRight {
+		right = "WRONG (right: " + c.Expect.Decision + ")"
+	}
+	decision := fmt.Sprintf("%s (%s), %s", r.Decision, r.Reason, right)
+	if r.Recheck != nil {
+		decision += fmt.Sprintf("; re-check %.0f s after the last change: supported %v (at start %v)", r.Recheck.SecondsAfterChange, r.Recheck.Supported, r.Recheck.SupportedAtStart)
+	}
+	if r.DecisionAfterRestart != "" && (r.DecisionAfterRestart != r.Decision || r.ReasonAfterRestart != r.Reason) {
+		after := "right"
+		if r.DecisionAfterRestart != c.Expect.afterRestart() {
+			after = "WRONG (right: " + c.Expect.afterRestart() + ")"
+		}
+		decision += fmt.Sprintf("; after the restart: %s (%s), %s", r.DecisionAfterRestart, r.ReasonAfterRestart, after)
+	}
+	return decision
+}
+
+// followsColumn says whether the count followed a cloud change, and after each period change.
+func followsColumn(r *Row) string {
+	follows := fmt.Sprintf("%s (window %.0f s)", yesNo(r.CountFollowed, r.CountFollowSeconds), r.FollowWindowSeconds)
+	for _, ch := range r.PeriodChanges {
+		follows += fmt.Sprintf("; after → %s: %s", periodText(ch.PeriodSeconds), yesNo(ch.CountFollowed, ch.CountFollowSeconds))
+	}
+	return follows
 }
 
 // WriteDoc replaces the text between the markers of the doc at path with Table(cells, rows).

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -472,6 +473,59 @@ func running(p *corev1.Pod) bool {
 // VolumeAttachment, the kubelet failing the pod (VolumeAttachmentLimitExceeded), its
 // replacement running on node-2, or the pod stuck in ContainerCreating.
 func (r *cellRun) reject(ctx context.Context) error {
+	if err := r.startHolder(ctx); err != nil {
+		return err
+	}
+	// A set period goes to 600 s so that the count stays stale; an unset one stays unset (the
+	// count is never refreshed, and the kubelet does not fail the pod without a period).
+	if r.period != 0 {
+		if err := r.setPeriod(ctx, 600); err != nil {
+			return err
+		}
+	}
+	in, err := r.cloud.GetInstance(ctx, target)
+	if err != nil {
+		return err
+	}
+	if err := r.setOOB(ctx, in.AttachLimit-len(in.Attachments)); err != nil {
+		return err
+	}
+	// The StatefulSet controller replaces a failed pod within milliseconds: a watch sees the
+	// failure that polling would miss.
+	fw, err := r.watchLimitFailures(ctx)
+	if err != nil {
+		return err
+	}
+	defer fw.stop()
+	created := time.Now()
+	if _, err := r.cs.AppsV1().StatefulSets(ns).Create(ctx, staleStatefulSet(in.Zone), metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	firstUID, onTarget, took, ok := r.waitErrorCode8(ctx)
+	if !onTarget {
+		return fmt.Errorf("pod stale-0 was not scheduled to %s (the count was not stale?)", target)
+	}
+	if ok {
+		r.row.ErrorCode8Seconds = seconds(took)
+	}
+	r.logf("errorCode 8 on the VolumeAttachment: %v after %s", ok, took.Round(100*time.Millisecond))
+	attachFailed := time.Now()
+	if _, failed := waitFor(ctx, rejectWindow, func() bool { return !fw.failedAt().IsZero() }); failed {
+		r.measureReplacement(ctx, fw.failedAt().Sub(attachFailed), attachFailed, firstUID)
+		return nil
+	}
+	p, err := r.cs.CoreV1().Pods(ns).Get(ctx, "stale-0", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	r.row.StuckContainerCreating = p.UID == firstUID && p.Spec.NodeName == target && p.Status.Phase == corev1.PodPending
+	r.logf("pod not failed within %s; stuck in ContainerCreating: %v (phase %s, created %s ago)", rejectWindow, r.row.StuckContainerCreating, p.Status.Phase, time.Since(created).Round(time.Second))
+	return nil
+}
+
+// startHolder creates the namespace and the pod "holder" with one volume on the target node,
+// and waits up to 2 minutes for it to run.
+func (r *cellRun) startHolder(ctx context.Context) error {
 	if _, err := r.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
@@ -493,23 +547,16 @@ func (r *cellRun) reject(ctx context.Context) error {
 	}); !ok {
 		return fmt.Errorf("pod holder not running on %s within 2 min", target)
 	}
-	// A set period goes to 600 s so that the count stays stale; an unset one stays unset (the
-	// count is never refreshed, and the kubelet does not fail the pod without a period).
-	if r.period != 0 {
-		if err := r.setPeriod(ctx, 600); err != nil {
-			return err
-		}
-	}
-	in, err := r.cloud.GetInstance(ctx, target)
-	if err != nil {
-		return err
-	}
-	if err := r.setOOB(ctx, in.AttachLimit-len(in.Attachments)); err != nil {
-		return err
-	}
+	return nil
+}
+
+// staleStatefulSet is the StatefulSet "stale": one replica with one volume, required in zone
+// and preferring the target node.
+func staleStatefulSet(zone string) *appsv1.StatefulSet {
+	zero := int64(0)
 	labels := map[string]string{"app": "stale"}
 	replicas := int32(1)
-	ss := &appsv1.StatefulSet{
+	return &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "stale", Namespace: ns},
 		Spec: appsv1.StatefulSetSpec{
 			Replicas: &replicas, PodManagementPolicy: appsv1.ParallelPodManagement,
@@ -519,7 +566,7 @@ func (r *cellRun) reject(ctx context.Context) error {
 				Containers:                    []corev1.Container{{Name: "app", Image: podImage, VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
 				Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-						MatchExpressions: []corev1.NodeSelectorRequirement{{Key: zoneKey, Operator: corev1.NodeSelectorOpIn, Values: []string{in.Zone}}},
+						MatchExpressions: []corev1.NodeSelectorRequirement{{Key: zoneKey, Operator: corev1.NodeSelectorOpIn, Values: []string{zone}}},
 					}}},
 					PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{Weight: 100, Preference: corev1.NodeSelectorTerm{
 						MatchExpressions: []corev1.NodeSelectorRequirement{{Key: hostKey, Operator: corev1.NodeSelectorOpIn, Values: []string{target}}},
@@ -529,33 +576,52 @@ func (r *cellRun) reject(ctx context.Context) error {
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{*claim("data")},
 		},
 	}
-	// The StatefulSet controller replaces a failed pod within milliseconds: a watch sees the
-	// failure that polling would miss.
+}
+
+// limitFailureWatch watches the pods of "stale" for the first that the kubelet failed with
+// VolumeAttachmentLimitExceeded.
+type limitFailureWatch struct {
+	w  watch.Interface
+	mu sync.Mutex
+	at time.Time // when the first such failure was seen; zero: none yet
+}
+
+// watchLimitFailures starts watching; stop ends the watch.
+func (r *cellRun) watchLimitFailures(ctx context.Context) (*limitFailureWatch, error) {
 	w, err := r.cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "app=stale"})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer w.Stop()
-	var mu sync.Mutex
-	var failedAt time.Time
+	fw := &limitFailureWatch{w: w}
 	go func() {
 		for ev := range w.ResultChan() {
 			if p, ok := ev.Object.(*corev1.Pod); ok && p.Status.Phase == corev1.PodFailed && p.Status.Reason == "VolumeAttachmentLimitExceeded" {
-				mu.Lock()
-				if failedAt.IsZero() {
-					failedAt = time.Now()
+				fw.mu.Lock()
+				if fw.at.IsZero() {
+					fw.at = time.Now()
 				}
-				mu.Unlock()
+				fw.mu.Unlock()
 			}
 		}
 	}()
-	created := time.Now()
-	if _, err := r.cs.AppsV1().StatefulSets(ns).Create(ctx, ss, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	var firstUID types.UID
-	var onTarget bool
-	took, ok := waitFor(ctx, errorCodeWindow, func() bool {
+	return fw, nil
+}
+
+// failedAt is when the first failure was seen (zero: none yet).
+func (fw *limitFailureWatch) failedAt() time.Time {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return fw.at
+}
+
+func (fw *limitFailureWatch) stop() { fw.w.Stop() }
+
+// waitErrorCode8 waits up to errorCodeWindow for pod stale-0 to be scheduled and a
+// VolumeAttachment on the target node to carry attach error code 8 (RESOURCE_EXHAUSTED),
+// noting the first code seen in the row. It returns the pod's UID and whether it was
+// scheduled to the target, as last seen, and how long the wait took and whether code 8 came.
+func (r *cellRun) waitErrorCode8(ctx context.Context) (firstUID types.UID, onTarget bool, took time.Duration, ok bool) {
+	took, ok = waitFor(ctx, errorCodeWindow, func() bool {
 		p, err := r.cs.CoreV1().Pods(ns).Get(ctx, "stale-0", metav1.GetOptions{})
 		if err != nil || p.Spec.NodeName == "" {
 			return false
@@ -577,38 +643,20 @@ func (r *cellRun) reject(ctx context.Context) error {
 		}
 		return false
 	})
-	if !onTarget {
-		return fmt.Errorf("pod stale-0 was not scheduled to %s (the count was not stale?)", target)
-	}
-	if ok {
-		r.row.ErrorCode8Seconds = seconds(took)
-	}
-	r.logf("errorCode 8 on the VolumeAttachment: %v after %s", ok, took.Round(100*time.Millisecond))
-	attachFailed := time.Now()
-	_, failed := waitFor(ctx, rejectWindow, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return !failedAt.IsZero()
+	return firstUID, onTarget, took, ok
+}
+
+// measureReplacement records a pod the kubelet failed after failedAfter (from attachFailed,
+// when errorCode 8 was seen) and waits up to replaceWindow for its replacement (another UID)
+// to run on another node.
+func (r *cellRun) measureReplacement(ctx context.Context, failedAfter time.Duration, attachFailed time.Time, firstUID types.UID) {
+	r.row.PodFailedSeconds = seconds(failedAfter)
+	_, ok := waitFor(ctx, replaceWindow, func() bool {
+		p, err := r.cs.CoreV1().Pods(ns).Get(ctx, "stale-0", metav1.GetOptions{})
+		return err == nil && p.UID != firstUID && p.Spec.NodeName != target && running(p)
 	})
-	if failed {
-		mu.Lock()
-		r.row.PodFailedSeconds = seconds(failedAt.Sub(attachFailed))
-		mu.Unlock()
-		_, ok := waitFor(ctx, replaceWindow, func() bool {
-			p, err := r.cs.CoreV1().Pods(ns).Get(ctx, "stale-0", metav1.GetOptions{})
-			return err == nil && p.UID != firstUID && p.Spec.NodeName != target && running(p)
-		})
-		if ok {
-			r.row.ReplacedSeconds = seconds(time.Since(attachFailed))
-		}
-		r.logf("pod failed %s after errorCode 8; replacement running elsewhere: %v", secs(r.row.PodFailedSeconds), ok)
-		return nil
+	if ok {
+		r.row.ReplacedSeconds = seconds(time.Since(attachFailed))
 	}
-	p, err := r.cs.CoreV1().Pods(ns).Get(ctx, "stale-0", metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	r.row.StuckContainerCreating = p.UID == firstUID && p.Spec.NodeName == target && p.Status.Phase == corev1.PodPending
-	r.logf("pod not failed within %s; stuck in ContainerCreating: %v (phase %s, created %s ago)", rejectWindow, r.row.StuckContainerCreating, p.Status.Phase, time.Since(created).Round(time.Second))
-	return nil
+	r.logf("pod failed %s after errorCode 8; replacement running elsewhere: %v", secs(r.row.PodFailedSeconds), ok)
 }

@@ -302,102 +302,163 @@ func RunUpgrade(ctx context.Context, o Options, w Walk) (u UpgradeResult) {
 	u = UpgradeResult{Walk: w, Date: time.Now().UTC(), Commit: o.Commit, FollowWindowSeconds: followWindow.Seconds()}
 	start := time.Now()
 	defer func() { u.TotalSeconds = time.Since(start).Seconds(); u.judge() }()
-	logf := func(format string, args ...any) { fmt.Fprintf(o.Out, "upgrade: %s\n", fmt.Sprintf(format, args...)) }
-	fail := func(what string, err error) {
-		u.Errors = append(u.Errors, what+": "+err.Error())
-		logf("%s: %v", what, err)
-	}
+	run := &walkRun{o: o, w: w, u: &u}
 	if err := w.Validate(); err != nil {
-		fail("walk", err)
+		_ = run.fail("walk", err)
 		return u
 	}
-	bin := func(v string) (string, error) { return localcluster.BinaryFor(o.BinDir, v, "hollow-kubelet") }
-	period := int64(10)
+	if err := run.startCluster(ctx, start); err != nil {
+		return u
+	}
+	defer run.cl.Stop()
+	if err := run.connect(); err != nil {
+		return u
+	}
+	if err := run.startWorkload(ctx); err != nil {
+		return u
+	}
+	stopSampler := run.startSampler(ctx)
+	if err := run.walkNodes(ctx); err != nil {
+		stopSampler()
+		return u
+	}
+	// A moment for the last samples, then the sampler stops before the follow check changes
+	// node-1's count on purpose.
+	time.Sleep(2 * time.Second)
+	stopSampler()
+	run.closeSamples()
+	_ = run.checkAfter(ctx)
+	return u
+}
+
+// upgradeCSIDriverPeriod is the CSIDriver's period during the walk, in seconds.
+const upgradeCSIDriverPeriod = 10
+
+// walkRun is one RunUpgrade in progress: the result it fills in (u; the sampler's fields
+// under mu), the cluster and its clients once started, the workload's pods (their UIDs and
+// VolumeAttachments as first Running and attached) and the sampler's gap tracker.
+type walkRun struct {
+	o Options
+	w Walk
+	u *UpgradeResult
+
+	cl *localcluster.Cluster
+	cs kubernetes.Interface
+	cc *cloud.Client
+	r  *cellRun
+
+	pods    []string
+	uids    map[string]types.UID
+	vaNames map[string]bool
+
+	mu sync.Mutex
+	gt *gapTracker
+}
+
+func (run *walkRun) logf(format string, args ...any) {
+	fmt.Fprintf(run.o.Out, "upgrade: %s\n", fmt.Sprintf(format, args...))
+}
+
+// fail records that the step what could not run (UpgradeResult.Errors), logs it, and returns
+// err for the caller to stop on.
+func (run *walkRun) fail(what string, err error) error {
+	run.u.Errors = append(run.u.Errors, what+": "+err.Error())
+	run.logf("%s: %v", what, err)
+	return err
+}
+
+// startCluster starts the local cluster: every kubelet at Walk.From, the CSIDriver period
+// upgradeCSIDriverPeriod; start is when the walk began, for the log.
+func (run *walkRun) startCluster(ctx context.Context, start time.Time) error {
+	period := int64(upgradeCSIDriverPeriod)
 	versions := localcluster.Versions{CSIDriverPeriodSeconds: &period}
-	if w.From != localcluster.KubeVersion {
-		dir, err := localcluster.VersionCacheDir(w.From)
+	if run.w.From != localcluster.KubeVersion {
+		dir, err := localcluster.VersionCacheDir(run.w.From)
 		if err != nil {
-			fail("versions", err)
-			return u
+			return run.fail("versions", err)
 		}
 		versions.KubeletBinDir = dir
 	}
 	runDir, err := localcluster.NewRunDir()
 	if err != nil {
-		fail("run dir", err)
-		return u
+		return run.fail("run dir", err)
 	}
-	co := localcluster.DefaultOptions(o.RepoRoot, o.BinDir, runDir)
-	co.Versions, co.Out = versions, o.Out
+	co := localcluster.DefaultOptions(run.o.RepoRoot, run.o.BinDir, runDir)
+	co.Versions, co.Out = versions, run.o.Out
 	sctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
 	cl, err := localcluster.Start(sctx, co)
 	cancel()
 	if err != nil {
-		fail("start the cluster", err)
-		return u
+		return run.fail("start the cluster", err)
 	}
-	defer cl.Stop()
-	logf("cluster up in %s (logs %s)", time.Since(start).Round(time.Second), cl.LogDir)
-	cfg, err := clientcmd.BuildConfigFromFlags("", cl.Kubeconfig)
-	if err != nil {
-		fail("kubeconfig", err)
-		return u
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		fail("client", err)
-		return u
-	}
-	cc, err := cloud.NewClient(cl.CloudURL, cloud.WithToken(cl.AdminToken), cloud.WithUserAgent("fakecloud-csi-matrix"))
-	if err != nil {
-		fail("cloud client", err)
-		return u
-	}
-	for _, n := range cl.Nodes {
-		u.Nodes = append(u.Nodes, n.Name)
-	}
-	r := &cellRun{o: o, c: cl, cs: cs, cloud: cc, row: &Row{Cell: Cell{Name: "upgrade"}}, period: period}
+	run.cl = cl
+	run.logf("cluster up in %s (logs %s)", time.Since(start).Round(time.Second), cl.LogDir)
+	return nil
+}
 
-	// The workload: PodsPerNode pods with one volume each, pinned to every node.
-	pods, err := upgradeWorkload(ctx, cs, u.Nodes, w.PodsPerNode)
+// connect makes the Kubernetes and fake cloud clients and lists the nodes to upgrade.
+func (run *walkRun) connect() error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", run.cl.Kubeconfig)
 	if err != nil {
-		fail("workload", err)
-		return u
+		return run.fail("kubeconfig", err)
 	}
-	u.Pods, u.VolumeAttachments = len(pods), len(pods)
-	uids := map[string]types.UID{}
-	vaNames := map[string]bool{}
+	if run.cs, err = kubernetes.NewForConfig(cfg); err != nil {
+		return run.fail("client", err)
+	}
+	run.cc, err = cloud.NewClient(run.cl.CloudURL, cloud.WithToken(run.cl.AdminToken), cloud.WithUserAgent("fakecloud-csi-matrix"))
+	if err != nil {
+		return run.fail("cloud client", err)
+	}
+	for _, n := range run.cl.Nodes {
+		run.u.Nodes = append(run.u.Nodes, n.Name)
+	}
+	run.r = &cellRun{o: run.o, c: run.cl, cs: run.cs, cloud: run.cc, row: &Row{Cell: Cell{Name: "upgrade"}}, period: upgradeCSIDriverPeriod}
+	return nil
+}
+
+// startWorkload creates Walk.PodsPerNode pods with one volume each, pinned to every node,
+// waits until all are Running with their volumes attached (noting their UIDs and
+// VolumeAttachments), and reads the cloud's attachments before the walk.
+func (run *walkRun) startWorkload(ctx context.Context) error {
+	pods, err := upgradeWorkload(ctx, run.cs, run.u.Nodes, run.w.PodsPerNode)
+	if err != nil {
+		return run.fail("workload", err)
+	}
+	run.pods = pods
+	run.u.Pods, run.u.VolumeAttachments = len(pods), len(pods)
+	run.uids, run.vaNames = map[string]types.UID{}, map[string]bool{}
 	if _, ok := waitFor(ctx, 4*time.Minute, func() bool {
-		vas, ok := attachedVAs(ctx, cs)
+		vas, ok := attachedVAs(ctx, run.cs)
 		if !ok || len(vas) < len(pods) {
 			return false
 		}
 		for _, name := range pods {
-			p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			p, err := run.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 			if err != nil || !running(p) {
 				return false
 			}
-			uids[name] = p.UID
+			run.uids[name] = p.UID
 		}
 		for _, v := range vas {
-			vaNames[v] = true
+			run.vaNames[v] = true
 		}
 		return true
 	}); !ok {
-		fail("workload", fmt.Errorf("%d pods not all Running with their volumes attached within 4 min", len(pods)))
-		return u
+		return run.fail("workload", fmt.Errorf("%d pods not all Running with their volumes attached within 4 min", len(pods)))
 	}
-	logf("%d pods Running, %d VolumeAttachments attached", len(pods), len(vaNames))
-	if u.CloudBefore, err = cloudAttachments(ctx, cc, u.Nodes); err != nil {
-		fail("cloud attachments before", err)
-		return u
+	run.logf("%d pods Running, %d VolumeAttachments attached", len(pods), len(run.vaNames))
+	if run.u.CloudBefore, err = cloudAttachments(ctx, run.cc, run.u.Nodes); err != nil {
+		return run.fail("cloud attachments before", err)
 	}
+	return nil
+}
 
-	// The sampler: every CSINode every 200 ms; VolumeAttachments and pods every second.
+// startSampler starts the sampler: every CSINode every samplePeriod; VolumeAttachments, pods
+// and Nodes every 5th time. The returned stop ends it and waits until it has.
+func (run *walkRun) startSampler(ctx context.Context) (stop func()) {
 	walkStart := time.Now()
-	gt := newGapTracker(walkStart)
-	var mu sync.Mutex
-	u.VAsNotAttached, u.PodsNotRunning = map[string]float64{}, map[string]float64{}
+	run.gt = newGapTracker(walkStart)
+	run.u.VAsNotAttached, run.u.PodsNotRunning = map[string]float64{}, map[string]float64{}
 	sctx, stopSampler := context.WithCancel(ctx)
 	samplerDone := make(chan struct{})
 	go func() {
@@ -410,163 +471,191 @@ func RunUpgrade(ctx context.Context, o Options, w Walk) (u UpgradeResult) {
 				return
 			case <-tick.C:
 			}
-			cns, err := cs.StorageV1().CSINodes().List(sctx, metav1.ListOptions{})
-			now := time.Now()
-			if err != nil {
+			if err := run.sampleCounts(sctx); err != nil {
 				continue // an API server that did not answer says nothing about the count
 			}
-			mu.Lock()
-			u.Samples++
-			for _, n := range u.Nodes {
-				listed, count := false, int32(0)
-				for _, cn := range cns.Items {
-					if cn.Name != n {
-						continue
-					}
-					for _, d := range cn.Spec.Drivers {
-						if d.Name == localcluster.DriverName {
-							listed = true
-							if d.Allocatable != nil && d.Allocatable.Count != nil {
-								count = *d.Allocatable.Count
-							}
-						}
-					}
-				}
-				gt.sample(now, n, listed, count)
+			if i%5 == 0 {
+				run.sampleWorkload(sctx, time.Since(walkStart).Seconds())
 			}
-			mu.Unlock()
-			if i%5 != 0 {
-				continue
-			}
-			at := time.Since(walkStart).Seconds()
-			if vas, ok := attachedVAs(sctx, cs); ok {
-				mu.Lock()
-				for v := range vaNames {
-					if !slices.Contains(vas, v) {
-						if _, seen := u.VAsNotAttached[v]; !seen {
-							u.VAsNotAttached[v] = at
-						}
-					}
-				}
-				mu.Unlock()
-			}
-			pl, err := cs.CoreV1().Pods(ns).List(sctx, metav1.ListOptions{})
-			if err != nil {
-				continue
-			}
-			mu.Lock()
-			for _, name := range pods {
-				ok := false
-				for i := range pl.Items {
-					if p := &pl.Items[i]; p.Name == name && p.UID == uids[name] && p.Status.Phase == corev1.PodRunning {
-						ok = true
-					}
-				}
-				if _, seen := u.PodsNotRunning[name]; !ok && !seen {
-					u.PodsNotRunning[name] = at
-				}
-			}
-			mu.Unlock()
-			nl, err := cs.CoreV1().Nodes().List(sctx, metav1.ListOptions{})
-			if err != nil {
-				continue
-			}
-			mu.Lock()
-			for _, n := range nl.Items {
-				if len(n.Status.VolumesInUse) < w.PodsPerNode && !slices.Contains(u.VolumesInUseDropped, n.Name) {
-					u.VolumesInUseDropped = append(u.VolumesInUseDropped, n.Name)
-				}
-			}
-			mu.Unlock()
 		}
 	}()
-	stop := func() {
+	return func() {
 		stopSampler()
 		<-samplerDone
 	}
+}
 
-	current := w.From
-	for _, to := range w.Steps {
-		binary, err := bin(to)
-		if err != nil {
-			fail("kubelet "+to, err)
-			stop()
-			return u
+// sampleCounts reads every CSINode and gives each node's count of the driver to the gap
+// tracker (not listed, or listed with a count of 0 or none, opens a gap).
+func (run *walkRun) sampleCounts(ctx context.Context) error {
+	cns, err := run.cs.StorageV1().CSINodes().List(ctx, metav1.ListOptions{})
+	now := time.Now()
+	if err != nil {
+		return err
+	}
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	run.u.Samples++
+	for _, n := range run.u.Nodes {
+		listed, count := false, int32(0)
+		for _, cn := range cns.Items {
+			if cn.Name != n {
+				continue
+			}
+			for _, d := range cn.Spec.Drivers {
+				if d.Name == localcluster.DriverName {
+					listed = true
+					if d.Allocatable != nil && d.Allocatable.Count != nil {
+						count = *d.Allocatable.Count
+					}
+				}
+			}
 		}
-		for _, node := range u.Nodes {
-			s, err := upgradeNode(ctx, upgradeStep{cl: cl, cs: cs, r: r, node: node, from: current, to: to, binary: binary,
-				perNode: w.PodsPerNode, replacePlugin: w.ReplacePlugins,
+		run.gt.sample(now, n, listed, count)
+	}
+	return nil
+}
+
+// sampleWorkload notes, at seconds into the walk, the walk's VolumeAttachments not attached,
+// its pods not Running (or replaced), and the Nodes whose volumesInUse lists fewer than
+// Walk.PodsPerNode, each the first time seen. A list that fails is skipped, and so are the
+// ones after it.
+func (run *walkRun) sampleWorkload(ctx context.Context, at float64) {
+	u := run.u
+	if vas, ok := attachedVAs(ctx, run.cs); ok {
+		run.mu.Lock()
+		for v := range run.vaNames {
+			if !slices.Contains(vas, v) {
+				if _, seen := u.VAsNotAttached[v]; !seen {
+					u.VAsNotAttached[v] = at
+				}
+			}
+		}
+		run.mu.Unlock()
+	}
+	pl, err := run.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	run.mu.Lock()
+	for _, name := range run.pods {
+		ok := false
+		for i := range pl.Items {
+			if p := &pl.Items[i]; p.Name == name && p.UID == run.uids[name] && p.Status.Phase == corev1.PodRunning {
+				ok = true
+			}
+		}
+		if _, seen := u.PodsNotRunning[name]; !ok && !seen {
+			u.PodsNotRunning[name] = at
+		}
+	}
+	run.mu.Unlock()
+	nl, err := run.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	run.mu.Lock()
+	for _, n := range nl.Items {
+		if len(n.Status.VolumesInUse) < run.w.PodsPerNode && !slices.Contains(u.VolumesInUseDropped, n.Name) {
+			u.VolumesInUseDropped = append(u.VolumesInUseDropped, n.Name)
+		}
+	}
+	run.mu.Unlock()
+}
+
+// walkNodes upgrades every node, one at a time, to each of Walk.Steps in turn (upgradeNode),
+// recording each step; it stops at the first that fails.
+func (run *walkRun) walkNodes(ctx context.Context) error {
+	current := run.w.From
+	for _, to := range run.w.Steps {
+		binary, err := localcluster.BinaryFor(run.o.BinDir, to, "hollow-kubelet")
+		if err != nil {
+			return run.fail("kubelet "+to, err)
+		}
+		for _, node := range run.u.Nodes {
+			s, err := upgradeNode(ctx, upgradeStep{cl: run.cl, cs: run.cs, r: run.r, node: node, from: current, to: to, binary: binary,
+				perNode: run.w.PodsPerNode, replacePlugin: run.w.ReplacePlugins,
 				phase: func(p string) {
-					mu.Lock()
-					defer mu.Unlock()
-					gt.phase[node] = p
+					run.mu.Lock()
+					defer run.mu.Unlock()
+					run.gt.phase[node] = p
 				},
-				settled: func() bool {
-					vas, ok := attachedVAs(ctx, cs)
-					if !ok {
-						return false
-					}
-					for v := range vaNames {
-						if !slices.Contains(vas, v) {
-							return false
-						}
-					}
-					for _, name := range pods {
-						p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-						if err != nil || p.UID != uids[name] || !running(p) {
-							return false
-						}
-					}
-					return true
-				}})
-			u.Steps = append(u.Steps, s)
-			logf("%s %s → %s: Ready %s, decision %s (%s), settled %s, count %d → %d", node, s.From, s.To,
+				settled: func() bool { return run.settled(ctx) }})
+			run.u.Steps = append(run.u.Steps, s)
+			run.logf("%s %s → %s: Ready %s, decision %s (%s), settled %s, count %d → %d", node, s.From, s.To,
 				secs(s.ReadySeconds), s.Decision, s.Reason, secs(s.SettledSeconds), s.CountBefore, s.CountAfter)
 			if err != nil {
-				fail(node+" → "+to, err)
-				stop()
-				return u
+				return run.fail(node+" → "+to, err)
 			}
 		}
 		current = to
 	}
-	// A moment for the last samples, then the sampler stops before the follow check changes
-	// node-1's count on purpose.
-	time.Sleep(2 * time.Second)
-	stop()
-	mu.Lock()
-	u.CountGaps = gt.close(time.Now())
-	u.MinCount = gt.min
-	mu.Unlock()
+	return nil
+}
+
+// settled says whether every VolumeAttachment of the walk is attached and the same pods
+// (same UIDs) are Running.
+func (run *walkRun) settled(ctx context.Context) bool {
+	vas, ok := attachedVAs(ctx, run.cs)
+	if !ok {
+		return false
+	}
+	for v := range run.vaNames {
+		if !slices.Contains(vas, v) {
+			return false
+		}
+	}
+	for _, name := range run.pods {
+		p, err := run.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || p.UID != run.uids[name] || !running(p) {
+			return false
+		}
+	}
+	return true
+}
+
+// closeSamples ends the stopped sampler's open gaps and keeps its findings in the result
+// (an empty map of findings as none).
+func (run *walkRun) closeSamples() {
+	u := run.u
+	run.mu.Lock()
+	u.CountGaps = run.gt.close(time.Now())
+	u.MinCount = run.gt.min
+	run.mu.Unlock()
 	if len(u.VAsNotAttached) == 0 {
 		u.VAsNotAttached = nil
 	}
 	if len(u.PodsNotRunning) == 0 {
 		u.PodsNotRunning = nil
 	}
-	if pl, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
+}
+
+// checkAfter measures the walk's end state: the pods' restarts, the cloud's attachments
+// against those before, and whether node-1's count still follows a slot taken out of band.
+func (run *walkRun) checkAfter(ctx context.Context) error {
+	u := run.u
+	if pl, err := run.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
 		for _, p := range pl.Items {
 			for _, c := range p.Status.ContainerStatuses {
 				u.PodRestarts += c.RestartCount
 			}
 		}
 	}
-	if u.CloudAfter, err = cloudAttachments(ctx, cc, u.Nodes); err != nil {
-		fail("cloud attachments after", err)
-		return u
+	var err error
+	if u.CloudAfter, err = cloudAttachments(ctx, run.cc, u.Nodes); err != nil {
+		return run.fail("cloud attachments after", err)
 	}
 	u.CloudLost, u.CloudAdded = cloudDiff(u.CloudBefore, u.CloudAfter)
-	ok, took, err := r.followOnce(ctx)
+	ok, took, err := run.r.followOnce(ctx)
 	if err != nil {
-		fail("count follows", err)
-		return u
+		return run.fail("count follows", err)
 	}
 	u.CountFollowed = ok
 	if ok {
 		u.CountFollowSeconds = seconds(took)
 	}
-	logf("after the walk: %d samples, %d gaps, cloud lost %v added %v, count followed %v in %s", u.Samples, len(u.CountGaps), u.CloudLost, u.CloudAdded, ok, took.Round(100*time.Millisecond))
-	return u
+	run.logf("after the walk: %d samples, %d gaps, cloud lost %v added %v, count followed %v in %s", u.Samples, len(u.CountGaps), u.CloudLost, u.CloudAdded, ok, took.Round(100*time.Millisecond))
+	return nil
 }
 
 // upgradeStep is one node's upgrade: the cluster, the node, the versions and the walk's hooks.
