@@ -128,107 +128,154 @@ var (
 // attached count changes), plus notes on what could not be replayed. A Reset
 // (or Seeded) event ends the replay: the seeded state is not in the log.
 func Replay(b Baseline, events []cloud.Event, share QuotaShare) (map[string][]TruthStep, []string) {
-	type inst struct {
-		slots, attached int
-		known           bool
-	}
-	state := map[string]*inst{}
-	for id, f := range b.Instances {
-		state[id] = &inst{slots: f.Slots, attached: f.Attached, known: true}
-	}
-	quotaLimit, used, count := b.QuotaLimit, b.QuotaUsed, b.InstanceCount
-	// attaching holds the volumes seen starting an asynchronous attach (docs/attach.md): their
-	// VolumeAttached takes no further slot. A synchronous attach is a VolumeAttached alone.
-	attaching := map[string]bool{}
-	out := map[string][]TruthStep{}
-	headroom := func() int64 { return max(0, quotaLimit-used) }
-	record := func(at time.Time, rev uint64, cause string) {
-		for id, s := range state {
-			if _, tracked := b.Instances[id]; !tracked || !s.known {
-				continue
-			}
-			step := TruthStep{At: at, Revision: rev, Cause: cause, Slots: s.slots, Attached: s.attached, Headroom: headroom(),
-				Truth: Truth(s.slots, s.attached, headroom(), count, share)}
-			prev := out[id]
-			if n := len(prev); n > 0 && prev[n-1].Truth == step.Truth && prev[n-1].Attached == step.Attached {
-				continue
-			}
-			out[id] = append(prev, step)
-		}
-	}
-	record(b.At, b.Revision, "baseline")
-	var notes []string
+	r := newReplay(b, share)
+	r.record(b.At, b.Revision, "baseline")
 	for _, e := range events {
 		if e.Revision <= b.Revision || !capacityEvents[e.Type] {
 			continue
 		}
 		switch e.Type {
 		case "Reset", "Seeded":
-			notes = append(notes, fmt.Sprintf("cloud %s at revision %d (%s): truth is not replayed past it", e.Type, e.Revision, e.Time.Format(time.RFC3339)))
-			return out, notes
+			r.notes = append(r.notes, fmt.Sprintf("cloud %s at revision %d (%s): truth is not replayed past it", e.Type, e.Revision, e.Time.Format(time.RFC3339)))
+			return r.out, r.notes
 		case "QuotasChanged":
-			m := quotaDetail.FindStringSubmatch(e.Detail)
-			if m == nil {
-				notes = append(notes, fmt.Sprintf("event %d: QuotasChanged without attachments= in %q", e.Seq, e.Detail))
+			if !r.quotasChanged(e) {
 				continue
 			}
-			quotaLimit, _ = strconv.ParseInt(m[1], 10, 64)
 		case "InstanceCreated":
-			count++
-			s := &inst{known: true}
-			if m := createdDetail.FindStringSubmatch(e.Detail); m != nil {
-				oob, _ := strconv.Atoi(m[2])
-				limit, ok := b.TypeLimits[m[1]]
-				s.slots, s.known = cloud.Capacity{AttachLimit: limit, OutOfBandSlots: oob}.Slots(), ok
-			} else {
-				s.known = false
-			}
-			if old, ok := state[e.InstanceID]; !ok || !old.known {
-				state[e.InstanceID] = s
-			}
+			r.instanceCreated(e)
 		case "InstancePatched", "VolumeAttaching", "VolumeAttached", "VolumeAttachFailed", "VolumeDetaching", "VolumeDetached", "VolumeDetachFailed":
-			// A slot and a unit of quota are held from the start of attaching to the end of
-			// detaching; Attached counts the instance's slots held after the event.
-			delta := 0
-			switch e.Type {
-			case "VolumeAttaching":
-				delta, attaching[e.VolumeID] = 1, true
-			case "VolumeAttached":
-				if !attaching[e.VolumeID] {
-					delta = 1
-				}
-				delete(attaching, e.VolumeID)
-			case "VolumeAttachFailed":
-				delta = -1
-				delete(attaching, e.VolumeID)
-			case "VolumeDetached":
-				delta = -1
-			}
-			s := state[e.InstanceID]
-			switch {
-			case s == nil:
-				s = &inst{}
-				if e.Attached != nil {
-					s.attached = *e.Attached - delta
-				}
-				state[e.InstanceID] = s
-			case e.Attached != nil:
-				// Exact where the instance's count is known: a re-attach after a failed
-				// detach, say, takes no new slot.
-				delta = *e.Attached - s.attached
-			}
-			used += int64(delta)
-			if e.Attached != nil {
-				s.attached = *e.Attached
-			}
-			if e.Limit != nil {
-				// Limit in these events is already attach limit − out-of-band.
-				s.slots, s.known = *e.Limit, true
-			}
+			r.slotsChanged(e)
 		}
-		record(e.Time, e.Revision, e.Type)
+		r.record(e.Time, e.Revision, e.Type)
 	}
-	return out, notes
+	return r.out, r.notes
+}
+
+// replayInstance is one instance's state during a Replay: its slots (attach limit −
+// out-of-band), the slots held, and whether its slots are known.
+type replayInstance struct {
+	slots, attached int
+	known           bool
+}
+
+// replay is a Replay in progress: every instance's state, the account's quota and instance
+// count, the volumes attaching, and the steps and notes so far.
+type replay struct {
+	b     Baseline
+	share QuotaShare
+	state map[string]*replayInstance
+	// quotaLimit and used are the account's attachment quota; count its instances.
+	quotaLimit, used int64
+	count            int
+	// attaching holds the volumes seen starting an asynchronous attach (docs/attach.md): their
+	// VolumeAttached takes no further slot. A synchronous attach is a VolumeAttached alone.
+	attaching map[string]bool
+	out       map[string][]TruthStep
+	notes     []string
+}
+
+// newReplay starts a replay from b.
+func newReplay(b Baseline, share QuotaShare) *replay {
+	r := &replay{b: b, share: share, state: map[string]*replayInstance{},
+		quotaLimit: b.QuotaLimit, used: b.QuotaUsed, count: b.InstanceCount,
+		attaching: map[string]bool{}, out: map[string][]TruthStep{}}
+	for id, f := range b.Instances {
+		r.state[id] = &replayInstance{slots: f.Slots, attached: f.Attached, known: true}
+	}
+	return r
+}
+
+func (r *replay) headroom() int64 { return max(0, r.quotaLimit-r.used) }
+
+// record adds a step, at the event of rev at time at, to every instance of the baseline
+// whose slots are known and whose truth or attached count changed.
+func (r *replay) record(at time.Time, rev uint64, cause string) {
+	for id, s := range r.state {
+		if _, tracked := r.b.Instances[id]; !tracked || !s.known {
+			continue
+		}
+		step := TruthStep{At: at, Revision: rev, Cause: cause, Slots: s.slots, Attached: s.attached, Headroom: r.headroom(),
+			Truth: Truth(s.slots, s.attached, r.headroom(), r.count, r.share)}
+		prev := r.out[id]
+		if n := len(prev); n > 0 && prev[n-1].Truth == step.Truth && prev[n-1].Attached == step.Attached {
+			continue
+		}
+		r.out[id] = append(prev, step)
+	}
+}
+
+// quotasChanged takes the new attachment quota from e's detail. It returns false, with a
+// note, when the detail does not carry it.
+func (r *replay) quotasChanged(e cloud.Event) bool {
+	m := quotaDetail.FindStringSubmatch(e.Detail)
+	if m == nil {
+		r.notes = append(r.notes, fmt.Sprintf("event %d: QuotasChanged without attachments= in %q", e.Seq, e.Detail))
+		return false
+	}
+	r.quotaLimit, _ = strconv.ParseInt(m[1], 10, 64)
+	return true
+}
+
+// instanceCreated counts a new instance and, unless its slots are known already, starts it
+// with the slots of its type and out-of-band count from e's detail (unknown when the detail
+// or the type's limit is missing).
+func (r *replay) instanceCreated(e cloud.Event) {
+	r.count++
+	s := &replayInstance{known: true}
+	if m := createdDetail.FindStringSubmatch(e.Detail); m != nil {
+		oob, _ := strconv.Atoi(m[2])
+		limit, ok := r.b.TypeLimits[m[1]]
+		s.slots, s.known = cloud.Capacity{AttachLimit: limit, OutOfBandSlots: oob}.Slots(), ok
+	} else {
+		s.known = false
+	}
+	if old, ok := r.state[e.InstanceID]; !ok || !old.known {
+		r.state[e.InstanceID] = s
+	}
+}
+
+// slotsChanged applies an InstancePatched or a volume attach or detach event: the slots held
+// on its instance and in the quota, and the instance's slots when e carries its limit.
+func (r *replay) slotsChanged(e cloud.Event) {
+	// A slot and a unit of quota are held from the start of attaching to the end of
+	// detaching; Attached counts the instance's slots held after the event.
+	delta := 0
+	switch e.Type {
+	case "VolumeAttaching":
+		delta, r.attaching[e.VolumeID] = 1, true
+	case "VolumeAttached":
+		if !r.attaching[e.VolumeID] {
+			delta = 1
+		}
+		delete(r.attaching, e.VolumeID)
+	case "VolumeAttachFailed":
+		delta = -1
+		delete(r.attaching, e.VolumeID)
+	case "VolumeDetached":
+		delta = -1
+	}
+	s := r.state[e.InstanceID]
+	switch {
+	case s == nil:
+		s = &replayInstance{}
+		if e.Attached != nil {
+			s.attached = *e.Attached - delta
+		}
+		r.state[e.InstanceID] = s
+	case e.Attached != nil:
+		// Exact where the instance's count is known: a re-attach after a failed
+		// detach, say, takes no new slot.
+		delta = *e.Attached - s.attached
+	}
+	r.used += int64(delta)
+	if e.Attached != nil {
+		s.attached = *e.Attached
+	}
+	if e.Limit != nil {
+		// Limit in these events is already attach limit − out-of-band.
+		s.slots, s.known = *e.Limit, true
+	}
 }
 
 // TruthAt is the truth of steps at t and whether it is known (t not before
