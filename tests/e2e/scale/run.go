@@ -65,56 +65,24 @@ func Run(ctx context.Context, o Options, outDir string) (res *Results, err error
 		first.Error = err.Error()
 		return res, record(first, err)
 	}
-	defer func() {
-		stopStart := time.Now()
-		o.progress("stopping the cluster (%d nodes)", len(c.Nodes))
-		c.Stop()
-		o.progress("cluster stopped in %.0f s", time.Since(stopStart).Seconds())
-		if o.KeepRunDirs || err != nil {
-			o.progress("logs in %s", c.LogDir)
-			return
-		}
-		if rerr := os.RemoveAll(runDir); rerr != nil {
-			o.progress("cannot remove %s: %v", runDir, rerr)
-		}
-	}()
+	defer func() { o.stopCluster(c, runDir, err != nil) }()
 	first.StartSeconds, first.LoadAtStart = time.Since(start).Seconds(), loadAvg()
 	o.progress("N=%d: cluster up in %.0f s (load %.1f)", first.Nodes, first.StartSeconds, first.LoadAtStart)
 
-	rc, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
-	if err != nil {
-		return res, record(first, fmt.Errorf("kubeconfig: %w", err))
-	}
-	rc.QPS, rc.Burst = 100, 200
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return res, record(first, err)
-	}
-	cc, err := cloud.NewClient(c.CloudURL, cloud.WithToken(c.AdminToken), cloud.WithUserAgent("fakecloud-csi-scale"))
-	if err != nil {
-		return res, record(first, err)
-	}
 	// The informers outlive every count: the drains read them.
 	infCtx, stopInformers := context.WithCancel(ctx)
 	defer stopInformers()
-	w, err := startWorkload(infCtx, cs, first.Nodes, o.PodLifetime/time.Duration(first.Nodes))
+	m, err := newMeter(infCtx, o, c, first.Nodes)
 	if err != nil {
 		return res, record(first, err)
 	}
-	m := &meter{o: o, c: c, cs: cs, cloud: cc, hc: &http.Client{Timeout: 10 * time.Second}, w: w}
 	for i, n := range o.Nodes {
 		cl := first
 		if i > 0 {
-			cl = Cluster{Nodes: n, GrownFrom: len(c.Nodes)}
-			growStart := time.Now()
-			o.progress("N=%d: growing the cluster from %d nodes", n, cl.GrownFrom)
-			if err := m.grow(ctx, n); err != nil {
-				o.progress("N=%d: the cluster did not grow; its logs stay in %s", n, runDir)
-				cl.Error = err.Error()
+			var err error
+			if cl, err = m.growTo(ctx, n, runDir); err != nil {
 				return res, record(cl, err)
 			}
-			cl.StartSeconds, cl.LoadAtStart = time.Since(growStart).Seconds(), loadAvg()
-			o.progress("N=%d: grown from %d nodes in %.0f s (load %.1f)", n, cl.GrownFrom, cl.StartSeconds, cl.LoadAtStart)
 		}
 		err := m.measure(ctx, &cl)
 		if err != nil {
@@ -125,6 +93,61 @@ func Run(ctx context.Context, o Options, outDir string) (res *Results, err error
 		}
 	}
 	return res, nil
+}
+
+// stopCluster stops c at the end of a run, and removes runDir unless the run failed or
+// KeepRunDirs keeps it.
+func (o Options) stopCluster(c *localcluster.Cluster, runDir string, failed bool) {
+	stopStart := time.Now()
+	o.progress("stopping the cluster (%d nodes)", len(c.Nodes))
+	c.Stop()
+	o.progress("cluster stopped in %.0f s", time.Since(stopStart).Seconds())
+	if o.KeepRunDirs || failed {
+		o.progress("logs in %s", c.LogDir)
+		return
+	}
+	if rerr := os.RemoveAll(runDir); rerr != nil {
+		o.progress("cannot remove %s: %v", runDir, rerr)
+	}
+}
+
+// newMeter makes the clients of cluster c and starts the workload's informers, for nodes
+// nodes; they run until infCtx ends.
+func newMeter(infCtx context.Context, o Options, c *localcluster.Cluster, nodes int) (*meter, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	rc.QPS, rc.Burst = 100, 200
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	cc, err := cloud.NewClient(c.CloudURL, cloud.WithToken(c.AdminToken), cloud.WithUserAgent("fakecloud-csi-scale"))
+	if err != nil {
+		return nil, err
+	}
+	w, err := startWorkload(infCtx, cs, nodes, o.PodLifetime/time.Duration(nodes))
+	if err != nil {
+		return nil, err
+	}
+	return &meter{o: o, c: c, cs: cs, cloud: cc, hc: &http.Client{Timeout: 10 * time.Second}, w: w}, nil
+}
+
+// growTo grows the cluster to n nodes for the next count and times it. A cluster that does
+// not grow is the count's Error (its logs stay in runDir).
+func (m *meter) growTo(ctx context.Context, n int, runDir string) (Cluster, error) {
+	cl := Cluster{Nodes: n, GrownFrom: len(m.c.Nodes)}
+	growStart := time.Now()
+	m.o.progress("N=%d: growing the cluster from %d nodes", n, cl.GrownFrom)
+	if err := m.grow(ctx, n); err != nil {
+		m.o.progress("N=%d: the cluster did not grow; its logs stay in %s", n, runDir)
+		cl.Error = err.Error()
+		return cl, err
+	}
+	cl.StartSeconds, cl.LoadAtStart = time.Since(growStart).Seconds(), loadAvg()
+	m.o.progress("N=%d: grown from %d nodes in %.0f s (load %.1f)", n, cl.GrownFrom, cl.StartSeconds, cl.LoadAtStart)
+	return cl, nil
 }
 
 // grow takes the cluster to n nodes: an attachment quota of 10 per node, as the cluster
@@ -337,32 +360,10 @@ func (m *meter) phase(ctx context.Context, n int, period time.Duration, seed uin
 	if err := m.setPeriod(ctx, period); err != nil {
 		return ph, err
 	}
-	// One list, not a GET per node: the cloud also holds the instances of the nodes yet to
-	// join.
-	insts, err := m.cloud.ListInstances(ctx)
+	in, err := m.scriptInput(ctx, seed)
 	if err != nil {
-		return ph, fmt.Errorf("instances: %w", err)
+		return ph, err
 	}
-	oob := make(map[string]int, len(insts))
-	for _, inst := range insts {
-		oob[inst.ID] = inst.OutOfBandSlots
-	}
-	ids := make([]string, 0, len(m.c.Nodes))
-	in := ScriptInput{OutOfBand: map[string]int{}, Seed: seed}
-	for _, node := range m.c.Nodes {
-		v, ok := oob[node.Name]
-		if !ok {
-			return ph, fmt.Errorf("instance %s: not in the cloud's list", node.Name)
-		}
-		ids = append(ids, node.Name)
-		in.OutOfBand[node.Name] = v
-	}
-	in.Nodes = ids
-	q, err := m.cloud.GetQuotas(ctx)
-	if err != nil {
-		return ph, fmt.Errorf("quotas: %w", err)
-	}
-	in.Quota, in.Used = q.Attachments.Limit, q.Attachments.Used
 	sc, err := Script(in)
 	if err != nil {
 		return ph, err
@@ -390,22 +391,9 @@ func (m *meter) phase(ctx context.Context, n int, period time.Duration, seed uin
 	}}
 	scErr := make(chan error, 1)
 	go func() { scErr <- runner.Run(ctx, sc) }()
-	phaseStart := time.Now()
-	end := time.NewTimer(length)
-	defer end.Stop()
-	tick := time.NewTicker(progressEvery)
-	defer tick.Stop()
-wait:
-	for {
-		select {
-		case <-ctx.Done():
-			rec.Stop(context.Background())
-			return ph, ctx.Err()
-		case <-tick.C:
-			m.o.progress("N=%d period %s: %.0f of %.0f s, load %.1f", n, period, time.Since(phaseStart).Seconds(), length.Seconds(), loadAvg())
-		case <-end.C:
-			break wait
-		}
+	if err := m.waitPhase(ctx, n, period, length); err != nil {
+		rec.Stop(context.Background())
+		return ph, err
 	}
 	if err := <-scErr; err != nil {
 		ph.Notes = append(ph.Notes, "churn script: "+err.Error())
@@ -424,11 +412,76 @@ wait:
 	return ph, nil
 }
 
+// scriptInput reads what the churn script starts from: the cluster's nodes with their
+// out-of-band slots, and the account's attachment quota and use.
+func (m *meter) scriptInput(ctx context.Context, seed uint64) (ScriptInput, error) {
+	// One list, not a GET per node: the cloud also holds the instances of the nodes yet to
+	// join.
+	insts, err := m.cloud.ListInstances(ctx)
+	if err != nil {
+		return ScriptInput{}, fmt.Errorf("instances: %w", err)
+	}
+	oob := make(map[string]int, len(insts))
+	for _, inst := range insts {
+		oob[inst.ID] = inst.OutOfBandSlots
+	}
+	ids := make([]string, 0, len(m.c.Nodes))
+	in := ScriptInput{OutOfBand: map[string]int{}, Seed: seed}
+	for _, node := range m.c.Nodes {
+		v, ok := oob[node.Name]
+		if !ok {
+			return ScriptInput{}, fmt.Errorf("instance %s: not in the cloud's list", node.Name)
+		}
+		ids = append(ids, node.Name)
+		in.OutOfBand[node.Name] = v
+	}
+	in.Nodes = ids
+	q, err := m.cloud.GetQuotas(ctx)
+	if err != nil {
+		return ScriptInput{}, fmt.Errorf("quotas: %w", err)
+	}
+	in.Quota, in.Used = q.Attachments.Limit, q.Attachments.Used
+	return in, nil
+}
+
+// waitPhase waits the phase's length, saying every progressEvery where it is; it returns
+// ctx's error when ctx ends first.
+func (m *meter) waitPhase(ctx context.Context, n int, period, length time.Duration) error {
+	phaseStart := time.Now()
+	end := time.NewTimer(length)
+	defer end.Stop()
+	tick := time.NewTicker(progressEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			m.o.progress("N=%d period %s: %.0f of %.0f s, load %.1f", n, period, time.Since(phaseStart).Seconds(), length.Seconds(), loadAvg())
+		case <-end.C:
+			return nil
+		}
+	}
+}
+
 // fill computes a phase's figures from its two snapshots and its recording.
 func fill(ph *Phase, before, after snapshot, rec *capacityplot.Recording, minInterval time.Duration) {
-	secs := after.at.Sub(before.at).Seconds()
-	n := float64(ph.Nodes)
-	ph.Seconds = secs
+	ph.Seconds = after.at.Sub(before.at).Seconds()
+	fillConvergence(ph, rec)
+	fillAPIRequests(ph, before, after)
+	fillLookups(ph, before, after, minInterval)
+	fillProcesses(ph, before, after)
+	if len(ph.Notes) > 20 {
+		ph.Notes = append(ph.Notes[:20], fmt.Sprintf("... %d notes in all", len(ph.Notes)))
+	}
+	ph.Notes = slicesCompact(ph.Notes)
+}
+
+// fillConvergence computes the CSINode writes and how the counts followed the truth (the
+// recording's stats, the lags of the matched changes and of the decreases among them) over
+// the phase's ph.Seconds.
+func fillConvergence(ph *Phase, rec *capacityplot.Recording) {
+	secs, n := ph.Seconds, float64(ph.Nodes)
 	var lags, dec []float64
 	for _, st := range rec.Stats() {
 		ph.CSINodeWrites += st.Writes
@@ -458,7 +511,11 @@ func fill(ph *Phase, before, after snapshot, rec *capacityplot.Recording, minInt
 	if ph.TruthChanges > 0 {
 		ph.WritesPerTruthChange = float64(ph.CSINodeWrites) / float64(ph.TruthChanges)
 	}
+}
 
+// fillAPIRequests computes the API server's request rates by kind over the interval between
+// the two snapshots' API readings, and the capacity requests' share of them.
+func fillAPIRequests(ph *Phase, before, after snapshot) {
 	ph.APIRequests = map[RequestKey]float64{}
 	var total, capa float64
 	apiSecs := after.apiAt.Sub(before.apiAt).Seconds()
@@ -474,12 +531,17 @@ func fill(ph *Phase, before, after snapshot, rec *capacityplot.Recording, minInt
 		}
 	}
 	ph.APIRequestsPerSecond = total
-	ph.APIRequestsPerNodePerSecond = ph.APIRequestsPerSecond / n
+	ph.APIRequestsPerNodePerSecond = ph.APIRequestsPerSecond / float64(ph.Nodes)
 	ph.CapacityRequestsPerSecond = capa
 	if total > 0 {
 		ph.CapacityShare = capa / total
 	}
+}
 
+// fillLookups computes the plugins' capacity lookup rate, its bound at one per minInterval
+// per node, and the cloud's getCapacity rate.
+func fillLookups(ph *Phase, before, after snapshot, minInterval time.Duration) {
+	n := float64(ph.Nodes)
 	// Each plugin's own rate, summed: the fleet's rate as if every plugin had been read.
 	var perNode float64
 	var read int
@@ -494,34 +556,37 @@ func fill(ph *Phase, before, after snapshot, rec *capacityplot.Recording, minInt
 	}
 	ph.LookupBound = n / minInterval.Seconds()
 	ph.CloudGetCapacityPerSecond = rate(before.cloudGetCapa, after.cloudGetCapa)
+}
 
-	cpu := func(b, a map[string]procReading) (pct, rssMean, rssMax float64) {
-		var sum, rss, count float64
-		for node, s := range a {
-			bs, ok := b[node]
-			if !ok {
-				continue
-			}
-			sum += rate(reading{at: bs.at, v: bs.CPU.Seconds()}, reading{at: s.at, v: s.CPU.Seconds()})
-			r := float64(s.RSS) / (1 << 20)
-			rss += r
-			rssMax = max(rssMax, r)
-			count++
-		}
-		if count == 0 {
-			return 0, 0, 0
-		}
-		return 100 * sum / count, rss / count, rssMax
-	}
-	ph.PluginCPUPercent, ph.PluginRSSMiB, ph.PluginRSSMaxMiB = cpu(before.plugins, after.plugins)
-	ph.KubeletCPUPercent, ph.KubeletRSSMiB, _ = cpu(before.kubelets, after.kubelets)
+// fillProcesses computes the processes' CPU and memory: the plugins' and kubelets' means,
+// the API server's and etcd's cores.
+func fillProcesses(ph *Phase, before, after snapshot) {
+	ph.PluginCPUPercent, ph.PluginRSSMiB, ph.PluginRSSMaxMiB = procUsage(before.plugins, after.plugins)
+	ph.KubeletCPUPercent, ph.KubeletRSSMiB, _ = procUsage(before.kubelets, after.kubelets)
 	ph.APIServerCores = rate(reading{at: before.apiserver.at, v: before.apiserver.CPU.Seconds()}, reading{at: after.apiserver.at, v: after.apiserver.CPU.Seconds()})
 	ph.EtcdCores = rate(reading{at: before.etcd.at, v: before.etcd.CPU.Seconds()}, reading{at: after.etcd.at, v: after.etcd.CPU.Seconds()})
 	ph.APIServerRSSMiB = float64(after.apiserver.RSS) / (1 << 20)
-	if len(ph.Notes) > 20 {
-		ph.Notes = append(ph.Notes[:20], fmt.Sprintf("... %d notes in all", len(ph.Notes)))
+}
+
+// procUsage is the mean CPU (percent of a core) and the mean and largest RSS (MiB) of the
+// processes read in both b and a, by name.
+func procUsage(b, a map[string]procReading) (pct, rssMean, rssMax float64) {
+	var sum, rss, count float64
+	for node, s := range a {
+		bs, ok := b[node]
+		if !ok {
+			continue
+		}
+		sum += rate(reading{at: bs.at, v: bs.CPU.Seconds()}, reading{at: s.at, v: s.CPU.Seconds()})
+		r := float64(s.RSS) / (1 << 20)
+		rss += r
+		rssMax = max(rssMax, r)
+		count++
 	}
-	ph.Notes = slicesCompact(ph.Notes)
+	if count == 0 {
+		return 0, 0, 0
+	}
+	return 100 * sum / count, rss / count, rssMax
 }
 
 func slicesCompact(notes []string) []string {
