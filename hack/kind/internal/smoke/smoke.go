@@ -209,35 +209,9 @@ func driverCount(n *storagev1.CSINode) (int32, bool) {
 // attached to node both in Kubernetes (VolumeAttachment) and in the fake cloud, and returns
 // the volume's ID (the PV's volumeHandle, the cloud's volume ID).
 func (c *Check) attach(ctx context.Context, node string) (string, error) {
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: c.o.Name, Namespace: c.o.Namespace},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName: &c.o.StorageClass,
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-		},
+	if err := c.createClaimAndPod(ctx, node); err != nil {
+		return "", err
 	}
-	if _, err := c.cs.CoreV1().PersistentVolumeClaims(c.o.Namespace).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
-		return "", fmt.Errorf("create claim %s/%s: %w", c.o.Namespace, c.o.Name, err)
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: c.o.Name, Namespace: c.o.Namespace},
-		Spec: corev1.PodSpec{
-			NodeSelector: map[string]string{corev1.LabelHostname: node},
-			Containers: []corev1.Container{{
-				Name: "check", Image: c.o.PodImage,
-				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
-			}},
-			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.o.Name},
-			}}},
-		},
-	}
-	if _, err := c.cs.CoreV1().Pods(c.o.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return "", fmt.Errorf("create pod %s/%s: %w", c.o.Namespace, c.o.Name, err)
-	}
-	c.logf("created claim and pod %s/%s (class %s) on node %s", c.o.Namespace, c.o.Name, c.o.StorageClass, node)
-
 	var volumeID, state string
 	err := c.poll(ctx, func(ctx context.Context) (bool, error) {
 		p, err := c.cs.CoreV1().Pods(c.o.Namespace).Get(ctx, c.o.Name, metav1.GetOptions{})
@@ -288,6 +262,39 @@ func (c *Check) attach(ctx context.Context, node string) (string, error) {
 	}
 	c.logf("pod Running; VolumeAttachment attached; %s", state)
 	return volumeID, nil
+}
+
+// createClaimAndPod creates the claim (1Gi of StorageClass) and the pod on node that mounts it.
+func (c *Check) createClaimAndPod(ctx context.Context, node string) error {
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: c.o.Name, Namespace: c.o.Namespace},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &c.o.StorageClass,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if _, err := c.cs.CoreV1().PersistentVolumeClaims(c.o.Namespace).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create claim %s/%s: %w", c.o.Namespace, c.o.Name, err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: c.o.Name, Namespace: c.o.Namespace},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{corev1.LabelHostname: node},
+			Containers: []corev1.Container{{
+				Name: "check", Image: c.o.PodImage,
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.o.Name},
+			}}},
+		},
+	}
+	if _, err := c.cs.CoreV1().Pods(c.o.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create pod %s/%s: %w", c.o.Namespace, c.o.Name, err)
+	}
+	c.logf("created claim and pod %s/%s (class %s) on node %s", c.o.Namespace, c.o.Name, c.o.StorageClass, node)
+	return nil
 }
 
 // loweredOutOfBand is the out-of-band slot count that leaves an instance of attach limit limit
