@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -166,11 +167,20 @@ func TestCheckUntilRetriesUntilAnAnswer(t *testing.T) {
 
 func TestCheckUntilGivesUpWithTheLastError(t *testing.T) {
 	cs := cluster(t, "v1.37.2", ptr.To[int64](10), false, "")
+	// The check gives up when its context ends; here the test ends it after the second refusal,
+	// so every answer before is a whole one however slow the machine (a 20 ms budget failed
+	// under load: the first round trip itself was cut short, leaving only the deadline).
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var refusals atomic.Int32
 	cs.PrependReactor("get", "csidrivers", func(kubeapitest.Action) (bool, runtime.Object, error) {
+		if refusals.Add(1) == 2 {
+			cancel()
+		}
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "storage.k8s.io", Resource: "csidrivers"}, driver, errors.New("no RBAC"))
 	})
-	_, err := Checker{Client: client(t, cs), DriverName: driver}.CheckUntil(context.Background(), time.Millisecond, 20*time.Millisecond)
-	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "no answer within 20ms") {
+	_, err := Checker{Client: client(t, cs), DriverName: driver}.CheckUntil(ctx, time.Millisecond, time.Minute)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "no answer within 1m0s") {
 		t.Fatalf("CheckUntil error = %v, want the Forbidden error, wrapped", err)
 	}
 }
