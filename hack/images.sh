@@ -21,6 +21,7 @@ ARCH=${ARCH:-$(go env GOARCH)}
 
 case "$IMAGES_DIR" in /*) out=$IMAGES_DIR ;; *) out=$root/$IMAGES_DIR ;; esac
 mkdir -p "$out/bin"
+# -tags=grpcnotrace as the Makefile's GOFLAGS (bin/driver 4.5 MB smaller; see there).
 ldflags="-s -w -X github.com/fakecloud/fakecloud-csi/pkg/version.Version=$VERSION -X github.com/fakecloud/fakecloud-csi/pkg/version.Commit=$COMMIT"
 
 # kindctl lives in its own module (hack/kind) so go-containerregistry stays out of go.mod.
@@ -33,7 +34,7 @@ for b in driver fakecloud volumecheck; do
   pkg=./cmd/$b dir=.
   [[ $b == volumecheck ]] && pkg=./cmd/volumecheck dir=tests/e2e
   (cd "$dir" && CGO_ENABLED=0 GOOS=linux GOARCH=$ARCH "$root/hack/progress.sh" "go build $b" \
-    go build -v -trimpath -ldflags "$ldflags" -o "$out/bin/$b" "$pkg")
+    go build -v -trimpath -tags=grpcnotrace -ldflags "$ldflags" -o "$out/bin/$b" "$pkg")
   "$kindctl" image --binary="$out/bin/$b" --ref="localhost/fakecloud-csi/$b:$IMAGE_TAG" \
     --arch="$ARCH" --version="$VERSION" --commit="$COMMIT" --out="$out/$b.tar"
 done

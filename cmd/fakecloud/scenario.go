@@ -66,7 +66,7 @@ func scenarioCommand(stdout io.Writer) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error { return runScenario(cmd.Context(), o, args[0], stdout) },
 	}
 	// cobra's own usage, not the server's with its bounds (run sets that on the root).
-	cmd.SetUsageTemplate((&cobra.Command{}).UsageTemplate())
+	cmd.SetUsageFunc(cobraUsage())
 	fs := cmd.Flags()
 	fs.StringVar(&o.CloudURL, "cloud-url", "http://127.0.0.1:8080", "the fake cloud to drive")
 	fs.StringVar(&o.Token, "token", "", "admin bearer token (make run's: demo-admin-token)")

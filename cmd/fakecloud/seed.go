@@ -39,7 +39,7 @@ func seedCommand(stdout io.Writer) *cobra.Command {
 	}
 	for _, c := range []*cobra.Command{seed, instances} {
 		// cobra's own usage, not the server's with its bounds (run sets that on the root).
-		c.SetUsageTemplate((&cobra.Command{}).UsageTemplate())
+		c.SetUsageFunc(cobraUsage())
 	}
 	seed.AddCommand(instances)
 	return seed
