@@ -154,6 +154,40 @@ func TestHelpStatesTheFixedBounds(t *testing.T) {
 	}
 }
 
+// TestUsageEndsWithBoundsOnTheServerOnly: the server's usage (and that of the commands
+// without their own, version) ends with the fixed bounds once, after cobra's usage text;
+// scenario and seed print cobra's usage alone. The usage is a function, not a template, so
+// that text/template stays out of the binary (issue 28); the text is what it was.
+func TestUsageEndsWithBoundsOnTheServerOnly(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		bounds bool
+	}{
+		{[]string{"--help"}, true},
+		{[]string{"version", "--help"}, true},
+		{[]string{"scenario", "--help"}, false},
+		{[]string{"seed", "--help"}, false},
+		{[]string{"seed", "instances", "--help"}, false},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var out bytes.Buffer
+			if err := run(context.Background(), tc.args, &out, &out); err != nil {
+				t.Fatal(err)
+			}
+			text := out.String()
+			if !strings.Contains(text, "Usage:\n") || !strings.Contains(text, "Flags:\n") {
+				t.Errorf("no cobra usage text:\n%s", text)
+			}
+			if n := strings.Count(text, "Fixed bounds"); n != map[bool]int{true: 1, false: 0}[tc.bounds] {
+				t.Errorf("%d \"Fixed bounds\" sections, want bounds %v:\n%s", n, tc.bounds, text)
+			}
+			if tc.bounds && !strings.HasSuffix(text, fixedBounds()) {
+				t.Errorf("the usage does not end with the bounds:\n%s", text)
+			}
+		})
+	}
+}
+
 // TestCompletion: cobra's completion command, for the fake cloud as for the driver; the
 // scenario command completes YAML files.
 func TestCompletion(t *testing.T) {
