@@ -202,3 +202,101 @@ func TestScenarioListSaysWhyARunFailed(t *testing.T) {
 		t.Errorf("GET /v1/scenarios/%s: %s, want its error and results", st.ID, one.body)
 	}
 }
+
+// TestScenarioStepsReadAsBefore: what a run shows of its steps, its results in GET
+// /v1/scenarios/{id}, its ScenarioStep events and the request metrics its steps count, for
+// every kind of step, failed ones included: the text the steps produced when they went
+// through the HTTP handler (b6e4be1), byte for byte.
+func TestScenarioStepsReadAsBefore(t *testing.T) {
+	tc := startCloud(t, server.Config{MaxFaultRules: 1})
+	body := `name: every-step
+steps:
+  - at: 0s
+    quotas: {attachments: 3}
+  - at: 0s
+    instance: {id: node-a, outOfBandSlots: 2}
+  - at: 0s
+    instance: {id: no-such-node, outOfBandSlots: 2}
+  - at: 0s
+    instance: {id: node-a, outOfBandSlots: 99}
+  - at: 0s
+    fault: {ref: one, operation: AttachVolume, error: Unavailable, probability: 0.5}
+  - at: 0s
+    fault: {ref: two, operation: DetachVolume, error: Unavailable}
+  - at: 0s
+    deleteFault: one
+  - at: 0s
+    deleteFault: one
+  - at: 0s
+    deleteFault: two
+  - at: 0s
+    clearFaults: true
+  - at: 0s
+    reset: true
+`
+	r := tc.do(t, http.MethodPost, "/v1/scenarios", adminToken, body)
+	var st scenario.Status
+	if r.status != http.StatusCreated || json.Unmarshal(r.body, &st) != nil {
+		t.Fatalf("POST /v1/scenarios: %d %s", r.status, r.body)
+	}
+	st = waitScenario(t, tc, st.ID)
+	wantResults := []string{
+		`PATCH /v1/quotas {"attachments":3}`,
+		`PATCH /v1/instances/node-a {"outOfBandSlots":2}`,
+		`PATCH /v1/instances/no-such-node {"outOfBandSlots":2} failed: PATCH /v1/instances/no-such-node: InstanceNotFound: instance "no-such-node" not found`,
+		`PATCH /v1/instances/node-a {"outOfBandSlots":99} failed: PATCH /v1/instances/node-a: InvalidArgument: patch instance "node-a": outOfBandSlots 99 is above the attach limit 4: out-of-band slots are part of the limit (equal to it leaves none for volumes)`,
+		`POST /v1/faults {"operation":"AttachVolume","error":"Unavailable","probability":0.5} as one`,
+		`POST /v1/faults {"operation":"DetachVolume","error":"Unavailable"} as two failed: POST /v1/faults: ServerLimitExceeded: fault rule: the server holds at most 1 rule; delete some (DELETE /v1/faults/{id} or /v1/faults) first`,
+		`DELETE /v1/faults/{one}`,
+		`DELETE /v1/faults/{one} failed: DELETE /v1/faults/fault-1: FaultNotFound: fault rule "fault-1" not found`,
+		`DELETE /v1/faults/{two} failed: fault "two" was not created (its step failed)`,
+		`DELETE /v1/faults`,
+		`POST /v1/reset`,
+	}
+	var results []string
+	for _, res := range st.Results {
+		line := res.Step
+		if res.Error != "" {
+			line += " failed: " + res.Error
+		}
+		results = append(results, line)
+	}
+	if got, want := strings.Join(results, "\n"), strings.Join(wantResults, "\n"); got != want {
+		t.Errorf("results:\n%s\nwant:\n%s", got, want)
+	}
+	if want := `scenario "every-step": 5 of 11 steps failed; first: +0s PATCH /v1/instances/no-such-node {"outOfBandSlots":2}: PATCH /v1/instances/no-such-node: InstanceNotFound: instance "no-such-node" not found`; st.State != scenario.StateFailed || st.Error != want {
+		t.Errorf("run %s, error %q, want failed, %q", st.State, st.Error, want)
+	}
+	evs, err := tc.admin.ListEvents(t.Context(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []string
+	for _, e := range evs {
+		if e.Type == "ScenarioStep" {
+			steps = append(steps, e.Detail)
+		}
+	}
+	for i, want := range wantResults {
+		if want = st.ID + " +0s " + want; i >= len(steps) || steps[i] != want {
+			t.Errorf("ScenarioStep event %d: %q, want %q", i, steps[min(i, len(steps)-1)], want)
+		}
+	}
+	metrics := tc.do(t, http.MethodGet, "/metrics", readerToken, "")
+	for _, want := range []string{
+		`fakecloud_requests_total{code="",route="patchQuotas",status="200"} 1`,
+		`fakecloud_requests_total{code="",route="patchInstance",status="200"} 1`,
+		`fakecloud_requests_total{code="InstanceNotFound",route="patchInstance",status="404"} 1`,
+		`fakecloud_requests_total{code="InvalidArgument",route="patchInstance",status="400"} 1`,
+		`fakecloud_requests_total{code="",route="createFault",status="201"} 1`,
+		`fakecloud_requests_total{code="ServerLimitExceeded",route="createFault",status="409"} 1`,
+		`fakecloud_requests_total{code="",route="deleteFault",status="200"} 1`,
+		`fakecloud_requests_total{code="FaultNotFound",route="deleteFault",status="404"} 1`,
+		`fakecloud_requests_total{code="",route="clearFaults",status="200"} 1`,
+		`fakecloud_requests_total{code="",route="reset",status="200"} 1`,
+	} {
+		if !strings.Contains(string(metrics.body), want+"\n") {
+			t.Errorf("GET /metrics lacks %s", want)
+		}
+	}
+}
