@@ -39,6 +39,7 @@ import (
 	"k8s.io/klog/v2/textlogger"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
 )
@@ -78,9 +79,9 @@ func serve(b *testing.B, h http.Handler) string {
 
 // client is the cloud's Go client, which keeps a keep-alive connection per concurrent caller
 // (up to 64, as many as clients), so that the benchmark measures requests, not TCP set-up.
-func client(b *testing.B, url string) *cloud.Client {
+func client(b *testing.B, url string) *admin.Client {
 	b.Helper()
-	c, err := cloud.NewClient(url, cloud.WithToken("bench"))
+	c, err := admin.NewClient(url, cloud.WithToken("bench"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func client(b *testing.B, url string) *cloud.Client {
 
 // target is a cloud under test and the volumes its callers attach, one per caller.
 type target struct {
-	c    *cloud.Client
+	c    *admin.Client
 	vols []string
 }
 

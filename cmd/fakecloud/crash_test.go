@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 )
 
 // childEnv makes the test binary run the fakecloud command (run) with its arguments instead
@@ -35,7 +36,7 @@ type cloudProcess struct {
 	t    *testing.T
 	cmd  *exec.Cmd
 	addr string
-	c    *cloud.Client
+	c    *admin.Client
 }
 
 // startCloud starts the fakecloud command as a child process on addr (a free port when
@@ -64,7 +65,7 @@ func startCloud(t *testing.T, dir, addr string, args ...string) *cloudProcess {
 	}
 	p := &cloudProcess{t: t, cmd: cmd, addr: addr}
 	t.Cleanup(func() { p.kill() })
-	p.c, err = cloud.NewClient("http://" + addr)
+	p.c, err = admin.NewClient("http://" + addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 )
 
 func TestOptionsValidate(t *testing.T) {
@@ -259,7 +260,7 @@ func TestRunServesExamplesAndStopsCleanly(t *testing.T) {
 		done <- run(ctx, []string{"--listen=" + addr, "--data-dir=" + t.TempDir(), "--seed=../../examples/seed.yaml",
 			"--tokens-file=../../examples/tokens.yaml"}, &out, &out)
 	}()
-	c, err := cloud.NewClient("http://"+addr, cloud.WithToken("demo-driver-token"))
+	c, err := admin.NewClient("http://"+addr, cloud.WithToken("demo-driver-token"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fakecloud/fakecloud-csi/internal/plural"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/scenario"
 )
 
@@ -188,7 +189,7 @@ func loadScenario(file string, mapInstance []string) (*scenario.Scenario, error)
 }
 
 // client is the fake cloud client of o, with its token (--token, or --token-file's content).
-func (o scenarioOptions) client() (*cloud.Client, string, error) {
+func (o scenarioOptions) client() (*admin.Client, string, error) {
 	token := o.Token
 	if o.TokenFile != "" {
 		b, err := os.ReadFile(o.TokenFile)
@@ -201,14 +202,14 @@ func (o scenarioOptions) client() (*cloud.Client, string, error) {
 	if token != "" {
 		opts = append(opts, cloud.WithToken(token))
 	}
-	c, err := cloud.NewClient(o.CloudURL, opts...)
+	c, err := admin.NewClient(o.CloudURL, opts...)
 	return c, token, err
 }
 
 // settle waits, at most o.SettleTimeout, for a settled fleet before the first step, saying up
 // front how long and why; with 0 it looks at the fleet once instead. unsettled says that the
 // run starts on a fleet that is not settled (or could not be read).
-func settle(ctx context.Context, o scenarioOptions, client *cloud.Client, say func(string, ...any)) (unsettled bool, err error) {
+func settle(ctx context.Context, o scenarioOptions, client *admin.Client, say func(string, ...any)) (unsettled bool, err error) {
 	st := scenario.Settler{Fleet: client, Every: o.ProgressEvery, Timeout: o.SettleTimeout, Skip: skipSettle,
 		Report: func(msg string) { say("%s", msg) }}
 	if o.SettleTimeout == 0 {
@@ -255,7 +256,7 @@ func lookAtFleet(ctx context.Context, st *scenario.Settler, say func(string, ...
 // that a wrong URL or token fails at once, saying which, instead of at every step. It cannot
 // see the token's role (every GET is a reader's): a token that is not an admin's stops the
 // run at its first step (scenario.AuthError).
-func checkCloud(ctx context.Context, c *cloud.Client, cloudURL, token string) error {
+func checkCloud(ctx context.Context, c *admin.Client, cloudURL, token string) error {
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	_, err := c.GetQuotas(ctx)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/console"
 )
@@ -140,7 +141,7 @@ steps:
 	if !strings.Contains(out.String(), "the console: "+ts.URL+"/ui#token=adm\n") {
 		t.Fatalf("output lacks the console URL with #token=adm:\n%s", out.String())
 	}
-	c, err := cloud.NewClient(ts.URL, cloud.WithToken("adm"))
+	c, err := admin.NewClient(ts.URL, cloud.WithToken("adm"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func TestScenarioCommandWaitsForASettledFleet(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
-	admin, err := cloud.NewClient(ts.URL, cloud.WithToken("adm"))
+	admin, err := admin.NewClient(ts.URL, cloud.WithToken("adm"))
 	if err != nil {
 		t.Fatal(err)
 	}

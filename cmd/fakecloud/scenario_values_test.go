@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 )
 
@@ -53,7 +54,7 @@ steps:
 			t.Errorf("%v printed a timeline for a file it refuses:\n%s", args, out.String())
 		}
 	}
-	c, err := cloud.NewClient(ts.URL, cloud.WithToken("adm"))
+	c, err := admin.NewClient(ts.URL, cloud.WithToken("adm"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/fakecloud/fakecloud-csi/internal/stack"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
 	csidriver "github.com/fakecloud/fakecloud-csi/pkg/csi"
@@ -74,7 +75,7 @@ type Stack struct {
 	CloudURL string
 	// Admin is a fake cloud client with the admin role, to change the cloud behind the
 	// driver's back.
-	Admin *cloud.Client
+	Admin *admin.Client
 	// Conn is a gRPC connection to the driver.
 	Conn *grpc.ClientConn
 	// NodeID is the instance the driver's node service reports.
@@ -112,7 +113,7 @@ func Start(tb testing.TB, cfg Config) *Stack {
 	if err := stack.Run(l.ctx, st.Steps(l), nil); err != nil {
 		tb.Fatal(err)
 	}
-	admin, err := cloud.NewClient(st.Cloud.URL(), cloud.WithToken(AdminToken))
+	adminClient, err := admin.NewClient(st.Cloud.URL(), cloud.WithToken(AdminToken))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func Start(tb testing.TB, cfg Config) *Stack {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = conn.Close() })
-	return &Stack{Endpoint: st.Plugins[0].Endpoint(), CloudURL: st.Cloud.URL(), Admin: admin, Conn: conn, NodeID: cfg.NodeID}
+	return &Stack{Endpoint: st.Plugins[0].Endpoint(), CloudURL: st.Cloud.URL(), Admin: adminClient, Conn: conn, NodeID: cfg.NodeID}
 }
 
 // withDefaults fills what Config leaves to its defaults.

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 )
 
 // TestClientNeverFollowsRedirects: a 3xx is an InternalError naming the Location, and the
@@ -28,7 +29,7 @@ func TestClientNeverFollowsRedirects(t *testing.T) {
 		http.Redirect(w, r, "/etc/attach", http.StatusMovedPermanently)
 	}))
 	t.Cleanup(srv.Close)
-	for name, c := range map[string]*cloud.Client{
+	for name, c := range map[string]*admin.Client{
 		"default":        newClient(t, srv.URL),
 		"WithHTTPClient": newClient(t, srv.URL, cloud.WithHTTPClient(&http.Client{})),
 		"DefaultClient":  newClient(t, srv.URL, cloud.WithHTTPClient(http.DefaultClient), cloud.WithTimeout(0)),

@@ -74,8 +74,11 @@ const MaxResponseBytes = 16 << 20
 // flight at once, e.g. the external-attacher's workers each publishing through the driver.
 const maxIdleConnsPerHost = 64
 
-// Client is the Go client of the fake cloud's HTTP API (docs/fakecloud-api.md). It is safe for
-// concurrent use. Every method returns a *Error (match it with errors.Is(err, ErrX) or
+// Client is the Go client of the fake cloud's HTTP API (docs/fakecloud-api.md) with the
+// calls the CSI driver makes: volumes, attachments, snapshots, group snapshots, its
+// instance's capacity and the quotas. Package admin (pkg/cloud/admin) adds the admin and
+// test calls (instances, quotas, fault rules, health, events, reset, the console's relay)
+// over the same transport (Do). It is safe for concurrent use. Every method returns a *Error (match it with errors.Is(err, ErrX) or
 // CodeOf) for a non-2xx answer; transport failures are returned wrapped, with no cloud code,
 // and context errors stay errors.Is(err, context.DeadlineExceeded / context.Canceled).
 type Client struct {
@@ -279,6 +282,34 @@ func readToken(path string) (string, error) {
 	return tok, nil
 }
 
+// Request is one call of the fake cloud's HTTP API (docs/fakecloud-api.md) as Client.Do
+// sends it: the typed methods of Client (the driver's calls) and of package admin (the admin
+// and test calls) are each one Request.
+type Request struct {
+	// Method is the HTTP method, e.g. http.MethodPatch.
+	Method string
+	// Path is the route from the base URL with every ID already escaped as one segment
+	// (PathSegment), e.g. "/v1/faults/fault-1".
+	Path string
+	// Query is the query string; nil: none.
+	Query url.Values
+	// Body, when non-nil, is sent encoded as JSON with Content-Type: application/json.
+	Body any
+	// Header holds extra request headers (If-Match); nil: none. Accept, User-Agent and
+	// Authorization are the client's.
+	Header http.Header
+}
+
+// Do sends r with the client's token, user agent and timeout, and decodes a 2xx JSON answer
+// into out (nil: the answer's body is dropped). Any other answer is a *Error (its JSON error
+// body, or a code derived from the HTTP status), wrapped with the method and path: "PATCH
+// /v1/quotas: InvalidArgument: ...". An answer over MaxResponseBytes is an error, and a
+// redirect is never followed (InternalError naming its Location). It is the one transport
+// of the client; package admin sends its calls through it.
+func (c *Client) Do(ctx context.Context, r Request, out any) error {
+	return c.doHeader(ctx, r.Method, r.Path, r.Query, r.Body, out, r.Header, nil)
+}
+
 // do sends one request with an optional JSON body and decodes a 2xx JSON answer into out
 // (when non-nil). Any other answer becomes a *Error through responseError.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any, header http.Header) error {
@@ -288,7 +319,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 // doHeader is do that also stores the answer's header in *respHeader when it is non-nil,
 // for an error answer too (it stays nil when no answer came).
 func (c *Client) doHeader(ctx context.Context, method, path string, query url.Values, in, out any, header http.Header, respHeader *http.Header) error {
-	// path is already escaped (see esc), so it is appended to the URL text, not to URL.Path.
+	// path is already escaped (PathSegment), so it is appended to the URL text, not to URL.Path.
 	target := strings.TrimSuffix(c.base.String(), "/") + path
 	if len(query) > 0 {
 		target += "?" + query.Encode()
@@ -352,10 +383,11 @@ func (c *Client) doHeader(ctx context.Context, method, path string, query url.Va
 	return nil
 }
 
-// pathID escapes id as one path segment after checking it is an identifier
-// (CheckID): a value that is not one is InvalidArgument here, and no request is sent, so
-// the URL can never hold a path step, a control character or an unbounded value.
-func pathID(field, id string) (string, error) {
+// PathSegment escapes id as one path segment of a Request after checking it is an
+// identifier (CheckID, field naming it in the message, e.g. "volume ID"): a value that is not
+// one is InvalidArgument ("... (refused by the client, not sent)"), and no request is sent,
+// so the URL can never hold a path step, a control character or an unbounded value.
+func PathSegment(field, id string) (string, error) {
 	if err := CheckID(field, id); err != nil {
 		return "", NewError(CodeInvalidArgument, "%v (refused by the client, not sent)", err)
 	}
@@ -429,18 +461,11 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	return 0
 }
 
-func ifMatchHeader(rev uint64) http.Header {
-	if rev == 0 {
-		return nil
-	}
-	return http.Header{"If-Match": {strconv.Quote(strconv.FormatUint(rev, 10))}}
-}
-
 // GetInstance calls GET /v1/instances/{id}. Codes: InstanceNotFound (unless the server
 // auto-registers it for a driver), Unauthenticated, AccessDenied, plus faults injected on
 // GetInstance (any code).
 func (c *Client) GetInstance(ctx context.Context, id string) (*Instance, error) {
-	seg, err := pathID("instance ID", id)
+	seg, err := PathSegment("instance ID", id)
 	if err != nil {
 		return nil, err
 	}
@@ -451,55 +476,11 @@ func (c *Client) GetInstance(ctx context.Context, id string) (*Instance, error) 
 	return &out, nil
 }
 
-// ListInstances calls GET /v1/instances. Codes: Unauthenticated, AccessDenied.
-func (c *Client) ListInstances(ctx context.Context) ([]Instance, error) {
-	var out InstanceList
-	if err := c.do(ctx, http.MethodGet, "/v1/instances", nil, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return out.Instances, nil
-}
-
-// CreateInstance calls POST /v1/instances (admin), idempotent on ID. Codes: InvalidArgument
-// (see CreateInstanceRequest: bad ID or zone, unknown type, slots below 0 or above the type's
-// limit), AlreadyExists (same ID, other fields), ServerLimitExceeded (10,000 instances by
-// default), Unauthenticated, AccessDenied.
-func (c *Client) CreateInstance(ctx context.Context, req CreateInstanceRequest) (*Instance, error) {
-	var out Instance
-	if err := c.do(ctx, http.MethodPost, "/v1/instances", nil, req, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// PatchInstance calls PATCH /v1/instances/{id} (admin) without a precondition; see
-// PatchInstanceIfMatch. Codes: InvalidArgument (400, see InstancePatch and its Check: an
-// empty patch, a limit outside [1, MaxAttachSlots], out-of-band slots outside [0,
-// MaxAttachSlots] or above the limit, an unknown type), InstanceNotFound (404),
-// Unauthenticated (401), AccessDenied (403).
-func (c *Client) PatchInstance(ctx context.Context, id string, p InstancePatch) (*Instance, error) {
-	return c.PatchInstanceIfMatch(ctx, id, p, 0)
-}
-
-// PatchInstanceIfMatch is PatchInstance with If-Match: the instance's Revision must still be
-// rev (0: no precondition), else PreconditionFailed.
-func (c *Client) PatchInstanceIfMatch(ctx context.Context, id string, p InstancePatch, rev uint64) (*Instance, error) {
-	seg, err := pathID("instance ID", id)
-	if err != nil {
-		return nil, err
-	}
-	var out Instance
-	if err := c.do(ctx, http.MethodPatch, "/v1/instances/"+seg, nil, p, &out, ifMatchHeader(rev)); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
 // GetCapacity calls GET /v1/instances/{id}/capacity: the raw capacity facts at one revision.
 // Codes: InstanceNotFound (unless auto-registered), Unauthenticated, AccessDenied, plus faults
 // injected on GetCapacity (typically Unavailable or Throttled).
 func (c *Client) GetCapacity(ctx context.Context, instanceID string) (*Capacity, error) {
-	seg, err := pathID("instance ID", instanceID)
+	seg, err := PathSegment("instance ID", instanceID)
 	if err != nil {
 		return nil, err
 	}
@@ -508,15 +489,6 @@ func (c *Client) GetCapacity(ctx context.Context, instanceID string) (*Capacity,
 		return nil, err
 	}
 	return &out, nil
-}
-
-// ListInstanceTypes calls GET /v1/instance-types. Codes: Unauthenticated, AccessDenied.
-func (c *Client) ListInstanceTypes(ctx context.Context) ([]InstanceType, error) {
-	var out InstanceTypeList
-	if err := c.do(ctx, http.MethodGet, "/v1/instance-types", nil, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return out.InstanceTypes, nil
 }
 
 // CreateVolume calls POST /v1/volumes, idempotent on Name. Codes: InvalidArgument (see
@@ -533,7 +505,7 @@ func (c *Client) CreateVolume(ctx context.Context, req CreateVolumeRequest) (*Vo
 // GetVolume calls GET /v1/volumes/{id}. Codes: VolumeNotFound, Unauthenticated,
 // AccessDenied, plus faults on GetVolume.
 func (c *Client) GetVolume(ctx context.Context, id string) (*Volume, error) {
-	seg, err := pathID("volume ID", id)
+	seg, err := PathSegment("volume ID", id)
 	if err != nil {
 		return nil, err
 	}
@@ -566,30 +538,25 @@ func (c *Client) ListVolumes(ctx context.Context, maxResults int, pageToken stri
 // as success for idempotent deletion), VolumeInUse (still attached), Unauthenticated,
 // AccessDenied, plus faults on DeleteVolume.
 func (c *Client) DeleteVolume(ctx context.Context, id string) error {
-	seg, err := pathID("volume ID", id)
+	seg, err := PathSegment("volume ID", id)
 	if err != nil {
 		return err
 	}
 	return c.do(ctx, http.MethodDelete, "/v1/volumes/"+seg, nil, nil, nil, nil)
 }
 
-// AttachVolume calls POST /v1/volumes/{id}/attach, the atomic authority on capacity: the
-// slot and quota are taken by this call. The answer's State is attaching (HTTP 202) while the
-// cloud attaches, attached (200) when done; a repeat for the same instance joins the attach
-// under way and starts no other. Poll GetVolume (or WaitVolume) until the State is attached.
-// Codes: IncorrectState (detaching from that instance: retry once detached), AttachmentLimitExceeded,
-// AttachmentQuotaExceeded (real capacity shortage), ZoneMismatch, VolumeInUse (attached
-// elsewhere), VolumeNotFound, InstanceNotFound, InvalidArgument, Unauthenticated,
-// AccessDenied, plus faults on AttachVolume.
-func (c *Client) AttachVolume(ctx context.Context, volumeID, instanceID string) (*Attachment, error) {
-	return c.Attach(ctx, volumeID, AttachRequest{InstanceID: instanceID})
-}
-
-// Attach is AttachVolume with the whole request: req.ReadOnly attaches read-only. An attach
-// to the instance the volume is attaching or attached to in the other mode is AlreadyExists;
-// the other codes are AttachVolume's.
+// Attach calls POST /v1/volumes/{id}/attach, the atomic authority on capacity: the slot
+// and quota are taken by this call; req.ReadOnly attaches read-only. The answer's State is
+// attaching (HTTP 202) while the cloud attaches, attached (200) when done; a repeat for the
+// same instance in the same mode joins the attach under way and starts no other. Poll
+// GetVolume (or WaitVolume) until the State is attached. Codes: IncorrectState (detaching
+// from that instance: retry once detached), AlreadyExists (attaching or attached to that
+// instance in the other mode), AttachmentLimitExceeded, AttachmentQuotaExceeded (real
+// capacity shortage), ZoneMismatch, VolumeInUse (attached elsewhere), VolumeNotFound,
+// InstanceNotFound, InvalidArgument, Unauthenticated, AccessDenied, plus faults on
+// AttachVolume.
 func (c *Client) Attach(ctx context.Context, volumeID string, req AttachRequest) (*Attachment, error) {
-	seg, err := pathID("volume ID", volumeID)
+	seg, err := PathSegment("volume ID", volumeID)
 	if err != nil {
 		return nil, err
 	}
@@ -606,7 +573,7 @@ func (c *Client) Attach(ctx context.Context, volumeID string, req AttachRequest)
 // succeeds at once (detached). Codes: VolumeNotFound, InvalidArgument, Unauthenticated,
 // AccessDenied, plus faults on DetachVolume.
 func (c *Client) DetachVolume(ctx context.Context, volumeID, instanceID string) (*Attachment, error) {
-	seg, err := pathID("volume ID", volumeID)
+	seg, err := PathSegment("volume ID", volumeID)
 	if err != nil {
 		return nil, err
 	}
@@ -621,7 +588,7 @@ func (c *Client) DetachVolume(ctx context.Context, volumeID, instanceID string) 
 // no-op). Codes: InvalidArgument (shrink, size ≤ 0), CapacityQuotaExceeded, VolumeNotFound,
 // Unauthenticated, AccessDenied, plus faults on ResizeVolume.
 func (c *Client) ResizeVolume(ctx context.Context, volumeID string, sizeBytes int64) (*Volume, error) {
-	seg, err := pathID("volume ID", volumeID)
+	seg, err := PathSegment("volume ID", volumeID)
 	if err != nil {
 		return nil, err
 	}
@@ -646,7 +613,7 @@ func (c *Client) CreateSnapshot(ctx context.Context, req CreateSnapshotRequest) 
 // GetSnapshot calls GET /v1/snapshots/{id}. Codes: SnapshotNotFound, Unauthenticated,
 // AccessDenied.
 func (c *Client) GetSnapshot(ctx context.Context, id string) (*Snapshot, error) {
-	seg, err := pathID("snapshot ID", id)
+	seg, err := PathSegment("snapshot ID", id)
 	if err != nil {
 		return nil, err
 	}
@@ -681,7 +648,7 @@ func (c *Client) ListSnapshots(ctx context.Context, o ListSnapshotsOptions) (*Sn
 // treat as success for idempotent deletion), SnapshotInGroup (a group's member: delete the
 // group), Unauthenticated, AccessDenied, plus faults on DeleteSnapshot.
 func (c *Client) DeleteSnapshot(ctx context.Context, id string) error {
-	seg, err := pathID("snapshot ID", id)
+	seg, err := PathSegment("snapshot ID", id)
 	if err != nil {
 		return err
 	}
@@ -697,205 +664,11 @@ func (c *Client) GetQuotas(ctx context.Context) (*Quotas, error) {
 	return &out, nil
 }
 
-// PatchQuotas calls PATCH /v1/quotas (admin) without a precondition; see
-// PatchQuotasIfMatch. Codes: InvalidArgument (400, see QuotasPatch and its Check: an empty
-// patch, a count outside [0, MaxQuotaCount], bytes outside [0, MaxQuotaBytes]),
-// Unauthenticated (401), AccessDenied (403).
-func (c *Client) PatchQuotas(ctx context.Context, p QuotasPatch) (*Quotas, error) {
-	return c.PatchQuotasIfMatch(ctx, p, 0)
-}
-
-// PatchQuotasIfMatch is PatchQuotas with If-Match: the quotas' Revision must still be rev
-// (0: no precondition), else PreconditionFailed.
-func (c *Client) PatchQuotasIfMatch(ctx context.Context, p QuotasPatch, rev uint64) (*Quotas, error) {
-	var out Quotas
-	if err := c.do(ctx, http.MethodPatch, "/v1/quotas", nil, p, &out, ifMatchHeader(rev)); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// CreateFault calls POST /v1/faults (admin) and returns the rule with its ID. Codes:
-// InvalidArgument (400: an ID set, a missing or unknown operation, an unknown code,
-// transition or health, a bad probability, negative counts, latency or TTL out of range, a
-// field over 128 bytes; every problem at once, with the value likely meant),
-// ServerLimitExceeded (409: the server holds its maximum of rules, 1000 by default),
-// Unauthenticated (401), AccessDenied (403).
-func (c *Client) CreateFault(ctx context.Context, r FaultRule) (*FaultRule, error) {
-	var out FaultRule
-	if err := c.do(ctx, http.MethodPost, "/v1/faults", nil, r, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// ListFaults returns every live rule with its Fired count, walking the pages of
-// GET /v1/faults (at most maxListPages of them). Codes: Unauthenticated, AccessDenied.
-func (c *Client) ListFaults(ctx context.Context) ([]FaultRule, error) {
-	var all []FaultRule
-	token := ""
-	for range maxListPages {
-		page, err := c.ListFaultsPage(ctx, 0, token)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, page.Faults...)
-		if token = page.NextPageToken; token == "" {
-			return all, nil
-		}
-	}
-	return nil, fmt.Errorf("GET /v1/faults: more than %d pages", maxListPages)
-}
-
-// ListFaultsPage calls GET /v1/faults?maxResults=&pageToken= (maxResults 0: the server's
-// default of 100; at most 1000): one page of live rules in creation order. Codes:
-// InvalidArgument (bad page token), Unauthenticated, AccessDenied.
-func (c *Client) ListFaultsPage(ctx context.Context, maxResults int, pageToken string) (*FaultList, error) {
-	q := pageQuery(maxResults, pageToken)
-	var out FaultList
-	if err := c.do(ctx, http.MethodGet, "/v1/faults", q, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// maxListPages bounds how many pages ListFaults and ListEvents walk, so that a server that
-// keeps handing out tokens cannot keep a caller looping: by default the server holds at most
-// 1,000 rules (10 pages of 100) and 10,000 events (10 pages of 1,000).
-const maxListPages = 10000
-
-func pageQuery(maxResults int, pageToken string) url.Values {
-	q := url.Values{}
-	if maxResults != 0 {
-		q.Set("maxResults", strconv.Itoa(maxResults))
-	}
-	if pageToken != "" {
-		q.Set("pageToken", pageToken)
-	}
-	return q
-}
-
-// GetFault calls GET /v1/faults/{id} (reader): one live rule with its Fired count. Codes:
-// FaultNotFound (unknown or expired), InvalidArgument (malformed ID), Unauthenticated,
-// AccessDenied.
-func (c *Client) GetFault(ctx context.Context, id string) (*FaultRule, error) {
-	seg, err := pathID("fault rule ID", id)
-	if err != nil {
-		return nil, err
-	}
-	var out FaultRule
-	if err := c.do(ctx, http.MethodGet, "/v1/faults/"+seg, nil, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// DeleteFault calls DELETE /v1/faults/{id} (admin). Codes: FaultNotFound, Unauthenticated,
-// AccessDenied.
-func (c *Client) DeleteFault(ctx context.Context, id string) error {
-	seg, err := pathID("fault rule ID", id)
-	if err != nil {
-		return err
-	}
-	return c.do(ctx, http.MethodDelete, "/v1/faults/"+seg, nil, nil, nil, nil)
-}
-
-// ClearFaults calls DELETE /v1/faults (admin), removing every rule. Codes: Unauthenticated,
-// AccessDenied.
-func (c *Client) ClearFaults(ctx context.Context) error {
-	return c.do(ctx, http.MethodDelete, "/v1/faults", nil, nil, nil, nil)
-}
-
-// ListEvents returns every retained audit event with Revision > sinceRevision, oldest
-// first (the server keeps the last 10,000, at most 4 MiB of them, by default), walking the
-// pages of GET /v1/events at the largest page size. Codes: InvalidArgument, Unauthenticated,
-// AccessDenied.
-func (c *Client) ListEvents(ctx context.Context, sinceRevision uint64) ([]Event, error) {
-	var all []Event
-	token := ""
-	for range maxListPages {
-		page, err := c.ListEventsPage(ctx, EventQuery{SinceRevision: sinceRevision, MaxResults: 1000, PageToken: token})
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, page.Events...)
-		if token = page.NextPageToken; token == "" {
-			return all, nil
-		}
-	}
-	return nil, fmt.Errorf("GET /v1/events: more than %d pages", maxListPages)
-}
-
-// EventQuery selects a page of GET /v1/events: events with Revision > SinceRevision, or
-// (when UseSeq) Seq > SinceSeq; MaxResults 0 is the server's default of 100, at most 1000.
-type EventQuery struct {
-	SinceRevision uint64
-	SinceSeq      uint64
-	UseSeq        bool
-	MaxResults    int
-	PageToken     string
-}
-
-// ListEventsPage calls GET /v1/events?sinceRevision=|sinceSeq=&maxResults=&pageToken=: one
-// page of the audit log, with the revision current when it was read. Codes:
-// InvalidArgument (bad page token or numbers), Unauthenticated, AccessDenied.
-func (c *Client) ListEventsPage(ctx context.Context, eq EventQuery) (*EventList, error) {
-	q := pageQuery(eq.MaxResults, eq.PageToken)
-	if eq.UseSeq {
-		q.Set("sinceSeq", strconv.FormatUint(eq.SinceSeq, 10))
-	} else {
-		q.Set("sinceRevision", strconv.FormatUint(eq.SinceRevision, 10))
-	}
-	var out EventList
-	if err := c.do(ctx, http.MethodGet, "/v1/events", q, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// Reset calls POST /v1/reset (admin): back to the seeded state and seeded fault rules; the
-// revision keeps growing. Codes: Unauthenticated, AccessDenied.
-func (c *Client) Reset(ctx context.Context) error {
-	return c.do(ctx, http.MethodPost, "/v1/reset", nil, nil, nil, nil)
-}
-
-// SetVolumeHealth calls PUT /v1/volumes/{id}/health (admin): the volume reads with health h
-// and message until set again or the cloud is reset; VolumeHealthOK clears it. Codes:
-// InvalidArgument (no such health, message over MaxHealthMessageBytes), VolumeNotFound,
-// ServerLimitExceeded, Unauthenticated, AccessDenied.
-func (c *Client) SetVolumeHealth(ctx context.Context, volumeID string, h VolumeHealth, message string) (*Volume, error) {
-	seg, err := pathID("volume ID", volumeID)
-	if err != nil {
-		return nil, err
-	}
-	var out Volume
-	if err := c.do(ctx, http.MethodPut, "/v1/volumes/"+seg+"/health", nil, HealthRequest{Health: string(h), Message: message}, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// SetInstanceHealth calls PUT /v1/instances/{id}/health (admin), as SetVolumeHealth for an
-// instance; an impaired or stopped instance refuses attaches with InstanceImpaired or
-// InstanceStopped (409, retryable). Codes: InvalidArgument, InstanceNotFound,
-// ServerLimitExceeded, Unauthenticated, AccessDenied.
-func (c *Client) SetInstanceHealth(ctx context.Context, instanceID string, h InstanceHealth, message string) (*Instance, error) {
-	seg, err := pathID("instance ID", instanceID)
-	if err != nil {
-		return nil, err
-	}
-	var out Instance
-	if err := c.do(ctx, http.MethodPut, "/v1/instances/"+seg+"/health", nil, HealthRequest{Health: string(h), Message: message}, &out, nil); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
 // ModifyVolume calls POST /v1/volumes/{id}/modify: the volume's mutable parameters (type,
 // IOPS); what it has already is a success that changes nothing. Codes: InvalidArgument,
 // VolumeNotFound, Unauthenticated, AccessDenied, plus faults on ModifyVolume.
 func (c *Client) ModifyVolume(ctx context.Context, volumeID string, req ModifyVolumeRequest) (*Volume, error) {
-	seg, err := pathID("volume ID", volumeID)
+	seg, err := PathSegment("volume ID", volumeID)
 	if err != nil {
 		return nil, err
 	}
@@ -922,7 +695,7 @@ func (c *Client) CreateGroupSnapshot(ctx context.Context, req CreateGroupSnapsho
 // GetGroupSnapshot calls GET /v1/group-snapshots/{id}. Codes: GroupSnapshotNotFound,
 // Unauthenticated, AccessDenied.
 func (c *Client) GetGroupSnapshot(ctx context.Context, id string) (*GroupSnapshot, error) {
-	seg, err := pathID("group snapshot ID", id)
+	seg, err := PathSegment("group snapshot ID", id)
 	if err != nil {
 		return nil, err
 	}
@@ -938,41 +711,9 @@ func (c *Client) GetGroupSnapshot(ctx context.Context, id string) (*GroupSnapsho
 // success for idempotent deletion), Unauthenticated, AccessDenied, plus faults on
 // DeleteGroupSnapshot.
 func (c *Client) DeleteGroupSnapshot(ctx context.Context, id string) error {
-	seg, err := pathID("group snapshot ID", id)
+	seg, err := PathSegment("group snapshot ID", id)
 	if err != nil {
 		return err
 	}
 	return c.do(ctx, http.MethodDelete, "/v1/group-snapshots/"+seg, nil, nil, nil, nil)
-}
-
-// ConsoleNode is a node plugin whose capacity state the fake cloud's console relays
-// (fakecloud --console-node=NAME=URL): Name is the node (an instance ID), URL its plugin's
-// HTTP server.
-type ConsoleNode struct {
-	Name string `json:"name"`
-	URL  string `json:"url"`
-}
-
-// ConsoleNodes calls GET /ui/nodes: the node plugins the console relays, none when the fake
-// cloud was given no --console-node. Codes: Unauthenticated, AccessDenied.
-func (c *Client) ConsoleNodes(ctx context.Context) ([]ConsoleNode, error) {
-	var out struct {
-		Nodes []ConsoleNode `json:"nodes"`
-	}
-	if err := c.do(ctx, http.MethodGet, "/ui/nodes", nil, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	return out.Nodes, nil
-}
-
-// ConsoleNodeCapacity calls GET /ui/nodes/{name}/capacity, the node plugin's GET
-// /debug/capacity relayed, and decodes its JSON into out (the driver's
-// capacity.DebugInfo, or the part of it the caller needs). Codes: NotFound (no such console
-// node), Unavailable (the plugin did not answer with JSON), Unauthenticated, AccessDenied.
-func (c *Client) ConsoleNodeCapacity(ctx context.Context, name string, out any) error {
-	seg, err := pathID("console node", name)
-	if err != nil {
-		return err
-	}
-	return c.do(ctx, http.MethodGet, "/ui/nodes/"+seg+"/capacity", nil, nil, out, nil)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 )
 
 // errorServer answers every request with status and body, recording the last request.
@@ -34,9 +35,9 @@ func errorServer(t *testing.T, status int, body string, header http.Header) (*ht
 	return srv, &last
 }
 
-func newClient(t *testing.T, url string, opts ...cloud.Option) *cloud.Client {
+func newClient(t *testing.T, url string, opts ...cloud.Option) *admin.Client {
 	t.Helper()
-	c, err := cloud.NewClient(url, opts...)
+	c, err := admin.NewClient(url, opts...)
 	if err != nil {
 		t.Fatalf("NewClient: %v", err)
 	}
@@ -234,7 +235,7 @@ func TestNewClientRejectsBadInput(t *testing.T) {
 		{"http://host", []cloud.Option{cloud.WithTimeout(-time.Second)}},
 		{"http://host", []cloud.Option{cloud.WithHTTPClient(nil)}},
 	} {
-		if _, err := cloud.NewClient(tt.url, tt.opts...); err == nil {
+		if _, err := admin.NewClient(tt.url, tt.opts...); err == nil {
 			t.Errorf("NewClient(%q) succeeded", tt.url)
 		}
 	}
@@ -297,7 +298,7 @@ func TestCheckBaseURL(t *testing.T) {
 			if err != nil && len(err.Error()) > cloud.MaxQuotedBytes+3*len(want) {
 				t.Errorf("message of %d bytes for a %d-byte value: %s", len(err.Error()), len(tt.raw), err)
 			}
-			if _, cerr := cloud.NewClient(tt.raw); (cerr == nil) != (err == nil) {
+			if _, cerr := admin.NewClient(tt.raw); (cerr == nil) != (err == nil) {
 				t.Errorf("NewClient(%q) = %v, CheckBaseURL = %v: want both to agree", tt.raw, cerr, err)
 			}
 		})

@@ -1,6 +1,8 @@
 // Package cloud holds the fake cloud's public contract: the JSON types of its HTTP API (v1),
-// the error codes it returns and their sentinel errors, and the Go client that the CSI driver
-// uses. The server that implements the API lives in pkg/cloud/server.
+// the error codes it returns and their sentinel errors, and the Go client of the calls the
+// CSI driver makes (Client). It is the fake cloud's face, all that pkg/csi imports: the admin
+// and test calls are in pkg/cloud/admin, the server that implements the API is in
+// pkg/cloud/server.
 //
 // The fake cloud owns the truth about attach capacity: instances, their per-instance attach
 // limit and out-of-band slots, attachments and account quotas. An attach is checked against all

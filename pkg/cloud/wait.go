@@ -65,7 +65,7 @@ const waitMargin = 5 * time.Second
 // plus faults injected on GetVolume (any code). ErrWaitBusy and ErrWaitUnsupported say the
 // cloud did not wait (see them).
 func (c *Client) WaitVolume(ctx context.Context, id string, w VolumeWait) (*Volume, error) {
-	seg, err := pathID("volume ID", id)
+	seg, err := PathSegment("volume ID", id)
 	if err != nil {
 		return nil, err
 	}

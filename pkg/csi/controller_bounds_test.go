@@ -11,12 +11,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 )
 
 // realCloudClient serves a real fake cloud (default seed, no auth) on a loopback httptest
 // server for the test's lifetime and returns a client of it and the server's base URL.
-func realCloudClient(t *testing.T) (*cloud.Client, string) {
+func realCloudClient(t *testing.T) (*admin.Client, string) {
 	t.Helper()
 	srv, err := server.New(server.Config{Auth: server.AuthNone, Seed: server.DefaultSeed()})
 	if err != nil {
@@ -25,7 +26,7 @@ func realCloudClient(t *testing.T) (*cloud.Client, string) {
 	t.Cleanup(func() { _ = srv.Close() })
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	c, err := cloud.NewClient(hs.URL)
+	c, err := admin.NewClient(hs.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func realCloudClient(t *testing.T) (*cloud.Client, string) {
 }
 
 // realCloudController is a controller on a real fake cloud (loopback httptest server).
-func realCloudController(t *testing.T) (*ControllerServer, *cloud.Client) {
+func realCloudController(t *testing.T) (*ControllerServer, *admin.Client) {
 	t.Helper()
 	c, _ := realCloudClient(t)
 	if _, err := c.CreateInstance(context.Background(), cloud.CreateInstanceRequest{ID: "node-a", Zone: "zone-a", InstanceType: "small"}); err != nil {

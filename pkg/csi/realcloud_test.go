@@ -27,6 +27,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/faults"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
@@ -60,7 +61,7 @@ type cloudHook func(ctx context.Context) error
 type realCloud struct {
 	t      testing.TB
 	client *cloud.Client
-	admin  *cloud.Client
+	admin  *admin.Client
 
 	mu    sync.Mutex
 	calls map[cloud.Operation]int
@@ -106,14 +107,14 @@ func newRealCloud(t testing.TB) *realCloud {
 	if c.client, err = cloud.NewClient(url, cloud.WithToken(driverToken)); err != nil {
 		t.Fatal(err)
 	}
-	if c.admin, err = cloud.NewClient(url, cloud.WithToken(adminToken)); err != nil {
+	if c.admin, err = admin.NewClient(url, cloud.WithToken(adminToken)); err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
 // Admin is an admin client of the cloud, for what the shortcuts do not cover.
-func (c *realCloud) Admin() *cloud.Client { return c.admin }
+func (c *realCloud) Admin() *admin.Client { return c.admin }
 
 // must fails the test on err from an admin call.
 func (c *realCloud) must(err error) {

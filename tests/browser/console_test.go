@@ -26,6 +26,7 @@ import (
 
 	"github.com/fakecloud/fakecloud-csi/internal/kubeapi/kubeapitest"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/console"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/console/consoletest"
@@ -146,7 +147,7 @@ func testPolicy() capacity.Config {
 
 func (p *pluginHandler) start(t *testing.T, cloudURL string, cfg capacity.Config) {
 	t.Helper()
-	client, err := cloud.NewClient(cloudURL, cloud.WithToken(driverToken))
+	client, err := admin.NewClient(cloudURL, cloud.WithToken(driverToken))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,11 +201,11 @@ func TestConsole(t *testing.T) {
 
 	// Something to see: volumes on two nodes and one fault rule.
 	ctx := context.Background()
-	driver, err := cloud.NewClient(cloudURL, cloud.WithToken(driverToken))
+	driver, err := admin.NewClient(cloudURL, cloud.WithToken(driverToken))
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := cloud.NewClient(cloudURL, cloud.WithToken(adminToken))
+	admin, err := admin.NewClient(cloudURL, cloud.WithToken(adminToken))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 )
 
@@ -87,7 +88,7 @@ func TestRenderPolicyPlot(t *testing.T) {
 	cfg.MinInterval, cfg.Jitter, cfg.MaxStep = 500*time.Millisecond, 0, 1
 	cfg.StabilityWindow, cfg.MaxStabilityWindow, cfg.StaleAfter = 2*time.Second, 2*time.Second, 4*time.Second
 	plugin.start(t, cloudURL, cfg)
-	admin, err := cloud.NewClient(cloudURL, cloud.WithToken(adminToken))
+	admin, err := admin.NewClient(cloudURL, cloud.WithToken(adminToken))
 	if err != nil {
 		t.Fatal(err)
 	}

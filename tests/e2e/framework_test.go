@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/localcluster"
 )
 
@@ -37,7 +38,7 @@ const (
 // suiteEnv holds the clients every scenario uses.
 type suiteEnv struct {
 	cs     *kubernetes.Clientset
-	cloud  *cloud.Client
+	cloud  *admin.Client
 	logDir string
 	pidDir string
 	// period is the CSIDriver's nodeAllocatableUpdatePeriodSeconds.
@@ -68,7 +69,7 @@ func newSuiteEnv(c config) (*suiteEnv, error) {
 	if err := cloud.CheckBaseURL(c.CloudURL); err != nil {
 		return nil, fmt.Errorf("-cloud-url (env FAKECLOUD_E2E_CLOUD_URL): %w", err)
 	}
-	cc, err := cloud.NewClient(c.CloudURL, cloud.WithToken(c.CloudToken), cloud.WithUserAgent("fakecloud-csi-e2e"))
+	cc, err := admin.NewClient(c.CloudURL, cloud.WithToken(c.CloudToken), cloud.WithUserAgent("fakecloud-csi-e2e"))
 	if err != nil {
 		return nil, err
 	}

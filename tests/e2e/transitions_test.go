@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 )
 
 // attacherTimeout is the csi-attacher's --timeout in deploy/kind and on the
@@ -22,7 +23,7 @@ const attacherTimeout = 30 * time.Second
 // lastRevision is the cloud's revision now, for reading the events after it.
 func lastRevision(t *testing.T) uint64 {
 	t.Helper()
-	page, err := env.cloud.ListEventsPage(testCtx(t), cloud.EventQuery{SinceRevision: 1 << 62, MaxResults: 1})
+	page, err := env.cloud.ListEventsPage(testCtx(t), admin.EventQuery{SinceRevision: 1 << 62, MaxResults: 1})
 	if err != nil {
 		failf(t, "events: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/scenario"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 )
@@ -369,7 +370,7 @@ func errString(err error) string {
 	return string(cloud.CodeOf(err))
 }
 
-func startCloud(t *testing.T) *cloud.Client {
+func startCloud(t *testing.T) *admin.Client {
 	t.Helper()
 	seed := server.Seed{
 		InstanceTypes: []cloud.InstanceType{{Name: "small", MaxAttachments: 4}},
@@ -391,7 +392,7 @@ func startCloud(t *testing.T) *cloud.Client {
 		<-done
 		_ = srv.Close()
 	})
-	c, err := cloud.NewClient("http://" + ln.Addr().String())
+	c, err := admin.NewClient("http://" + ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}

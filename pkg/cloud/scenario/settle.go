@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 )
 
 // Fleet is what a Settler reads: the fake cloud's fault rules and the node plugins its
-// console relays (fakecloud --console-node); *cloud.Client has it.
+// console relays (fakecloud --console-node); *admin.Client has it.
 type Fleet interface {
 	ListFaults(ctx context.Context) ([]cloud.FaultRule, error)
-	ConsoleNodes(ctx context.Context) ([]cloud.ConsoleNode, error)
+	ConsoleNodes(ctx context.Context) ([]admin.ConsoleNode, error)
 	ConsoleNodeCapacity(ctx context.Context, name string, out any) error
 }
 
@@ -254,7 +255,7 @@ func lines(items []fleetItem) []string {
 // look reads the fleet once at t: one item per live fault rule with an expiry, then one per
 // node plugin read. unreadable is told of a plugin that cannot be read, read of each plugin
 // read.
-func (s *Settler) look(ctx context.Context, t time.Time, nodes []cloud.ConsoleNode,
+func (s *Settler) look(ctx context.Context, t time.Time, nodes []admin.ConsoleNode,
 	unreadable func(name string, err error), read func(name string)) ([]fleetItem, error) {
 	faults, err := s.Fleet.ListFaults(ctx)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
 )
@@ -395,7 +396,7 @@ func TestAPITable(t *testing.T) {
 
 // newWorldCloud starts a fake cloud holding w, with zero attach and detach durations, and
 // returns its driver client.
-func newWorldCloud(t *testing.T, w World) *cloud.Client {
+func newWorldCloud(t *testing.T, w World) *admin.Client {
 	seed := server.Seed{
 		// Every instance sets its own limit; the type's only has to be valid.
 		InstanceTypes: []cloud.InstanceType{{Name: "contract", MaxAttachments: 1}},
@@ -415,7 +416,7 @@ func newWorldCloud(t *testing.T, w World) *cloud.Client {
 // device each volume was first attached as.
 type runner struct {
 	t       *testing.T
-	c       *cloud.Client
+	c       *admin.Client
 	ids     map[string]string
 	devices map[string]string
 	// snaps are the snapshot IDs by step name (see step.snap); groups the group snapshots

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/faults"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/paging"
@@ -267,15 +268,15 @@ func TestEventsAndFaultsArePaged(t *testing.T) {
 	}
 
 	// Events: 250 FaultCreated + 1 FaultDeleted, paged; maxResults above 1000 is capped.
-	el := must[*cloud.EventList](t)(tc.reader.ListEventsPage(ctx, cloud.EventQuery{MaxResults: 10}))
+	el := must[*cloud.EventList](t)(tc.reader.ListEventsPage(ctx, admin.EventQuery{MaxResults: 10}))
 	if len(el.Events) != 10 || el.NextPageToken == "" {
 		t.Fatalf("events page: %d, token %q", len(el.Events), el.NextPageToken)
 	}
-	next := must[*cloud.EventList](t)(tc.reader.ListEventsPage(ctx, cloud.EventQuery{MaxResults: 10, PageToken: el.NextPageToken}))
+	next := must[*cloud.EventList](t)(tc.reader.ListEventsPage(ctx, admin.EventQuery{MaxResults: 10, PageToken: el.NextPageToken}))
 	if next.Events[0].Seq != el.Events[9].Seq+1 {
 		t.Fatalf("second page starts at seq %d, want %d", next.Events[0].Seq, el.Events[9].Seq+1)
 	}
-	bySeq := must[*cloud.EventList](t)(tc.reader.ListEventsPage(ctx, cloud.EventQuery{UseSeq: true, SinceSeq: el.Events[4].Seq, MaxResults: 3}))
+	bySeq := must[*cloud.EventList](t)(tc.reader.ListEventsPage(ctx, admin.EventQuery{UseSeq: true, SinceSeq: el.Events[4].Seq, MaxResults: 3}))
 	if len(bySeq.Events) != 3 || bySeq.Events[0].Seq != el.Events[5].Seq {
 		t.Fatalf("sinceSeq page: %+v", bySeq.Events)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/faults"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
@@ -355,9 +356,9 @@ func serveFlood(ctx context.Context, t *testing.T, cfg server.Config) (string, *
 	return "http://" + raw.Addr().String(), ln
 }
 
-func newClientHTTP(t *testing.T, url, token string, hc *http.Client) *cloud.Client {
+func newClientHTTP(t *testing.T, url, token string, hc *http.Client) *admin.Client {
 	t.Helper()
-	c, err := cloud.NewClient(url, cloud.WithToken(token), cloud.WithHTTPClient(hc))
+	c, err := admin.NewClient(url, cloud.WithToken(token), cloud.WithHTTPClient(hc))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/store"
 )
@@ -45,7 +46,7 @@ func testSeed() server.Seed {
 type testCloud struct {
 	srv                   *server.Server
 	url                   string
-	admin, driver, reader *cloud.Client
+	admin, driver, reader *admin.Client
 	stop                  func()
 }
 
@@ -92,9 +93,9 @@ func startCloud(t testing.TB, cfg server.Config) *testCloud {
 	return tc
 }
 
-func newClient(t testing.TB, url, token string) *cloud.Client {
+func newClient(t testing.TB, url, token string) *admin.Client {
 	t.Helper()
-	c, err := cloud.NewClient(url, cloud.WithToken(token))
+	c, err := admin.NewClient(url, cloud.WithToken(token))
 	if err != nil {
 		t.Fatalf("NewClient: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/scenario"
 )
 
@@ -45,7 +46,7 @@ func (s *Server) createScenario(r *http.Request, _ caller) (*reply, error) {
 	if _, token, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && token != "" {
 		opts = append(opts, cloud.WithToken(token))
 	}
-	api, err := cloud.NewClient("http://fakecloud.in-process", opts...)
+	api, err := admin.NewClient("http://fakecloud.in-process", opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 )
 
 // waitVolume polls GET /v1/volumes/{id} until the volume is in state want: an explicit wait
 // on state, bounded by time (not by a count of polls, which a loaded machine stretches or
 // shrinks), generously so that a slow machine only waits longer.
-func waitVolume(t *testing.T, c *cloud.Client, id string, want cloud.AttachState) *cloud.Volume {
+func waitVolume(t *testing.T, c *admin.Client, id string, want cloud.AttachState) *cloud.Volume {
 	t.Helper()
 	const bound = 30 * time.Second
 	for deadline := time.Now().Add(bound); ; time.Sleep(5 * time.Millisecond) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 )
 
@@ -248,7 +249,7 @@ func TestWaitsLeaveNoGoroutines(t *testing.T) {
 	id, _ := stuckVolume(t, c, cloud.OperationAttachVolume)
 	// No keep-alive: an idle connection's goroutines would count as left behind.
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	cl, err := cloud.NewClient(c.url, cloud.WithToken(readerToken), cloud.WithHTTPClient(hc))
+	cl, err := admin.NewClient(c.url, cloud.WithToken(readerToken), cloud.WithHTTPClient(hc))
 	if err != nil {
 		t.Fatal(err)
 	}

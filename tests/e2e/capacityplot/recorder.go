@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 )
 
 // Options configure a Recorder.
@@ -88,7 +88,7 @@ func (r *Recording) Stats() []NodeStats {
 type Recorder struct {
 	opts  Options
 	cs    kubernetes.Interface
-	cloud *cloud.Client
+	cloud *admin.Client
 
 	watcher  *Watcher
 	sampler  *Sampler
@@ -104,7 +104,7 @@ type Recorder struct {
 
 // NewRecorder returns a recorder; it starts nothing. Errors: invalid opts,
 // nil clients.
-func NewRecorder(cs kubernetes.Interface, cc *cloud.Client, opts Options) (*Recorder, error) {
+func NewRecorder(cs kubernetes.Interface, cc *admin.Client, opts Options) (*Recorder, error) {
 	var errs []error
 	if err := opts.Validate(); err != nil {
 		errs = append(errs, err)

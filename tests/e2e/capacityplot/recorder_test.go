@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 )
 
 // memCloud is a one-instance fake cloud serving what the recorder reads:
@@ -72,7 +73,7 @@ func TestRecorderEndToEnd(t *testing.T) {
 	mc := &memCloud{rev: 5, limit: 8, oob: 1, quota: 40}
 	srv := httptest.NewServer(mc)
 	defer srv.Close()
-	cc, err := cloud.NewClient(srv.URL)
+	cc, err := admin.NewClient(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 )
 
 // Sample is one node at one instant.
@@ -55,7 +56,7 @@ type Listers struct {
 // optionally, the node plugins.
 type Sampler struct {
 	Driver  string
-	Cloud   *cloud.Client
+	Cloud   *admin.Client
 	Listers Listers
 	Share   QuotaShare
 	// PluginURLs maps node name to the node plugin's HTTP base URL

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 )
 
 func indexer(t *testing.T, objs ...runtime.Object) cache.Indexer {
@@ -72,7 +73,7 @@ func TestSampleNode(t *testing.T) {
 		_, _ = w.Write([]byte(`{"nodeId":"i-n1","mode":"fresh","reported":6}`))
 	}))
 	defer plugin.Close()
-	cc, err := cloud.NewClient(cloudSrv.URL)
+	cc, err := admin.NewClient(cloudSrv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 )
 
@@ -73,7 +74,7 @@ type TruthStep struct {
 // CaptureBaseline reads the capacity of every instance in ids and the
 // quotas at one revision: it retries until no mutation happened between the
 // reads (at most 10 times, then it fails). Errors are the cloud client's.
-func CaptureBaseline(ctx context.Context, c *cloud.Client, ids []string) (Baseline, error) {
+func CaptureBaseline(ctx context.Context, c *admin.Client, ids []string) (Baseline, error) {
 	if len(ids) == 0 {
 		return Baseline{}, errors.New("baseline: no instances")
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/localcluster"
 )
 
@@ -99,7 +100,7 @@ type cellRun struct {
 	o     Options
 	c     *localcluster.Cluster
 	cs    kubernetes.Interface
-	cloud *cloud.Client
+	cloud *admin.Client
 	row   *Row
 	// period is the CSIDriver's period now (0: unset).
 	period int64
@@ -156,7 +157,7 @@ func RunCell(ctx context.Context, o Options, c Cell) (row Row) {
 		fail("client", err)
 		return row
 	}
-	if r.cloud, err = cloud.NewClient(cl.CloudURL, cloud.WithToken(cl.AdminToken), cloud.WithUserAgent("fakecloud-csi-matrix")); err != nil {
+	if r.cloud, err = admin.NewClient(cl.CloudURL, cloud.WithToken(cl.AdminToken), cloud.WithUserAgent("fakecloud-csi-matrix")); err != nil {
 		fail("cloud client", err)
 		return row
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/localcluster"
 )
 
@@ -344,7 +345,7 @@ type walkRun struct {
 
 	cl *localcluster.Cluster
 	cs kubernetes.Interface
-	cc *cloud.Client
+	cc *admin.Client
 	r  *cellRun
 
 	pods    []string
@@ -405,7 +406,7 @@ func (run *walkRun) connect() error {
 	if run.cs, err = kubernetes.NewForConfig(cfg); err != nil {
 		return run.fail("client", err)
 	}
-	run.cc, err = cloud.NewClient(run.cl.CloudURL, cloud.WithToken(run.cl.AdminToken), cloud.WithUserAgent("fakecloud-csi-matrix"))
+	run.cc, err = admin.NewClient(run.cl.CloudURL, cloud.WithToken(run.cl.AdminToken), cloud.WithUserAgent("fakecloud-csi-matrix"))
 	if err != nil {
 		return run.fail("cloud client", err)
 	}
@@ -786,7 +787,7 @@ func attachedVAs(ctx context.Context, cs kubernetes.Interface) ([]string, bool) 
 }
 
 // cloudAttachments is every node's attachments in the fake cloud.
-func cloudAttachments(ctx context.Context, cc *cloud.Client, nodes []string) (map[string][]string, error) {
+func cloudAttachments(ctx context.Context, cc *admin.Client, nodes []string) (map[string][]string, error) {
 	out := map[string][]string{}
 	for _, n := range nodes {
 		in, err := cc.GetInstance(ctx, n)

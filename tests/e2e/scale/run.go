@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/scenario"
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/capacityplot"
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/localcluster"
@@ -123,7 +124,7 @@ func newMeter(infCtx context.Context, o Options, c *localcluster.Cluster, nodes 
 	if err != nil {
 		return nil, err
 	}
-	cc, err := cloud.NewClient(c.CloudURL, cloud.WithToken(c.AdminToken), cloud.WithUserAgent("fakecloud-csi-scale"))
+	cc, err := admin.NewClient(c.CloudURL, cloud.WithToken(c.AdminToken), cloud.WithUserAgent("fakecloud-csi-scale"))
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +240,7 @@ type meter struct {
 	o     Options
 	c     *localcluster.Cluster
 	cs    kubernetes.Interface
-	cloud *cloud.Client
+	cloud *admin.Client
 	hc    *http.Client
 	w     *workload
 }

@@ -40,6 +40,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/scenario"
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/capacityplot"
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/localcluster"
@@ -269,7 +270,7 @@ func (o *options) loadScenario(durationSet bool) (*scenario.Scenario, error) {
 
 // newRecorder connects to the cluster and the fake cloud and returns the recorder and the
 // cloud's client.
-func newRecorder(o options) (*capacityplot.Recorder, *cloud.Client, error) {
+func newRecorder(o options) (*capacityplot.Recorder, *admin.Client, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubeconfig %s: %w", o.Kubeconfig, err)
@@ -285,7 +286,7 @@ func newRecorder(o options) (*capacityplot.Recorder, *cloud.Client, error) {
 	case o.CloudTokenFile != "":
 		copts = append(copts, cloud.WithTokenFile(o.CloudTokenFile))
 	}
-	cc, err := cloud.NewClient(o.CloudURL, copts...)
+	cc, err := admin.NewClient(o.CloudURL, copts...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -300,7 +301,7 @@ func newRecorder(o options) (*capacityplot.Recorder, *cloud.Client, error) {
 
 // startScenario runs sc (nil: none) against the fake cloud until ctx ends, printing each
 // step; its error comes on the channel.
-func startScenario(ctx context.Context, cc *cloud.Client, sc *scenario.Scenario, stdout io.Writer) <-chan error {
+func startScenario(ctx context.Context, cc *admin.Client, sc *scenario.Scenario, stdout io.Writer) <-chan error {
 	done := make(chan error, 1)
 	if sc == nil {
 		done <- nil
