@@ -42,6 +42,14 @@ func (r Role) level() int {
 // allows reports whether r may call a route that needs role need.
 func (r Role) allows(need Role) bool { return r.level() >= need.level() && r.level() > 0 }
 
+// permit is nil when r may call a route that needs role need, else AccessDenied saying both.
+func (r Role) permit(need Role) error {
+	if !r.allows(need) {
+		return cloud.NewError(cloud.CodeAccessDenied, "role %s may not do this (needs %s)", r, need)
+	}
+	return nil
+}
+
 // AuthMode selects how callers are authenticated.
 type AuthMode string
 
@@ -139,8 +147,8 @@ func (s *Server) authenticate(r *http.Request, need Role) (caller, error) {
 	if !ok {
 		return caller{}, cloud.NewError(cloud.CodeUnauthenticated, "unknown token")
 	}
-	if !role.allows(need) {
-		return caller{}, cloud.NewError(cloud.CodeAccessDenied, "role %s may not do this (needs %s)", role, need)
+	if err := role.permit(need); err != nil {
+		return caller{}, err
 	}
 	return caller{role: role}, nil
 }

@@ -97,7 +97,24 @@ func (s *Server) patchInstance(r *http.Request, _ caller) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.instanceReply(s.store.PatchInstance(pathVar(r, "id"), p, match))
+	inst, err := s.applyInstancePatch(pathVar(r, "id"), p, match)
+	if err != nil {
+		return nil, err
+	}
+	return ok(inst, inst.Revision), nil
+}
+
+// applyInstancePatch is PATCH /v1/instances/{id} once its request is read (and a scenario's
+// instance step): p applied to instance id if its revision is still *match (nil: any),
+// answered with its health. Codes: the store's (InvalidArgument, InstanceNotFound,
+// PreconditionFailed).
+func (s *Server) applyInstancePatch(id string, p cloud.InstancePatch, match *uint64) (*cloud.Instance, error) {
+	inst, err := s.store.PatchInstance(id, p, match)
+	if err != nil {
+		return nil, err
+	}
+	s.instanceHealth(s.faults.Health(), inst)
+	return inst, nil
 }
 
 func (s *Server) getCapacity(r *http.Request, c caller) (*reply, error) {
@@ -463,16 +480,27 @@ func (s *Server) createFault(r *http.Request, _ caller) (*reply, error) {
 	if err := decode(r, &rule); err != nil {
 		return nil, err
 	}
-	added, err := s.faults.Add(rule)
-	if err != nil {
-		return nil, err
-	}
-	rev, err := s.store.RecordMutation(cloud.Event{Type: "FaultCreated", InstanceID: added.InstanceID, VolumeID: added.VolumeID,
-		Detail: fmt.Sprintf("rule=%s operation=%s error=%s latencyMs=%d", added.ID, added.Operation, added.Error, added.LatencyMS)})
+	added, rev, err := s.addFault(rule)
 	if err != nil {
 		return nil, err
 	}
 	return created(added, rev), nil
+}
+
+// addFault is POST /v1/faults once its request is read (and a scenario's fault step): the
+// rule added, its FaultCreated event recorded; it returns the rule with its ID and the
+// revision of the event. Codes: the engine's (InvalidArgument, ServerLimitExceeded).
+func (s *Server) addFault(rule cloud.FaultRule) (cloud.FaultRule, uint64, error) {
+	added, err := s.faults.Add(rule)
+	if err != nil {
+		return cloud.FaultRule{}, 0, err
+	}
+	rev, err := s.store.RecordMutation(cloud.Event{Type: "FaultCreated", InstanceID: added.InstanceID, VolumeID: added.VolumeID,
+		Detail: fmt.Sprintf("rule=%s operation=%s error=%s latencyMs=%d", added.ID, added.Operation, added.Error, added.LatencyMS)})
+	if err != nil {
+		return cloud.FaultRule{}, 0, err
+	}
+	return added, rev, nil
 }
 
 // listFaults pages the live rules: maxResults (0: 100, at most 1000) after pageToken.
@@ -499,22 +527,35 @@ func (s *Server) getFault(r *http.Request, _ caller) (*reply, error) {
 }
 
 func (s *Server) deleteFault(r *http.Request, _ caller) (*reply, error) {
-	id := pathVar(r, "id")
+	return revisionReply(s.removeFault(pathVar(r, "id")))
+}
+
+// removeFault is DELETE /v1/faults/{id} (and a scenario's deleteFault step): rule id removed,
+// a transition it held woken, its FaultDeleted event recorded; it returns the event's
+// revision. Codes: FaultNotFound.
+func (s *Server) removeFault(id string) (uint64, error) {
 	if err := s.faults.Delete(id); err != nil {
-		return nil, err
+		return 0, err
 	}
 	s.kick() // a transition it held may complete now
-	rev, err := s.store.RecordMutation(cloud.Event{Type: "FaultDeleted", Detail: "rule=" + id})
-	if err != nil {
-		return nil, err
-	}
-	return ok(cloud.RevisionResponse{Revision: rev}, rev), nil
+	return s.store.RecordMutation(cloud.Event{Type: "FaultDeleted", Detail: "rule=" + id})
 }
 
 func (s *Server) clearFaults(*http.Request, caller) (*reply, error) {
+	return revisionReply(s.removeFaults())
+}
+
+// removeFaults is DELETE /v1/faults (and a scenario's clearFaults step): every rule removed,
+// the transitions they held woken, the FaultsCleared event recorded; it returns the event's
+// revision.
+func (s *Server) removeFaults() (uint64, error) {
 	s.faults.Clear()
 	s.kick()
-	rev, err := s.store.RecordMutation(cloud.Event{Type: "FaultsCleared"})
+	return s.store.RecordMutation(cloud.Event{Type: "FaultsCleared"})
+}
+
+// revisionReply answers a mutation that returns no resource with the revision after it.
+func revisionReply(rev uint64, err error) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -552,13 +593,19 @@ func (s *Server) listEvents(r *http.Request, _ caller) (*reply, error) {
 }
 
 func (s *Server) reset(*http.Request, caller) (*reply, error) {
+	return revisionReply(s.resetToSeed())
+}
+
+// resetToSeed is POST /v1/reset (and a scenario's reset step): the store and the fault rules
+// back to the seed; it returns the revision after it.
+func (s *Server) resetToSeed() (uint64, error) {
 	rev, err := s.store.Reset(s.cfg.Seed.state())
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	if err := s.faults.Reset(s.cfg.Seed.Faults); err != nil {
-		return nil, err
+		return 0, err
 	}
 	s.kick()
-	return ok(cloud.RevisionResponse{Revision: rev}, rev), nil
+	return rev, nil
 }

@@ -124,25 +124,26 @@ func (s *Server) route(name string, need Role, opts routeOpts, h handlerFunc) ht
 			routeName = rep.route
 		}
 		s.metrics.observe(routeName, status, cloud.CodeOf(err), s.now().Sub(start))
-		s.logRequest(klog.FromContext(r.Context()), r, routeName, status, reqID, s.now().Sub(start), err)
+		s.logRequest(klog.FromContext(r.Context()), r.Method, mux.Vars(r)["id"], routeName, status, reqID, s.now().Sub(start), err)
 	})
 }
 
 // logRequest logs one served request: a server fault always; at -v=4 every request; else,
 // through the request log's bounds, one short line per change or error and a summary of the
 // successful reads every readSummaryPeriod when the period had more than reads, or at -v=2
-// (what `make run` shows in the terminal).
-func (s *Server) logRequest(logger klog.Logger, r *http.Request, name string, status int, reqID string, took time.Duration, err error) {
+// (what `make run` shows in the terminal). method is the request's; id is its path's {id} as
+// sent (escaped), "" for a route without one.
+func (s *Server) logRequest(logger klog.Logger, method, id, name string, status int, reqID string, took time.Duration, err error) {
 	switch {
 	case status >= 500 && cloud.CodeOf(err) != cloud.CodeUnavailable:
 		logger.Error(err, "Request failed", "route", name, "status", status, "requestID", reqID)
 	case logger.V(4).Enabled():
 		logger.V(4).Info("Request served", "route", name, "status", status, "requestID", reqID, "ms", took.Milliseconds(), "err", err)
-	case r.Method == http.MethodGet && status < 400:
+	case method == http.MethodGet && status < 400:
 		s.reqlog.read(name)
 	case s.reqlog.allow():
 		kv := []any{"route", name, "status", status, "ms", took.Milliseconds()}
-		if id := mux.Vars(r)["id"]; id != "" {
+		if id != "" {
 			if len(id) > cloud.MaxQuotedBytes { // an ID refused for its length: its start only
 				id = cloud.Quote(id)
 			}
@@ -180,9 +181,23 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, reqID string, rep
 	return rep.status
 }
 
-// writeError writes err as {"code","message","retryable","requestId"} with the code's status.
-// Errors that are not cloud errors are InternalError. Throttled carries Retry-After.
+// writeError writes err as {"code","message","retryable","requestId"} (answerError) with the
+// code's status. Throttled carries Retry-After.
 func writeError(w http.ResponseWriter, reqID string, err error) int {
+	body := answerError(reqID, err)
+	status := body.Code.HTTPStatus()
+	if body.Code == cloud.CodeThrottled {
+		w.Header().Set("Retry-After", strconv.Itoa(int(throttleRetryAfter.Seconds())))
+	}
+	w.Header().Set("X-Request-Id", reqID)
+	writeJSON(w, status, body)
+	return status
+}
+
+// answerError is err as an error answer's body says it: its code, its message bounded
+// (cloud.TruncateMessage; the code when it has none), whether it is retryable and the
+// request's ID. Errors that are not cloud errors are InternalError.
+func answerError(reqID string, err error) cloud.Error {
 	var ce *cloud.Error
 	if !errors.As(err, &ce) {
 		ce = cloud.NewError(cloud.CodeInternalError, "%v", err)
@@ -191,13 +206,7 @@ func writeError(w http.ResponseWriter, reqID string, err error) int {
 	if body.Message == "" {
 		body.Message = string(ce.Code)
 	}
-	status := ce.Code.HTTPStatus()
-	if ce.Code == cloud.CodeThrottled {
-		w.Header().Set("Retry-After", strconv.Itoa(int(throttleRetryAfter.Seconds())))
-	}
-	w.Header().Set("X-Request-Id", reqID)
-	writeJSON(w, status, body)
-	return status
+	return body
 }
 
 // writeJSON writes body as JSON and a newline. HTML characters are written as they are, not

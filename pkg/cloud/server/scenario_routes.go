@@ -5,31 +5,18 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 
 	"k8s.io/klog/v2"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
-	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/scenario"
 )
 
-// inProcess sends a scenario's requests straight to the server's handler: same routes, auth,
-// validation, metrics and events as over the network, without a socket.
-type inProcess struct{ h http.Handler }
-
-func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
-	rec := httptest.NewRecorder()
-	t.h.ServeHTTP(rec, req)
-	return rec.Result(), nil
-}
-
 // createScenario starts the timeline in the body (YAML or JSON, package scenario) and answers
 // its first status. A body whose YAML aliases expand past scenario.MaxExpandedBytes is 413
-// PayloadTooLarge, refused before anything expands them; any other invalid one is 400. Its steps call the admin API in process with the caller's own token,
-// held in memory only while the scenario runs.
-func (s *Server) createScenario(r *http.Request, _ caller) (*reply, error) {
+// PayloadTooLarge, refused before anything expands them; any other invalid one is 400. Its
+// steps call the server's admin operations in process (scenarioAPI) with the caller's role.
+func (s *Server) createScenario(r *http.Request, c caller) (*reply, error) {
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
 		return nil, bodyError(err)
@@ -42,14 +29,7 @@ func (s *Server) createScenario(r *http.Request, _ caller) (*reply, error) {
 	if err != nil {
 		return nil, cloud.NewError(cloud.CodeInvalidArgument, "%v", err)
 	}
-	opts := []cloud.Option{cloud.WithHTTPClient(&http.Client{Transport: inProcess{s.handler}}), cloud.WithUserAgent("fakecloud-scenario")}
-	if _, token, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && token != "" {
-		opts = append(opts, cloud.WithToken(token))
-	}
-	api, err := admin.NewClient("http://fakecloud.in-process", opts...)
-	if err != nil {
-		return nil, err
-	}
+	api := scenarioAPI{s: s, caller: c}
 	logger := klog.FromContext(r.Context())
 	started := func(st scenario.Status) error {
 		_, err := s.store.RecordEvents([]cloud.Event{{Type: "ScenarioStarted",
