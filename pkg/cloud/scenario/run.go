@@ -9,7 +9,11 @@ import (
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
 
-// API is the part of the fake cloud's admin API a scenario uses; *cloud.Client has it.
+// API is the part of the fake cloud's admin API a scenario's steps use, declared here where it is
+// used: *admin.Client has it (fakecloud scenario, over HTTP), and so has the server itself
+// for POST /v1/scenarios (its scenarioAPI, in process). Errors are *cloud.Error values as
+// the client returns them ("PATCH /v1/quotas: InvalidArgument: ..."); Unauthenticated or
+// AccessDenied stops a run (AuthError).
 type API interface {
 	PatchInstance(ctx context.Context, id string, p cloud.InstancePatch) (*cloud.Instance, error)
 	PatchQuotas(ctx context.Context, p cloud.QuotasPatch) (*cloud.Quotas, error)
