@@ -51,13 +51,22 @@ SCENARIO_TOKEN ?= demo-admin-token
 SCENARIO_ARGS ?=
 FAKECLOUD_PORT ?= 8080
 
-# Each go test run of `make test` and `make test-all` goes through hack/testsummary: the output
-# of go test without -v (package lines, failed tests in full), a line every 30 s while it only
-# compiles, then one line per run, and at the end one line for all of them: packages, tests
-# passed, failed, skipped and why. Their go test runs pass -vet=off: hack/verify.sh has just run
-# the full go vet (a superset of go test's vet checks) on the same packages.
-SUMMARY := _output/test-summary.jsonl
-TESTSUMMARY = $(CURDIR)/$(BIN)/testsummary -record=$(CURDIR)/$(SUMMARY)
+# Each go test run of `make test` and `make test-all` goes through gotestsum (pinned in
+# tools/go.mod): go test's package lines (ok, FAIL, no test files), the whole output of each
+# failed test, a DONE line with the run's counts; its events go to _output/gotest/NAME.json and
+# JUnit to NAME.xml. hack/heartbeat.sh adds a line after 25 s without one (go test prints nothing
+# while it compiles), and hack/testsummary ends with one line for all of them: packages, tests
+# passed, failed, skipped and why. The runs pass -vet=off: hack/verify.sh has just run the full
+# go vet (a superset of go test's vet checks) on the same packages.
+GOTEST_OUT := $(CURDIR)/_output/gotest
+# $(call gotest,NAME,LABEL) GO_TEST_ARGS: one go test run, NAME for its files, LABEL for its lines.
+gotest = echo "== go test: $(2)" && $(CURDIR)/$(BIN)/gotestsum --format=standard-quiet --hide-summary=skipped \
+	--jsonfile=$(GOTEST_OUT)/$(1).json --junitfile=$(GOTEST_OUT)/$(1).xml -- -vet=off $(GOTESTFLAGS)
+HEARTBEAT = $(CURDIR)/hack/heartbeat.sh
+TOOLS_BUILD = hack/progress.sh "go build bin/gotestsum and bin/testsummary" bash -c \
+	'cd tools && $(GO) build -v -o ../$(BIN)/gotestsum gotest.tools/gotestsum && cd .. && $(GO) build -v -o $(BIN)/testsummary ./hack/testsummary'
+TESTSUMMARY = $(BIN)/testsummary
+comma := ,
 
 ##@ Run
 
@@ -83,30 +92,32 @@ scenario-local: ## Run SCENARIO on `make up-local`'s cluster; plot in _output/sc
 
 .PHONY: test
 test: ## The newcomer's check: verify, unit + integration tests (~13 min cold).
-	@mkdir -p _output && rm -f $(SUMMARY)
-	@hack/progress.sh "go build bin/testsummary" $(GO) build -v -o $(BIN)/testsummary ./hack/testsummary
+	@rm -rf $(GOTEST_OUT) && mkdir -p $(GOTEST_OUT)
+	@$(TOOLS_BUILD)
 	hack/verify.sh main
-	@echo "go test ./... (main module; vet ran above, so -vet=off; a line per package as it ends, one every 30 s while it compiles)"
-	$(GO) test -json -vet=off $(GOTESTFLAGS) ./... | $(TESTSUMMARY) -label='main module'
+	@$(call gotest,main,main module; vet ran above$(comma) so -vet=off; a line per package as it ends) ./... \
+		| $(HEARTBEAT) 'go test (main module)'
 	PROMTOOL_OPTIONAL=1 RULES_GO_TEST=0 hack/promtool-test.sh
-	@$(BIN)/testsummary -total=$(SUMMARY) -also='alert rules (see the promtool line above)'
+	@$(TESTSUMMARY) -also='alert rules (see the promtool line above)' $(GOTEST_OUT)/main.json
 	@echo "make test: ok. make test-all adds what CI runs: -race, every module, csi-sanity binary, docs curl lines and links, image and manifest tests."
 
 .PHONY: test-all
 test-all: build ## Everything CI tests (.ci/run calls it, as root); ~20 min cold.
-	@mkdir -p _output && rm -f $(SUMMARY)
-	@hack/progress.sh "go build bin/testsummary" $(GO) build -v -o $(BIN)/testsummary ./hack/testsummary
+	@rm -rf $(GOTEST_OUT) && mkdir -p $(GOTEST_OUT)
+	@$(TOOLS_BUILD)
 	hack/verify.sh main
-	@echo "go test -race ./... (main module; a first run compiles client-go, grpc and the Kubernetes API types with the race detector: ~10 min on 2 cores; a line per package as it ends, one every 30 s while it compiles)"
-	CGO_ENABLED=1 $(GO) test -json -race -count=1 -vet=off $(GOTESTFLAGS) ./... | $(TESTSUMMARY) -label='main module, race'
+	@export CGO_ENABLED=1 && $(call gotest,main-race,main module with -race; a first run compiles client-go$(comma) grpc and the Kubernetes API types with the race detector: ~10 min on 2 cores) \
+		-race -count=1 ./... | $(HEARTBEAT) 'go test -race (main module)'
 	hack/sanity.sh
 	hack/readme-check.sh
 	.ci/steps_test.sh
 	RULES_GO_TEST=0 hack/promtool-test.sh
 	hack/verify.sh modules
-	cd hack/kind && $(GO) test -json -count=1 -vet=off $(GOTESTFLAGS) ./... | $(TESTSUMMARY) -label=hack/kind
-	cd tests/e2e && CGO_ENABLED=1 $(GO) test -json -race -count=1 -vet=off $(GOTESTFLAGS) ./... | $(TESTSUMMARY) -label='tests/e2e (the suite skips: it needs a cluster, make e2e-local)'
-	@$(BIN)/testsummary -total=$(SUMMARY) -also='csi-sanity binary (mount and block), docs curl lines and links, alert rules, .ci/steps.sh'
+	@cd hack/kind && $(call gotest,hack-kind,hack/kind) -count=1 ./... | $(HEARTBEAT) 'go test (hack/kind)'
+	@cd tests/e2e && export CGO_ENABLED=1 && $(call gotest,tests-e2e,tests/e2e (the suite skips: it needs a cluster$(comma) make e2e-local)) \
+		-race -count=1 ./... | $(HEARTBEAT) 'go test -race (tests/e2e)'
+	@$(TESTSUMMARY) -also='csi-sanity binary (mount and block), docs curl lines and links, alert rules, .ci/steps.sh' \
+		$(GOTEST_OUT)/main-race.json $(GOTEST_OUT)/hack-kind.json $(GOTEST_OUT)/tests-e2e.json
 
 .PHONY: verify
 verify: ## The main module's gate: gofmt, go vet, go.mod, logcheck, generated docs.

@@ -1,42 +1,34 @@
-// Command testsummary reads `go test -json` on stdin and prints what `go test` without -v
-// would: each package's ok/FAIL line, build errors, and the whole output of every failed
-// test; then one summary line: packages, tests passed, failed, skipped, and why they were
-// skipped (each t.Skip message with its count). `make test` and `make test-all` pipe their
-// go test runs through it.
+// Command testsummary adds up the go test runs of `make test` and `make test-all` into the one
+// line they end with: packages, tests passed, failed, skipped, and why they were skipped (each
+// t.Skip message with its count, most frequent first). gotestsum runs the tests and prints
+// each package's ok/FAIL line, the whole output of every failed test and a DONE line per run;
+// it writes each run's `go test -json` events to a file (--jsonfile), and this reads them. It
+// is what gotestsum has no equivalent of: one line over several runs, and skip reasons grouped
+// (gotestsum lists every skipped test with its output; CI prints the grouped line).
 //
-//	go test -json ./... | testsummary -label 'main module' -record _output/test-summary.jsonl
-//	testsummary -total _output/test-summary.jsonl -also 'csi-sanity'   # one line for all recorded runs
+//	testsummary -also 'csi-sanity' _output/gotest/main.json _output/gotest/kind.json
 //
-// It exits 1 when a test or package failed, so a pipeline with pipefail fails as go test
-// would.
+// Each file's name (without .json) labels its run. It exits 1 when a test or package failed.
 package main
 
 import (
 	"bufio"
 	"cmp"
-	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
-	"time"
 
 	"github.com/fakecloud/fakecloud-csi/internal/plural"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout)
-	stop()
-	if err != nil {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "testsummary:", err)
 		os.Exit(1)
 	}
@@ -44,66 +36,66 @@ func main() {
 
 // event is one line of `go test -json` (cmd/test2json).
 type event struct {
-	Action     string `json:"Action"`
-	Package    string `json:"Package"`
-	ImportPath string `json:"ImportPath"`
-	Test       string `json:"Test"`
-	Output     string `json:"Output"`
+	Action  string `json:"Action"`
+	Package string `json:"Package"`
+	Test    string `json:"Test"`
+	Output  string `json:"Output"`
 }
 
-// Summary is what one go test run did; -record appends it as a JSON line.
+// Summary is what the go test runs did.
 type Summary struct {
-	Label string `json:"label"`
 	// Packages counts the packages go test reported; NoTests those without test files.
-	Packages int `json:"packages"`
-	NoTests  int `json:"noTests"`
+	Packages int
+	NoTests  int
 	// FailedPackages counts packages that failed (a failed test, a build error, a panic).
-	FailedPackages int `json:"failedPackages"`
+	FailedPackages int
 	// Passed, Failed and Skipped count tests and subtests.
-	Passed  int `json:"passed"`
-	Failed  int `json:"failed"`
-	Skipped int `json:"skipped"`
+	Passed  int
+	Failed  int
+	Skipped int
 	// SkipReasons counts skipped tests by their t.Skip message.
-	SkipReasons map[string]int `json:"skipReasons"`
+	SkipReasons map[string]int
 }
 
-// Bounds: a test's kept output (printed when it fails) and the skip reasons a line names.
+// Bounds: a test's output kept to find its skip reason, and the skip reasons a line names.
 const (
-	maxTestOutput = 1 << 20
+	maxTestOutput = 64 << 10
 	maxReasons    = 6
 	maxReasonLen  = 100
 )
 
-func run(_ context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
+func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("testsummary", flag.ContinueOnError)
-	label := fs.String("label", "go test", "what this run tests, for the summary line")
-	record := fs.String("record", "", "append this run's summary as a JSON line to FILE")
-	total := fs.String("total", "", "print one line for the runs recorded in FILE, then exit")
-	also := fs.String("also", "", "with -total: the other checks that passed, named at the end of the line")
+	also := fs.String("also", "", "the other checks that passed, named at the end of the line")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *total != "" {
-		return printTotal(*total, *also, stdout)
+	if fs.NArg() == 0 {
+		return fmt.Errorf("usage: testsummary [-also TEXT] FILE.json... (gotestsum --jsonfile files)")
 	}
-	ticker := time.NewTicker(checkEvery)
-	defer ticker.Stop()
-	out, stop := stillRunning(stdout, ticker.C, time.Now(), time.Now)
-	s, err := summarize(stdin, out, *label)
-	stop()
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintln(stdout, s.line()); err != nil {
-		return err
-	}
-	if *record != "" {
-		if err := appendRecord(*record, s); err != nil {
+	s := Summary{SkipReasons: map[string]int{}}
+	var labels []string
+	for _, path := range fs.Args() {
+		f, err := os.Open(path)
+		if err != nil {
 			return err
 		}
+		err = s.add(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		labels = append(labels, strings.TrimSuffix(filepath.Base(path), ".json"))
+	}
+	line := s.line("all go tests (" + strings.Join(labels, "; ") + ")")
+	if *also != "" {
+		line += "; also passed: " + *also
+	}
+	if _, err := fmt.Fprintln(stdout, line); err != nil {
+		return err
 	}
 	if s.Failed > 0 || s.FailedPackages > 0 {
-		return fmt.Errorf("%s: %s and %s failed", s.Label, plural.Of(s.Failed, "test", "tests"), plural.Of(s.FailedPackages, "package", "packages"))
+		return fmt.Errorf("%s and %s failed", plural.Of(s.Failed, "test", "tests"), plural.Of(s.FailedPackages, "package", "packages"))
 	}
 	return nil
 }
@@ -111,64 +103,9 @@ func run(_ context.Context, args []string, stdin io.Reader, stdout io.Writer) er
 // skipLine is the line t.Skip writes: "    file_test.go:12: reason".
 var skipLine = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: (.*)$`)
 
-// quietPeriod is how long go test may print nothing before run says it is still going, and
-// checkEvery how often run looks: a cold compile of client-go prints nothing for minutes, and
-// README promises no step is silent for more than 30 s (quietPeriod + checkEvery).
-const (
-	quietPeriod = 25 * time.Second
-	checkEvery  = 5 * time.Second
-)
-
-// stillRunning writes a line to out at the first tick of ticks (each the time it was sent)
-// that comes quietPeriod or more after the last line (its own included) written through the
-// returned writer, or after start if none was; stop ends it. The time of a write is now().
-func stillRunning(out io.Writer, ticks <-chan time.Time, start time.Time, now func() time.Time) (w io.Writer, stop func()) {
-	a := &activity{out: out, now: now, last: start}
-	done, finished := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(finished)
-		for {
-			select {
-			case <-done:
-				return
-			case t := <-ticks:
-				a.mu.Lock()
-				if t.Sub(a.last) >= quietPeriod {
-					fmt.Fprintf(a.out, "  ... go test still compiling or testing (%s elapsed, %s done)\n", t.Sub(start).Round(time.Second), plural.Of(a.packages, "package", "packages"))
-					a.last = t
-				}
-				a.mu.Unlock()
-			}
-		}
-	}()
-	return a, func() { close(done); <-finished }
-}
-
-// activity is out, noting when it was last written to and counting the package lines ("ok",
-// "FAIL", "?").
-type activity struct {
-	mu       sync.Mutex
-	out      io.Writer
-	now      func() time.Time
-	last     time.Time
-	packages int
-}
-
-func (a *activity) Write(b []byte) (int, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.last = a.now()
-	for l := range strings.Lines(string(b)) {
-		if strings.HasPrefix(l, "ok  ") || strings.HasPrefix(l, "FAIL\t") || strings.HasPrefix(l, "?   ") {
-			a.packages++
-		}
-	}
-	return a.out.Write(b)
-}
-
-// summarize copies what go test without -v would print to out and counts the run.
-func summarize(in io.Reader, out io.Writer, label string) (Summary, error) {
-	s := Summary{Label: label, SkipReasons: map[string]int{}}
+// add counts the events of one go test run read from in. Lines that are not events (gotestsum
+// writes only events; go vet's or the linker's messages would not be) are ignored.
+func (s *Summary) add(in io.Reader) error {
 	outputs := map[string]*strings.Builder{} // package + test → its output so far
 	key := func(e event) string { return e.Package + "\x00" + e.Test }
 	sc := bufio.NewScanner(in)
@@ -176,26 +113,9 @@ func summarize(in io.Reader, out io.Writer, label string) (Summary, error) {
 	for sc.Scan() {
 		var e event
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.Action == "" {
-			// Not an event (go vet's or the linker's own messages): pass it on.
-			if _, err := fmt.Fprintln(out, sc.Text()); err != nil {
-				return s, err
-			}
 			continue
 		}
 		switch {
-		case e.Action == "build-output":
-			if _, err := io.WriteString(out, e.Output); err != nil {
-				return s, err
-			}
-		case e.Test == "" && e.Action == "output":
-			// The package's own lines: "ok  pkg 1.2s", "FAIL pkg", "? pkg [no test files]",
-			// a panic outside a test. "PASS" alone is -v's; go test without it prints none.
-			if strings.TrimSpace(e.Output) == "PASS" {
-				continue
-			}
-			if _, err := io.WriteString(out, e.Output); err != nil {
-				return s, err
-			}
 		case e.Test == "" && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip"):
 			s.Packages++
 			switch e.Action {
@@ -222,18 +142,13 @@ func summarize(in io.Reader, out io.Writer, label string) (Summary, error) {
 			delete(outputs, key(e))
 		case e.Test != "" && e.Action == "fail":
 			s.Failed++
-			if b := outputs[key(e)]; b != nil {
-				if _, err := io.WriteString(out, b.String()); err != nil {
-					return s, err
-				}
-			}
 			delete(outputs, key(e))
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return s, fmt.Errorf("read go test -json: %w", err)
+		return fmt.Errorf("read go test -json: %w", err)
 	}
-	return s, nil
+	return nil
 }
 
 // skipReason is the last t.Skip-shaped line of a skipped test's output, shortened.
@@ -254,14 +169,14 @@ func skipReason(b *strings.Builder) string {
 	return "no reason given"
 }
 
-// line is the run's one summary line.
-func (s Summary) line() string {
+// line is the runs' one summary line.
+func (s Summary) line(label string) string {
 	verdict := "ok"
 	if s.Failed > 0 || s.FailedPackages > 0 {
 		verdict = "FAILED"
 	}
 	return fmt.Sprintf("== %s: %s: %s (%d without tests), %s passed, %d failed, %d skipped%s",
-		s.Label, verdict, plural.Of(s.Packages, "package", "packages"), s.NoTests, plural.Of(s.Passed, "test", "tests"), s.Failed, s.Skipped, reasons(s.SkipReasons))
+		label, verdict, plural.Of(s.Packages, "package", "packages"), s.NoTests, plural.Of(s.Passed, "test", "tests"), s.Failed, s.Skipped, reasons(s.SkipReasons))
 }
 
 // reasons lists skip reasons, most frequent first, at most maxReasons of them.
@@ -287,51 +202,4 @@ func reasons(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%d× %s", e.n, e.reason))
 	}
 	return " (" + strings.Join(parts, "; ") + ")"
-}
-
-func appendRecord(path string, s Summary) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("record: %w", err)
-	}
-	b, err := json.Marshal(s)
-	if err != nil {
-		return errors.Join(fmt.Errorf("record: %w", err), f.Close())
-	}
-	_, err = f.Write(append(b, '\n'))
-	return errors.Join(err, f.Close())
-}
-
-// printTotal prints one line adding up the runs recorded in path, naming also (the checks
-// that are not go tests) at its end.
-func printTotal(path, also string, out io.Writer) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("total: %w", err)
-	}
-	t := Summary{SkipReasons: map[string]int{}}
-	var labels []string
-	for l := range strings.Lines(string(data)) {
-		var s Summary
-		if err := json.Unmarshal([]byte(l), &s); err != nil {
-			return fmt.Errorf("total: %s: %w", path, err)
-		}
-		labels = append(labels, s.Label)
-		t.Packages += s.Packages
-		t.NoTests += s.NoTests
-		t.FailedPackages += s.FailedPackages
-		t.Passed += s.Passed
-		t.Failed += s.Failed
-		t.Skipped += s.Skipped
-		for r, n := range s.SkipReasons {
-			t.SkipReasons[r] += n
-		}
-	}
-	t.Label = fmt.Sprintf("all go tests (%s)", strings.Join(labels, "; "))
-	line := t.line()
-	if also != "" {
-		line += "; also passed: " + also
-	}
-	_, err = fmt.Fprintln(out, line)
-	return err
 }
