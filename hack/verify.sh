@@ -4,9 +4,11 @@
 #   main (default; make verify, make test): gofmt of every Go file of the repo; go vet and
 #        go mod tidy -diff of the main module; structured and contextual logging in it
 #        (logcheck); no tool in its go.mod; make help's lines under 100 columns;
-#        docs/packages.md and the matrix of docs/errors.md current.
+#        docs/packages.md and the matrix of docs/errors.md current; golangci-lint (.golangci.yml).
 #   modules: go vet and go mod tidy -diff of every other module (hack/kind, tests/e2e,
-#        tests/browser, the tool modules, ...): make test-all, which CI runs.
+#        tests/browser, the tool modules, ...), and golangci-lint of those with packages:
+#        make test-all, which CI runs. LINT=0 leaves golangci-lint out (.ci/run lints the heavy
+#        modules in the background instead: hack/lint.sh).
 #   all (make verify-all): both.
 # Each long step goes through hack/progress.sh: a line every 30 s, never minutes of silence.
 set -euo pipefail
@@ -54,6 +56,12 @@ vet_tidy() {
   fi
 }
 
+# lint MODULE_DIR: golangci-lint (pinned in tools/golangci-lint/go.mod, built into bin/ on first
+# use) with the repo's .golangci.yml on the module's packages: hack/lint.sh.
+lint() {
+  if [[ ${LINT:-1} != 0 ]]; then "$root/hack/lint.sh" "$1" || fail=1; fi
+}
+
 if [[ $scope != modules ]]; then
   unformatted=$(files '*.go' | xargs -r gofmt -l)
   if [[ -n "$unformatted" ]]; then
@@ -74,8 +82,10 @@ if [[ $scope != modules ]]; then
   echo "running logcheck ./..."
   "$progress" -u '' "logcheck ./..." bin/logcheck -check-contextual -check-with-helpers -config=hack/logcheck.conf ./... || fail=1
 
+  lint .
+
   # Programs we run but do not import live in tools/go.mod, never in the main module.
-  if grep -qE 'k8s.io/kubernetes |sigs.k8s.io/kind |csi-test/v5/cmd' go.mod; then
+  if grep -qE 'k8s.io/kubernetes |sigs.k8s.io/kind |csi-test/v5/cmd|golangci-lint|gotestsum' go.mod; then
     echo "go.mod: a tool or k8s.io/kubernetes leaked into the main module"; fail=1
   fi
   # make help is a newcomer's first screen: a line each, under 100 columns (the details are in
@@ -97,6 +107,9 @@ fi
 if [[ $scope != main ]]; then
   for m in $(files '*go.mod' | xargs -n1 dirname | sort -u); do
     [[ $m == . ]] || vet_tidy "$m"
+  done
+  for m in $("$root/hack/lint.sh" -list); do
+    [[ $m == . ]] || lint "$m"
   done
 fi
 if ((fail == 0)); then echo "verify ($scope): ok"; fi

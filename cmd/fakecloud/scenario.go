@@ -273,7 +273,7 @@ func checkCloud(ctx context.Context, c *admin.Client, cloudURL, token string) er
 		return fmt.Errorf("token rejected (%d %s: %s) by the fake cloud at %s: pass an admin token of its tokens file with --token or --token-file",
 			ce.HTTPStatus, ce.Code, ce.Message, cloudURL)
 	default:
-		return fmt.Errorf("%s does not answer GET /v1/quotas as a fake cloud (%d %s); check --cloud-url", cloudURL, ce.HTTPStatus, ce)
+		return fmt.Errorf("%s does not answer GET /v1/quotas as a fake cloud (%d %w); check --cloud-url", cloudURL, ce.HTTPStatus, ce)
 	}
 }
 

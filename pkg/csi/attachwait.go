@@ -21,7 +21,7 @@ import (
 // holding all the waits it may, they look at the volume instead, after transitionPollMin,
 // then ever less often, up to transitionPollMax between two looks.
 const (
-	transitionPollMin = 50 * time.Millisecond
+	transitionPollMin = 50 * time.Millisecond //nolint:revive // Min: the minimum, not minutes
 	transitionPollMax = time.Second
 )
 

@@ -24,7 +24,7 @@ func TestRPCMetricsInterceptor(t *testing.T) {
 		t.Helper()
 		h := func(context.Context, any) (any, error) { return "resp", err }
 		resp, got := m.interceptor(context.Background(), "req", &grpc.UnaryServerInfo{FullMethod: method}, h)
-		if got != err || (err == nil && resp != "resp") {
+		if got != err || (err == nil && resp != "resp") { //nolint:errorlint // identity: the handler's very error
 			t.Fatalf("interceptor(%s) = %v, %v; want the handler's answer", method, resp, got)
 		}
 	}

@@ -358,7 +358,7 @@ func (c *realCloud) begin(ctx context.Context, op cloud.Operation) error {
 	c.errs[op] = q[1:]
 	c.mu.Unlock()
 	var ce *cloud.Error
-	if !faultableOp(op) || !errors.As(err, &ce) || ce.Code == "" || err != error(ce) {
+	if !faultableOp(op) || !errors.As(err, &ce) || ce.Code == "" || err != error(ce) { //nolint:errorlint // identity: only a bare *cloud.Error, not a wrapped one
 		return err
 	}
 	_, ferr := c.admin.CreateFault(ctx, cloud.FaultRule{Operation: op, Error: ce.Code, Count: 1})

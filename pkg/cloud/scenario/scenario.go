@@ -455,7 +455,7 @@ func (sc *Scenario) validate(problems []decodeProblem) []error {
 			if err := cloud.CheckID("instance id", s.Instance.ID); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", where, err))
 			}
-			errs = append(errs, each(at("instance"), s.Instance.InstancePatch.Check())...)
+			errs = append(errs, each(at("instance"), s.Instance.Check())...)
 		case s.Quotas != nil:
 			errs = append(errs, each(at("quotas"), s.Quotas.Check())...)
 		case s.Fault != nil:

@@ -281,7 +281,7 @@ func (r *Reporter) Run(ctx context.Context) error {
 	// LookupTimeout) and persist state when they finish; wait for the one in flight so that
 	// nothing writes to the state dir after Run has returned. singleflight's Do on the same
 	// key joins the lookup in flight, or runs the no-op when there is none.
-	defer r.sf.Do("lookup", func() (any, error) { return nil, nil })
+	defer r.sf.Do("lookup", func() (any, error) { return nil, nil }) //nolint:errcheck // only waits; the lookup handled its own error
 	for {
 		if err := r.Refresh(ctx); err != nil {
 			return nil

@@ -158,7 +158,7 @@ func (f *Fake) AttachLoopFile(file string, checked *os.File) (Loop, error) {
 		}
 		b, err := checked.Stat()
 		if err != nil || !os.SameFile(a, b) {
-			return Loop{}, fmt.Errorf("attach loop to %s: the name no longer names the file checked (%v)", file, err)
+			return Loop{}, fmt.Errorf("attach loop to %s: the name no longer names the file checked (%v)", file, err) //nolint:errorlint // err is nil when only the file differs: %w would print %!w(<nil>)
 		}
 	}
 	return f.AttachLoop(file)

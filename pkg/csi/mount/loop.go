@@ -60,7 +60,7 @@ func (l *Linux) AttachLoopFile(file string, checked *os.File) (Loop, error) {
 	if checked != nil {
 		var cst unix.Stat_t
 		if err := unix.Fstat(int(checked.Fd()), &cst); err != nil || cst.Ino != st.Ino || cst.Dev != st.Dev {
-			return Loop{}, fmt.Errorf("attach loop to %s: the name no longer names the file checked (%v)", file, err)
+			return Loop{}, fmt.Errorf("attach loop to %s: the name no longer names the file checked (%v)", file, err) //nolint:errorlint // err is nil when only the inode differs: %w would print %!w(<nil>)
 		}
 	}
 	loops, err := l.loopsOf(path, &st)
@@ -82,7 +82,7 @@ func (l *Linux) AttachLoopFile(file string, checked *os.File) (Loop, error) {
 	}
 	var fst unix.Stat_t
 	if err := unix.Fstat(fd, &fst); err != nil || fst.Ino != st.Ino || fst.Dev != st.Dev {
-		return Loop{}, fmt.Errorf("attach loop to %s: the file was replaced while it was opened (%v)", file, err)
+		return Loop{}, fmt.Errorf("attach loop to %s: the file was replaced while it was opened (%v)", file, err) //nolint:errorlint // err is nil when only the inode differs: %w would print %!w(<nil>)
 	}
 	ctl, err := unix.Open(loopControl, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {

@@ -196,7 +196,7 @@ func (l *Linux) BindMount(source, target string, readOnly bool) error {
 	if err := unix.Mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
 		// Never leave a writable mount behind where a read-only one was asked for.
 		if uerr := unix.Unmount(target, 0); uerr != nil {
-			return fmt.Errorf("remount %s read-only: %w (and unmount: %v)", target, err, uerr)
+			return fmt.Errorf("remount %s read-only: %w (and unmount: %v)", target, err, uerr) //nolint:errorlint // the remount's error is the cause callers classify; the unmount's is context
 		}
 		return fmt.Errorf("remount %s read-only: %w", target, err)
 	}

@@ -183,7 +183,7 @@ func DriverName(ctx context.Context, csiAddress string, callTimeout, retryInterv
 	case err == nil:
 		return name, nil
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		return "", fmt.Errorf("CSI driver at %s did not answer GetPluginInfo in %s: %w (last error: %v)", csiAddress, time.Since(start).Round(time.Second), ctx.Err(), lastErr)
+		return "", fmt.Errorf("CSI driver at %s did not answer GetPluginInfo in %s: %w (last error: %v)", csiAddress, time.Since(start).Round(time.Second), ctx.Err(), lastErr) //nolint:errorlint // the deadline is the cause; the last dial error is context
 	}
 	return "", err
 }

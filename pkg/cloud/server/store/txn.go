@@ -8,6 +8,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 )
@@ -195,7 +196,7 @@ func (t *txn) delete(bucket, key []byte) error {
 func (t *txn) emptyBucket(bucket []byte) error {
 	t.wrote = true
 	t.touchAll(bucket)
-	if err := t.tx.DeleteBucket(bucket); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+	if err := t.tx.DeleteBucket(bucket); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 		return fmt.Errorf("drop bucket %s: %w", bucket, err)
 	}
 	if _, err := t.tx.CreateBucket(bucket); err != nil {

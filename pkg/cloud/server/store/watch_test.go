@@ -56,7 +56,7 @@ func TestWatchVolume(t *testing.T) {
 		{"detach v1 starts", func() error { _, err := s.Detach(vols[1], "n", nil); return err }, [2]bool{false, true}},
 		{"a refused delete", func() error {
 			if err := func() error { _, err := s.DeleteVolume(vols[0]); return err }(); cloud.CodeOf(err) != cloud.CodeVolumeInUse {
-				return fmt.Errorf("delete of an attached volume: %v, want VolumeInUse", err)
+				return fmt.Errorf("delete of an attached volume: %w, want VolumeInUse", err)
 			}
 			return nil
 		}, [2]bool{false, false}},
