@@ -94,7 +94,7 @@ scenario-local: ## Run SCENARIO on `make up-local`'s cluster; plot in _output/sc
 test: ## The newcomer's check: verify, unit + integration tests (~13 min cold).
 	@rm -rf $(GOTEST_OUT) && mkdir -p $(GOTEST_OUT)
 	@$(TOOLS_BUILD)
-	hack/verify.sh main
+	LINT=auto hack/verify.sh main
 	@$(call gotest,main,main module; vet ran above$(comma) so -vet=off; a line per package as it ends) ./... \
 		| $(HEARTBEAT) 'go test (main module)'
 	PROMTOOL_OPTIONAL=1 RULES_GO_TEST=0 hack/promtool-test.sh
@@ -120,8 +120,12 @@ test-all: build ## Everything CI tests (.ci/run calls it, as root); ~20 min cold
 		$(GOTEST_OUT)/main-race.json $(GOTEST_OUT)/hack-kind.json $(GOTEST_OUT)/tests-e2e.json
 
 .PHONY: verify
-verify: ## The main module's gate: gofmt, go vet, go.mod, logcheck, generated docs.
+verify: ## The main module's gate: gofmt, vet, golangci-lint, go.mod, logcheck, docs.
 	hack/verify.sh main
+
+.PHONY: lint
+lint: ## golangci-lint of every module (.golangci.yml); make verify: the main one.
+	hack/lint.sh $$(hack/lint.sh -list)
 
 .PHONY: verify-all
 verify-all: ## make verify, then go vet and go.mod tidiness of every other module.
