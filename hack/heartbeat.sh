@@ -9,7 +9,7 @@ label=$1
 quiet=${HEARTBEAT_QUIET:-25}
 start=$SECONDS
 while :; do
-  line= rc=0
+  line='' rc=0
   IFS= read -r -t "$quiet" line || rc=$?
   if ((rc == 0)); then
     printf '%s\n' "$line"
