@@ -444,7 +444,7 @@ func runGet(ctx context.Context, o getOptions, url string, stdout io.Writer) err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err) //nolint:errorlint // the deadline is the cause; the last error is context
 		case <-time.After(time.Second):
 		}
 	}

@@ -145,7 +145,7 @@ func (a *Applier) waitEstablished(ctx context.Context, names []string, timeout t
 		for _, n := range names {
 			crd, err := a.dyn.Resource(crdGVR).Get(ctx, n, metav1.GetOptions{})
 			if err != nil {
-				return false, nil
+				return false, nil //nolint:nilerr // not there yet: poll again until the timeout
 			}
 			if !hasCondition(crd, "Established", "True") {
 				return false, nil

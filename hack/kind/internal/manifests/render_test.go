@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -160,7 +161,7 @@ func countDocs(t *testing.T, path string) int {
 	n := 0
 	for {
 		doc, err := rd.Read()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return n
 		}
 		if err != nil {

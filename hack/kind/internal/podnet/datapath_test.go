@@ -150,7 +150,7 @@ func serveRemoteAddr(t *testing.T, ns netns.NsHandle, port int) {
 				return
 			}
 			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
-			io.WriteString(c, host)
+			_, _ = io.WriteString(c, host) // the client's read checks what arrived
 			c.Close()
 		}
 	}()
@@ -165,7 +165,9 @@ func dialFrom(ns netns.NsHandle, addr string) (string, error) {
 			return err
 		}
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(3 * time.Second))
+		if err := c.SetDeadline(time.Now().Add(3 * time.Second)); err != nil {
+			return err
+		}
 		got, err = io.ReadAll(c)
 		return err
 	})

@@ -232,7 +232,7 @@ func (c *Check) attach(ctx context.Context, node string) (string, error) {
 		pv, err := c.cs.CoreV1().PersistentVolumes().Get(ctx, claim.Spec.VolumeName, metav1.GetOptions{})
 		if err != nil || pv.Spec.CSI == nil {
 			state += ", PV not found"
-			return false, nil
+			return false, nil //nolint:nilerr // not there yet: poll again until the timeout
 		}
 		volumeID = pv.Spec.CSI.VolumeHandle
 		vas, err := c.cs.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
