@@ -137,7 +137,7 @@ func waitFor(ctx context.Context, timeout time.Duration, check func() error) err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err) //nolint:errorlint // the deadline is the cause; the last error is context
 		case <-time.After(time.Second):
 		}
 	}

@@ -3,6 +3,7 @@ package capacityplot
 import (
 	"bytes"
 	"encoding/xml"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -25,7 +26,7 @@ func parseHTML(t *testing.T, page []byte) []*element {
 	var out, stack []*element
 	for {
 		tok, err := d.Token()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return out
 		}
 		if err != nil {

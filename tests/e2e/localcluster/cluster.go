@@ -474,11 +474,11 @@ func poll(ctx context.Context, timeout time.Duration, f func() (bool, error)) er
 		}
 		last = err
 		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s: last error: %v", timeout, last)
+			return fmt.Errorf("timed out after %s: last error: %v", timeout, last) //nolint:errorlint // the timeout is the cause; last is context, maybe nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: last error: %v", ctx.Err(), last)
+			return fmt.Errorf("%w: last error: %v", ctx.Err(), last) //nolint:errorlint // the deadline is the cause; last is context, maybe nil
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

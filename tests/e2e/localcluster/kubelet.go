@@ -27,7 +27,7 @@ func (c *Cluster) KubeletBinary(node string) (string, error) {
 func (c *Cluster) RestartKubelet(ctx context.Context, node, binary string) error {
 	if binary != "" {
 		if st, err := os.Stat(binary); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-			return fmt.Errorf("restart kubelet of %s: binary %q is not an executable file (%v)", node, binary, err)
+			return fmt.Errorf("restart kubelet of %s: binary %q is not an executable file (%v)", node, binary, err) //nolint:errorlint // err is nil when it is a directory or not executable
 		}
 	}
 	c.mu.Lock()

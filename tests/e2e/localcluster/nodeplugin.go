@@ -97,7 +97,7 @@ func (c *Cluster) RestartNodePlugin(ctx context.Context, node string, r NodePlug
 	}
 	if r.Binary != "" {
 		if st, err := os.Stat(r.Binary); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-			return fmt.Errorf("restart node plugin of %s: binary %q is not an executable file (%v)", node, r.Binary, err)
+			return fmt.Errorf("restart node plugin of %s: binary %q is not an executable file (%v)", node, r.Binary, err) //nolint:errorlint // err is nil when it is a directory or not executable
 		}
 	}
 	p, err := c.sup.find(np.component)

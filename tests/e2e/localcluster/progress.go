@@ -75,7 +75,7 @@ func (p *progress) line() string {
 // Write counts -v's package lines and passes every other line on.
 func (p *progress) Write(b []byte) (int, error) {
 	p.mu.Lock()
-	data := append(p.partial, b...)
+	data := append(p.partial, b...) //nolint:gocritic // p.partial is replaced by a copy below
 	var pass bytes.Buffer
 	for {
 		i := bytes.IndexByte(data, '\n')

@@ -93,7 +93,7 @@ func TestFindSnapshotRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command (may download the external-snapshotter modules); skipped under -short")
 	}
-	r, err := findSnapshotRelease(t.Context(), filepath.Join("tools"))
+	r, err := findSnapshotRelease(t.Context(), "tools")
 	if err != nil {
 		t.Fatal(err)
 	}

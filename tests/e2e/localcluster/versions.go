@@ -112,7 +112,7 @@ func stagingModules(ctx context.Context, dir, v string) ([]string, error) {
 	}
 	var info struct{ GoMod, Error string }
 	if err := json.Unmarshal(out, &info); err != nil || info.Error != "" {
-		return nil, fmt.Errorf("download k8s.io/kubernetes@%s: %v %s", v, err, info.Error)
+		return nil, fmt.Errorf("download k8s.io/kubernetes@%s: %v %s", v, err, info.Error) //nolint:errorlint // err is nil when go mod download reported info.Error
 	}
 	gomod, err := os.ReadFile(info.GoMod)
 	if err != nil {

@@ -178,7 +178,7 @@ func i64(v int64) *int64 { return &v }
 // fill turns two snapshots and a recording into the phase's rates and shares.
 func TestFill(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	at := t0.Add
 	// The readings of one snapshot are spread over seconds: rates use each one's own time.
 	before := snapshot{at: t0, apiAt: at(2 * time.Second), api: map[RequestKey]float64{"GET csinodes": 100, "PATCH nodes/status": 100},
 		cloudGetCapa: reading{at: at(time.Second), v: 10},

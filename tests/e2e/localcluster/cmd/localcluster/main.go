@@ -339,7 +339,7 @@ func up(ctx context.Context, o options, args []string, stdout io.Writer) error {
 		select {
 		case err := <-exited:
 			log, _ := os.ReadFile(logPath)
-			return fmt.Errorf("cluster failed to start (%v):\n%s", err, log)
+			return fmt.Errorf("cluster failed to start (%w):\n%s", err, log)
 		case <-ctx.Done():
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 			return ctx.Err()
