@@ -3,7 +3,7 @@
 # packages, a "== MODULE: golangci-lint" line each and a progress line every 30 s while it runs
 # (hack/progress.sh: its findings are printed when it fails). golangci-lint is pinned in its own
 # module, tools/golangci-lint/go.mod (its linters' exact versions, apart from the other tools'),
-# and built into bin/ first: the first build compiles ~1,200 packages (docs/figures.md#lint),
+# and built into bin/ first: the first build compiles ~1,200 packages (docs/figures.md#golangci-lint),
 # later ones take seconds. hack/verify.sh calls it.
 # hack/lint.sh -list: the module dirs it lints by default: every one with packages of its own,
 # but the local cluster's tools and the upstream e2e module (one test file and a build of
