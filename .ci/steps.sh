@@ -35,8 +35,13 @@ background() {
   echo "== background $name: $* (nice 19, log $log)"
   # It writes its end time itself: its wait_for may come long after it ended, and its seconds
   # are its own, not the wait's.
+  # Its own session is its own scheduler autogroup where the kernel has them on (Debian's
+  # default: sched_autogroup_enabled=1): nice then ranks only within the group, and every group
+  # gets an equal share, so a build "at nice 19" would take as much CPU as the kind suite. The
+  # job gives its autogroup nice 19 too (/proc/self/autogroup; nothing where there is none).
   # shellcheck disable=SC2016 # expanded by the job's bash
-  nice -n 19 setsid bash -c '"$@"; rc=$?; date +%s >"$0"; exit $rc' "_output/ci-$name.end" "$@" \
+  nice -n 19 setsid bash -c '{ echo 19 >/proc/self/autogroup; } 2>/dev/null; "$@"; rc=$?; date +%s >"$0"; exit $rc' \
+    "_output/ci-$name.end" "$@" \
     >"$log" 2>&1 </dev/null &
   bg_names+=("$name") bg_pids+=($!) bg_cmds+=("$*") bg_starts+=("$(date +%s)") bg_secs+=(0) bg_status+=(running)
 }

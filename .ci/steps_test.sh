@@ -48,6 +48,14 @@ last ok '\(whole run, set-up included\)$'
 want_nice=$(( $(nice) + 19 > 19 ? 19 : $(nice) + 19 ))
 grep -qx "$want_nice" "$tmp/ok/_output/ci-build.log" ||
   { echo "FAIL ok: the job did not run at nice $want_nice (19 above the run's $(nice))"; fails=$((fails + 1)); }
+# Where the kernel groups sessions (autogroup), the job's own session's group runs at nice 19 too.
+if [[ -r /proc/self/autogroup ]]; then
+  scenario autogroup 0 '
+background grouped bash -c "cat /proc/self/autogroup"
+step wait_for grouped'
+  grep -q ' nice 19$' "$tmp/autogroup/_output/ci-grouped.log" ||
+    { echo "FAIL autogroup: the job's autogroup is not at nice 19: $(cat "$tmp/autogroup/_output/ci-grouped.log")"; fails=$((fails + 1)); }
+fi
 
 # A job waited for long after it ended counts its own seconds, not the wait's.
 scenario own-seconds 0 '
