@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make run`: the fake cloud, one controller plugin and one node plugin per seeded instance, all
 # as local processes (no Kubernetes), started by hack/runstack (the start-up steps of
-# internal/stack, shared with internal/teststack and the local cluster). Prints where
+# internal/stack, shared with tests/teststack and the local cluster). Prints where
 # everything listens and curl lines, shows NodeGetInfo move when capacity changes, then keeps
 # running until Ctrl-C.
 #   RUN_DIR=/tmp/x make run          keep state and logs there (default: a new temp dir); run

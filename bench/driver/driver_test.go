@@ -23,8 +23,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/fakecloud/fakecloud-csi/internal/teststack"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
+	"github.com/fakecloud/fakecloud-csi/tests/teststack"
 )
 
 // BenchmarkNodeGetInfoVsEcho interleaves NodeGetInfo on the driver (its capacity cache warm)

@@ -10,8 +10,8 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
-	"github.com/fakecloud/fakecloud-csi/internal/teststack"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
+	"github.com/fakecloud/fakecloud-csi/tests/teststack"
 )
 
 // BenchmarkPublishLatency measures how long ControllerPublishVolume and

@@ -1,7 +1,7 @@
 // Package stack is the one definition of how the fakecloud-csi stack starts: its components
 // (the fake cloud, the controller plugin, the node plugins), the flags each gets, and the
 // start-up steps in order, each a named action with its own readiness check, as kind's
-// cluster create runs a list of actions. make run, internal/teststack and the local cluster
+// cluster create runs a list of actions. make run, tests/teststack and the local cluster
 // (tests/e2e/localcluster) run these steps; whether a component runs as a process or in
 // process is the Launcher's business, not a second list. A launcher adds its own steps
 // around them (the local cluster: a Kubernetes control plane before, the sidecars after the

@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/fakecloud/fakecloud-csi/internal/teststack"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
+	"github.com/fakecloud/fakecloud-csi/tests/teststack"
 )
 
 // eventually polls fn until it returns true or 30 s pass; the driver's capacity lookups and
