@@ -16,6 +16,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fakecloud/fakecloud-csi/internal/cli"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -73,12 +75,10 @@ func (o *options) Validate() error {
 // run parses args, measures and prints the header line on out.
 func run(args []string, out io.Writer) error {
 	var o options
-	cmd := &cobra.Command{
-		Use:           "fsync",
-		Short:         "Measure the fdatasync latency where the store benchmarks keep their bbolt files (the header line of make bench)",
-		Args:          cobra.NoArgs,
-		SilenceUsage:  true,
-		SilenceErrors: true,
+	cmd := cli.NewRoot(&cobra.Command{
+		Use:   "fsync",
+		Short: "Measure the fdatasync latency where the store benchmarks keep their bbolt files (the header line of make bench)",
+		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if err := o.Validate(); err != nil {
 				return err
@@ -92,14 +92,9 @@ func run(args []string, out io.Writer) error {
 				o.N, sizeName(o.Size), o.Dir, fsType(o.Dir))
 			return err
 		},
-	}
-	cmd.SetArgs(args)
-	cmd.SetOut(out)
-	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return fmt.Errorf("%w (%s --help lists the flags)", err, cmd.CommandPath())
-	})
+	}, out, os.Stderr) // cobra's default stderr, as before
 	o.AddFlags(cmd.Flags())
-	return cmd.Execute()
+	return cli.Execute(context.Background(), cmd, args)
 }
 
 // measure writes size bytes to a new file in dir and fdatasyncs it, n times, and returns how

@@ -28,6 +28,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/fakecloud/fakecloud-csi/internal/cli"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/capacity"
 )
 
@@ -175,12 +176,10 @@ func compare(ctx context.Context, p params) (map[string]map[string]result, error
 // run parses args and runs the comparison, or with --fleet the fleet mode, until ctx ends.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o options
-	cmd := &cobra.Command{
-		Use:           "policy",
-		Short:         "Compare capacity reporters (static, naive, the capacity policy) on replayed capacity traces; --fleet: the policy on thousands of nodes",
-		Args:          cobra.NoArgs,
-		SilenceUsage:  true,
-		SilenceErrors: true,
+	cmd := cli.NewRoot(&cobra.Command{
+		Use:   "policy",
+		Short: "Compare capacity reporters (static, naive, the capacity policy) on replayed capacity traces; --fleet: the policy on thousands of nodes",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.fleet.on {
 				// --nodes and --period are the comparison's; the fleet has its own lists.
@@ -202,15 +201,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			printComparison(stdout, p, res)
 			return nil
 		},
-	}
-	cmd.SetArgs(args)
-	cmd.SetOut(stdout)
-	cmd.SetErr(stderr)
-	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return fmt.Errorf("%w (%s --help lists the flags)", err, cmd.CommandPath())
-	})
+	}, stdout, stderr)
 	o.AddFlags(cmd.Flags())
-	return cmd.ExecuteContext(ctx)
+	return cli.Execute(ctx, cmd, args)
 }
 
 // printComparison writes the comparison's table (results[scenario][reporter]), the

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"k8s.io/klog/v2"
 
+	"github.com/fakecloud/fakecloud-csi/internal/cli"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	csidriver "github.com/fakecloud/fakecloud-csi/pkg/csi"
 	"github.com/fakecloud/fakecloud-csi/pkg/csi/clustercheck"
@@ -38,12 +39,10 @@ import (
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opts := csidriver.DefaultOptions()
 	opts.Version, _ = version.Get()
-	root := &cobra.Command{
-		Use:           "driver",
-		Short:         "CSI driver " + csidriver.DriverName + " for the fake cloud",
-		Args:          cobra.NoArgs,
-		SilenceUsage:  true,
-		SilenceErrors: true,
+	root := cli.NewRoot(&cobra.Command{
+		Use:   "driver",
+		Short: "CSI driver " + csidriver.DriverName + " for the fake cloud",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.ShowVersion {
 				_, err := fmt.Fprintln(stdout, version.String("driver"))
@@ -57,10 +56,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			return serve(cmd.Context(), opts)
 		},
-	}
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	}, stdout, stderr, cli.WithCompletion(), cli.WithoutFlagHint())
 	opts.AddFlags(root.Flags())
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
@@ -90,7 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			_, err := fmt.Fprintln(stdout, version.String("driver"))
 			return err
 		}})
-	return root.ExecuteContext(ctx)
+	return cli.Execute(ctx, root, args)
 }
 
 // registrarCommand is `driver registrar`: the kubelet plugin registration of the node plugin

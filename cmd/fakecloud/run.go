@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
+	"github.com/fakecloud/fakecloud-csi/internal/cli"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/server/faults"
@@ -54,12 +55,10 @@ func usageWithBounds(usage func(*cobra.Command) error) func(*cobra.Command) erro
 // completion script. cobra and pflag, as the driver: one flag style for both binaries.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o Options
-	root := &cobra.Command{
-		Use:           "fakecloud",
-		Short:         "The fake cloud: instances with attach limits, quotas, volumes, snapshots and fault rules over HTTP (docs/fakecloud-api.md)",
-		Args:          cobra.NoArgs,
-		SilenceUsage:  true,
-		SilenceErrors: true,
+	root := cli.NewRoot(&cobra.Command{
+		Use:   "fakecloud",
+		Short: "The fake cloud: instances with attach limits, quotas, volumes, snapshots and fault rules over HTTP (docs/fakecloud-api.md)",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Version {
 				_, err := fmt.Fprintln(stdout, version.String("fakecloud"))
@@ -67,10 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			return serve(cmd.Context(), &o)
 		},
-	}
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	}, stdout, stderr, cli.WithCompletion(), cli.WithoutFlagHint())
 	o.AddFlags(root.Flags())
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
@@ -86,7 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			_, err := fmt.Fprintln(stdout, version.String("fakecloud"))
 			return err
 		}})
-	return root.ExecuteContext(ctx)
+	return cli.Execute(ctx, root, args)
 }
 
 // serve validates o, starts the fake cloud and serves until ctx ends.
