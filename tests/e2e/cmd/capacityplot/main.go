@@ -39,6 +39,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/fakecloud/fakecloud-csi/internal/cli"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/admin"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/scenario"
@@ -198,7 +199,7 @@ func (o *options) Validate() error {
 // or with --from-recording draws an earlier run again; then it writes the files.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o options
-	cmd := &cobra.Command{
+	cmd := cli.NewRoot(&cobra.Command{
 		Use:   "capacityplot",
 		Short: "Watch a cluster running the fakecloud CSI driver and its fake cloud, and plot capacity over time",
 		Args: func(_ *cobra.Command, args []string) error {
@@ -207,8 +208,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			return nil
 		},
-		SilenceUsage:  true,
-		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.FromRecording != "" {
 				if o.Scenario != "" {
@@ -228,15 +227,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			return observe(cmd.Context(), o, sc, stdout)
 		},
-	}
-	cmd.SetArgs(args)
-	cmd.SetOut(stdout)
-	cmd.SetErr(stderr)
-	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return fmt.Errorf("%w (%s --help lists the flags)", err, cmd.CommandPath())
-	})
+	}, stdout, stderr)
 	o.AddFlags(cmd.Flags())
-	return cmd.ExecuteContext(ctx)
+	return cli.Execute(ctx, cmd, args)
 }
 
 // loadScenario reads --scenario (nil without one) with --map-instance applied; the

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/fakecloud/fakecloud-csi/internal/cli"
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/localcluster"
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/matrix"
 )
@@ -83,30 +84,17 @@ func (o *options) Validate(verb string) error {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o options
 	root := newCommand(&o, stdout, stderr)
-	root.SetArgs(args)
-	return root.ExecuteContext(ctx)
+	return cli.Execute(ctx, root, args)
 }
 
 // newCommand is the command tree, its flags parsed into o.
 func newCommand(o *options, stdout, stderr io.Writer) *cobra.Command {
-	root := &cobra.Command{
-		Use:               "matrix",
-		Short:             "Run the KEP-4876 compatibility matrix (docs/compatibility.md) on the local cluster",
-		Args:              cobra.NoArgs,
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cmd.SetOut(stderr)
-			_ = cmd.Usage()
-			return errors.New("usage: matrix run|doc|which|upgrade [flags]")
-		},
-	}
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return fmt.Errorf("%w (%s --help lists the flags)", err, cmd.CommandPath())
-	})
+	root := cli.NewRoot(&cobra.Command{
+		Use:   "matrix",
+		Short: "Run the KEP-4876 compatibility matrix (docs/compatibility.md) on the local cluster",
+		Args:  cobra.NoArgs,
+		RunE:  cli.NeedSubcommand(stderr, "usage: matrix run|doc|which|upgrade [flags]"),
+	}, stdout, stderr)
 	o.AddFlags(root.PersistentFlags())
 	sub := func(use, short string, do func(ctx context.Context, e env) error) *cobra.Command {
 		return &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs,

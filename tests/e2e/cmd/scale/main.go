@@ -28,6 +28,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/fakecloud/fakecloud-csi/internal/cli"
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/localcluster"
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/scale"
 )
@@ -104,12 +105,10 @@ func (o *options) lists() (scale.Options, error) {
 // run parses args and measures (or with --render writes the files again) until ctx ends.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o options
-	cmd := &cobra.Command{
-		Use:           "scale",
-		Short:         "Measure capacity reporting on a local cluster of hollow kubelets as it grows (package scale)",
-		Args:          cobra.NoArgs,
-		SilenceUsage:  true,
-		SilenceErrors: true,
+	cmd := cli.NewRoot(&cobra.Command{
+		Use:   "scale",
+		Short: "Measure capacity reporting on a local cluster of hollow kubelets as it grows (package scale)",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
 				return err
@@ -119,15 +118,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			return measure(cmd.Context(), o, stdout)
 		},
-	}
-	cmd.SetArgs(args)
-	cmd.SetOut(stdout)
-	cmd.SetErr(stderr)
-	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return fmt.Errorf("%w (%s --help lists the flags)", err, cmd.CommandPath())
-	})
+	}, stdout, stderr)
 	o.AddFlags(cmd.Flags())
-	return cmd.ExecuteContext(ctx)
+	return cli.Execute(ctx, cmd, args)
 }
 
 // render writes the files again from the --render results files, their clusters merged.

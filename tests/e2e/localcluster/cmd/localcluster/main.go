@@ -35,6 +35,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/fakecloud/fakecloud-csi/internal/cli"
 	"github.com/fakecloud/fakecloud-csi/tests/e2e/localcluster"
 )
 
@@ -150,31 +151,18 @@ func (o *options) complete() error {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o options
 	root := newCommand(&o, stdout, stderr)
-	root.SetArgs(args)
-	return root.ExecuteContext(ctx)
+	return cli.Execute(ctx, root, args)
 }
 
 // newCommand is the command tree, its flags parsed into o; every subcommand takes every
 // flag (`up` hands its own to the `serve` it starts).
 func newCommand(o *options, stdout, stderr io.Writer) *cobra.Command {
-	root := &cobra.Command{
-		Use:               "localcluster",
-		Short:             "Build and run the e2e cluster of upstream Kubernetes binaries with the fake cloud and the driver, as local processes",
-		Args:              cobra.NoArgs,
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cmd.SetOut(stderr)
-			_ = cmd.Usage()
-			return errors.New("usage: localcluster build|build-upstream|up|down|run|serve [flags]")
-		},
-	}
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return fmt.Errorf("%w (%s --help lists the flags)", err, cmd.CommandPath())
-	})
+	root := cli.NewRoot(&cobra.Command{
+		Use:   "localcluster",
+		Short: "Build and run the e2e cluster of upstream Kubernetes binaries with the fake cloud and the driver, as local processes",
+		Args:  cobra.NoArgs,
+		RunE:  cli.NeedSubcommand(stderr, "usage: localcluster build|build-upstream|up|down|run|serve [flags]"),
+	}, stdout, stderr)
 	o.AddFlags(root.PersistentFlags())
 	sub := func(use, short string, do func(ctx context.Context, cmd *cobra.Command) error) *cobra.Command {
 		return &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs,
