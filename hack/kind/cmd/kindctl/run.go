@@ -22,6 +22,7 @@ import (
 	"github.com/fakecloud/fakecloud-csi/hack/kind/internal/manifests"
 	"github.com/fakecloud/fakecloud-csi/hack/kind/internal/ociimage"
 	"github.com/fakecloud/fakecloud-csi/hack/kind/internal/smoke"
+	"github.com/fakecloud/fakecloud-csi/internal/cli"
 )
 
 // run parses args and runs the subcommand they name (see the package comment); `kindctl
@@ -29,34 +30,21 @@ import (
 // flags; no subcommand prints the same to stderr and fails. cobra and pflag, as the shipped
 // binaries: flags take two dashes.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	root := &cobra.Command{
-		Use:               "kindctl",
-		Short:             "The kind tooling of fakecloud-csi that needs neither a Docker daemon nor kubectl",
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+	root := cli.NewRoot(&cobra.Command{
+		Use:   "kindctl",
+		Short: "The kind tooling of fakecloud-csi that needs neither a Docker daemon nor kubectl",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return fmt.Errorf("unknown subcommand %q (kindctl help lists them)", args[0])
 			}
 			return nil
 		},
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cmd.SetOut(stderr)
-			_ = cmd.Usage()
-			return errors.New("no subcommand given (usage above)")
-		},
-	}
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return fmt.Errorf("%w (%s --help lists the flags)", err, cmd.CommandPath())
-	})
+		RunE: cli.NeedSubcommand(stderr, "no subcommand given (usage above)"),
+	}, stdout, stderr)
 	root.AddCommand(imageCommand(stdout), kindConfigCommand(stdout), renderCommand(stdout),
 		clusterCommand("apply", stdout), clusterCommand("wait", stdout), snapshotterCommand(stdout),
 		getCommand(stdout), checkCommand(stdout))
-	return root.ExecuteContext(ctx)
+	return cli.Execute(ctx, root, args)
 }
 
 // imageOptions are the flags of kindctl image.

@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/fakecloud/fakecloud-csi/hack/kind/internal/podnet"
+	"github.com/fakecloud/fakecloud-csi/internal/cli"
 )
 
 func main() {
@@ -40,11 +41,9 @@ func run(ctx context.Context, args []string) error {
 	// container (and so its hostname) after the node.
 	host, _ := os.Hostname()
 	o := podnet.Options{WaitInterval: time.Second}
-	cmd := &cobra.Command{
-		Use:           "podnet",
-		Short:         "The pod network of the offline kind node image: the node's CNI conflist and routes to the other nodes' pod CIDRs",
-		SilenceUsage:  true,
-		SilenceErrors: true,
+	cmd := cli.NewRoot(&cobra.Command{
+		Use:   "podnet",
+		Short: "The pod network of the offline kind node image: the node's CNI conflist and routes to the other nodes' pod CIDRs",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return fmt.Errorf("unexpected arguments %q", args)
@@ -57,8 +56,7 @@ func run(ctx context.Context, args []string) error {
 			}
 			return podnet.Run(cmd.Context(), o)
 		},
-	}
-	cmd.SetArgs(args)
+	}, os.Stdout, os.Stderr, cli.WithoutFlagHint())
 	fs := cmd.Flags()
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "/etc/kubernetes/kubelet.conf", "kubeconfig to read Nodes with; waited for until it exists")
 	fs.StringVar(&o.AdminKubeconfig, "admin-kubeconfig", "/etc/kubernetes/admin.conf", "kubeconfig used once, where it exists (the control plane), to create the RBAC that lets nodes read all Nodes; empty: never")
@@ -68,5 +66,5 @@ func run(ctx context.Context, args []string) error {
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
-	return cmd.ExecuteContext(ctx)
+	return cli.Execute(ctx, cmd, args)
 }
