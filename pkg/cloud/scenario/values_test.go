@@ -1,9 +1,11 @@
 package scenario_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/fakecloud/fakecloud-csi/pkg/cloud"
 	"github.com/fakecloud/fakecloud-csi/pkg/cloud/scenario"
 )
 
@@ -43,7 +45,8 @@ steps:
 			`line 8, steps[2].instance (at 3s): attachLimit must be >= 1, got -1 (to leave no slot for volumes, set outOfBandSlots to the limit)`,
 			`line 10, steps[3].quotas (at 4s): attachments must be in [0, 1000000], got 2000000`,
 			`line 10, steps[3].quotas (at 4s): volumes must be in [0, 1000000], got -3`,
-			`line 12, steps[4].fault (at 5s): unknown error code "Unavailabel" (want one of [AccessDenied AlreadyExists AttachmentLimitExceeded AttachmentQuotaExceeded CapacityQuotaExceeded FaultNotFound GroupSnapshotNotFound IncorrectState InstanceImpaired InstanceNotFound InstanceStopped InternalError InvalidArgument MethodNotAllowed NotFound PayloadTooLarge PreconditionFailed ServerLimitExceeded SnapshotInGroup SnapshotNotFound Throttled Unauthenticated Unavailable VolumeInUse VolumeNotFound VolumeQuotaExceeded ZoneMismatch]); did you mean "Unavailable"?`,
+			// Every code of the one table (a new code is a row there, not an edit here).
+			fmt.Sprintf(`line 12, steps[4].fault (at 5s): unknown error code "Unavailabel" (want one of %v); did you mean "Unavailable"?`, cloud.Codes()),
 			`line 12, steps[4].fault (at 5s): latencyMs must be in [0, 60000], got 3600000`,
 			`line 14, steps[5].quotaNoise (at 6s): quota "attachment": want attachments or volumes; did you mean "attachments"?`,
 			`line 16, steps[6].instance (at 7s): outOfBandSlots must be in [0, 4096], got 5000`,
