@@ -20,6 +20,11 @@ type Row struct {
 	// Date is when the run started (UTC); Commit the clone's `git describe --always --dirty`.
 	Date   time.Time `json:"date"`
 	Commit string    `json:"commit"`
+	// Cluster is where the checks ran: "" the cell's own local cluster (hollow kubelets,
+	// RunCell), else the name the kubeconfig mode was given (RunCheck, e.g. "kind": real
+	// kubelets); Node is then the node they acted on (node-1 on the local cluster).
+	Cluster string `json:"cluster,omitempty"`
+	Node    string `json:"node,omitempty"`
 	// Decision, Reason are node-1's decision from /debug/capacity; DecisionRight compares it
 	// with Cell.Expect.Decision. KubeletVersion is what the Node reported.
 	Decision       string `json:"decision"`
@@ -94,6 +99,11 @@ func (r *Row) judge() {
 	r.DecisionRight = r.Decision == r.Cell.Expect.Decision
 	if len(r.Errors) > 0 {
 		r.Outcome = "error: " + strings.Join(r.Errors, "; ")
+		return
+	}
+	if r.Cell.Expect.Decision == "" {
+		// The kubeconfig mode on a cluster no cell of the matrix describes.
+		r.Outcome = "measured, not judged: no cell of the matrix has these versions and settings"
 		return
 	}
 	var diffs []string
@@ -206,10 +216,18 @@ func yesNo(b bool, v *float64) string {
 // Table renders the matrix: one row per cell of cells, with its latest row in rows, or
 // "planned (not run)" when it has none. Rows of cells no longer listed come after.
 func Table(cells []Cell, rows []Row) string {
+	// The latest row of each cell on each cluster: a cell's own local cluster ("") and the
+	// clusters the kubeconfig mode ran on (elsewhere, by cell name).
 	latest := map[string]Row{}
+	elsewhere := map[string][]string{}
 	for _, r := range rows {
-		if old, ok := latest[r.Cell.Name]; !ok || r.Date.After(old.Date) {
-			latest[r.Cell.Name] = r
+		k := r.Cell.Name + "\x00" + r.Cluster
+		old, ok := latest[k]
+		if !ok && r.Cluster != "" {
+			elsewhere[r.Cell.Name] = append(elsewhere[r.Cell.Name], k)
+		}
+		if !ok || r.Date.After(old.Date) {
+			latest[k] = r
 		}
 	}
 	var b bytes.Buffer
@@ -218,21 +236,27 @@ func Table(cells []Cell, rows []Row) string {
 	listed := map[string]bool{}
 	for _, c := range cells {
 		listed[c.Name] = true
-		if r, ok := latest[c.Name]; ok {
+		if r, ok := latest[c.Name+"\x00"]; ok {
 			tableRow(&b, r.Cell, &r)
 		} else {
 			tableRow(&b, c, nil)
 		}
+		others := elsewhere[c.Name]
+		sort.Strings(others)
+		for _, k := range others {
+			r := latest[k]
+			tableRow(&b, r.Cell, &r)
+		}
 	}
 	var gone []string
-	for n := range latest {
-		if !listed[n] {
-			gone = append(gone, n)
+	for k, r := range latest {
+		if !listed[r.Cell.Name] {
+			gone = append(gone, k)
 		}
 	}
 	sort.Strings(gone)
-	for _, n := range gone {
-		r := latest[n]
+	for _, k := range gone {
+		r := latest[k]
 		tableRow(&b, r.Cell, &r)
 	}
 	return b.String()
@@ -240,6 +264,9 @@ func Table(cells []Cell, rows []Row) string {
 
 // tableRow writes the Table row of cell c with its result r (nil: planned, not run).
 func tableRow(b *bytes.Buffer, c Cell, r *Row) {
+	if r != nil && r.Cluster != "" {
+		c.Name += fmt.Sprintf(" (on %s, node %s)", r.Cluster, r.Node)
+	}
 	lead := cellColumns(c)
 	if r == nil {
 		fmt.Fprintf(b, "%splanned (right: %s) | planned | planned | planned | planned | planned | planned (not run) | — |\n", lead, c.Expect.Decision)
@@ -300,7 +327,10 @@ func cellColumns(c Cell) string {
 // re-check and the decision after a restart when r has them.
 func decisionColumn(c Cell, r *Row) string {
 	right := "right"
-	if !r.DecisionRight {
+	switch {
+	case c.Expect.Decision == "":
+		right = "not judged"
+	case !r.DecisionRight:
 		right = "WRONG (right: " + c.Expect.Decision + ")"
 	}
 	decision := fmt.Sprintf("%s (%s), %s", r.Decision, r.Reason, right)

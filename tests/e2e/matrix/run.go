@@ -95,17 +95,33 @@ func Builds(c Cell) []localcluster.VersionBuildOptions {
 	return out
 }
 
+// plugins is what the checks need of the node plugins beyond the Kubernetes API: their
+// debug endpoints and a restart with re-registration. The local cluster runs them as
+// processes (localPlugins); on a user's cluster they are a DaemonSet's pods (kubePlugins).
+type plugins interface {
+	// getJSON decodes node's plugin's debug endpoint path (/debug/capacity) into v.
+	getJSON(ctx context.Context, node, path string, v any) error
+	// restart restarts node's plugin so that its registrar re-registers it with the kubelet,
+	// and returns once the new one serves its debug endpoint.
+	restart(ctx context.Context, node string) error
+}
+
 // cellRun is one cell's cluster and clients.
 type cellRun struct {
-	o     Options
-	c     *localcluster.Cluster
-	cs    kubernetes.Interface
-	cloud *admin.Client
-	row   *Row
+	o       Options
+	plugins plugins
+	cs      kubernetes.Interface
+	cloud   *admin.Client
+	row     *Row
+	// target is the node every check acts on (node-1 on the local cluster); ns the namespace
+	// of the checks' claims and pods; podImage their container image.
+	target, ns, podImage string
 	// period is the CSIDriver's period now (0: unset).
 	period int64
 	// lastChange is when the harness last changed the period (zero: never).
 	lastChange time.Time
+	// createdNS: the rejection check created namespace ns (the kubeconfig mode deletes it).
+	createdNS bool
 }
 
 func (r *cellRun) logf(format string, args ...any) {
@@ -146,7 +162,7 @@ func RunCell(ctx context.Context, o Options, c Cell) (row Row) {
 		return row
 	}
 	defer cl.Stop()
-	r := &cellRun{o: o, c: cl, row: &row, period: c.PeriodSeconds}
+	r := &cellRun{o: o, plugins: localPlugins{cl}, row: &row, period: c.PeriodSeconds, target: target, ns: ns, podImage: podImage}
 	fmt.Fprintf(o.Out, "matrix %s: cluster up in %s (logs %s)\n", c.Name, time.Since(start).Round(time.Second), cl.LogDir)
 	cfg, err := clientcmd.BuildConfigFromFlags("", cl.Kubeconfig)
 	if err != nil {
@@ -161,6 +177,13 @@ func RunCell(ctx context.Context, o Options, c Cell) (row Row) {
 		fail("cloud client", err)
 		return row
 	}
+	r.runChecks(ctx)
+	return row
+}
+
+// runChecks runs the cell's checks one after the other on r.target, recording a check that
+// cannot run in Row.Errors; the later checks still run unless ctx is done.
+func (r *cellRun) runChecks(ctx context.Context) {
 	for _, ch := range []struct {
 		name string
 		f    func(context.Context) error
@@ -170,19 +193,18 @@ func RunCell(ctx context.Context, o Options, c Cell) (row Row) {
 	} {
 		r.logf("check: %s", ch.name)
 		if err := ch.f(ctx); err != nil {
-			fail(ch.name, err)
+			r.row.Errors = append(r.row.Errors, ch.name+": "+err.Error())
 			r.logf("%s: %v", ch.name, err)
 		}
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	return row
 }
 
 // decision reads node-1's decision from /debug/capacity and its kubelet's version.
 func (r *cellRun) decision(ctx context.Context) error {
-	n, err := r.cs.CoreV1().Nodes().Get(ctx, target, metav1.GetOptions{})
+	n, err := r.cs.CoreV1().Nodes().Get(ctx, r.target, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
@@ -194,14 +216,18 @@ func (r *cellRun) decision(ctx context.Context) error {
 	return nil
 }
 
-// getJSON decodes node-1's plugin's debug endpoint path into v (at most 1 MiB).
+// getJSON decodes the target's plugin's debug endpoint path into v (at most 1 MiB).
 func (r *cellRun) getJSON(ctx context.Context, path string, v any) error {
-	return r.getJSONOf(ctx, target, path, v)
+	return r.plugins.getJSON(ctx, r.target, path, v)
 }
 
-// getJSONOf decodes node's plugin's debug endpoint path into v (at most 1 MiB).
-func (r *cellRun) getJSONOf(ctx context.Context, node, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.c.PluginURLs[node]+path, nil)
+// localPlugins are the local cluster's node plugins: processes serving their debug endpoint
+// on 127.0.0.1.
+type localPlugins struct{ c *localcluster.Cluster }
+
+// getJSON decodes node's plugin's debug endpoint path into v (at most 1 MiB).
+func (l localPlugins) getJSON(ctx context.Context, node, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.c.PluginURLs[node]+path, nil)
 	if err != nil {
 		return err
 	}
@@ -213,7 +239,18 @@ func (r *cellRun) getJSONOf(ctx context.Context, node, path string, v any) error
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s: HTTP %d", path, resp.StatusCode)
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v); err != nil {
+	return decodeDebug(resp.Body, path, v)
+}
+
+// restart restarts node's plugin process with re-registration, as a replaced DaemonSet pod's
+// registrar does.
+func (l localPlugins) restart(ctx context.Context, node string) error {
+	return l.c.RestartNodePlugin(ctx, node, localcluster.NodePluginRestart{Reregister: true})
+}
+
+// decodeDebug decodes the JSON answer of a debug endpoint path (at most 1 MiB) into v.
+func decodeDebug(body io.Reader, path string, v any) error {
+	if err := json.NewDecoder(io.LimitReader(body, 1<<20)).Decode(v); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
@@ -230,7 +267,7 @@ func (r *cellRun) readDecision(ctx context.Context) (decision, reason string, er
 		return "", "", err
 	}
 	if d.Decision.Decision == "" {
-		return "", "", fmt.Errorf("/debug/capacity of %s has no decision (a driver older than issue 27's?)", target)
+		return "", "", fmt.Errorf("/debug/capacity of %s has no decision (a driver older than issue 27's?)", r.target)
 	}
 	return d.Decision.Decision, d.Decision.Reason, nil
 }
@@ -300,25 +337,14 @@ func (r *cellRun) periodChanges(ctx context.Context) error {
 // count is node-1's CSINode allocatable count for the driver; listed false when the CSINode
 // does not list the driver (or does not exist).
 func (r *cellRun) count(ctx context.Context) (count int32, listed bool, err error) {
-	return r.countOf(ctx, target)
+	return r.countOf(ctx, r.target)
 }
 
 // countOf is node's CSINode allocatable count for the driver, as count.
 func (r *cellRun) countOf(ctx context.Context, node string) (count int32, listed bool, err error) {
-	cn, err := r.cs.StorageV1().CSINodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		// A CSINode that cannot be read lists nothing: that is what the gap measures.
-		return 0, false, nil //nolint:nilerr // unreadable is "not listed", not a failure
-	}
-	for _, d := range cn.Spec.Drivers {
-		if d.Name == localcluster.DriverName {
-			if d.Allocatable == nil || d.Allocatable.Count == nil {
-				return 0, true, nil
-			}
-			return *d.Allocatable.Count, true, nil
-		}
-	}
-	return 0, false, nil
+	// A CSINode that cannot be read lists nothing: that is what the gap measures.
+	count, listed, _ = countOn(ctx, r.cs, node)
+	return count, listed, nil
 }
 
 // waitFor polls f every poll until it answers true or d passed; it returns how long it took
@@ -338,7 +364,7 @@ func seconds(d time.Duration) *float64 { s := d.Seconds(); return &s }
 
 // setOOB sets node-1's out-of-band slots.
 func (r *cellRun) setOOB(ctx context.Context, oob int) error {
-	_, err := r.cloud.PatchInstance(ctx, target, cloud.InstancePatch{OutOfBandSlots: &oob})
+	_, err := r.cloud.PatchInstance(ctx, r.target, cloud.InstancePatch{OutOfBandSlots: &oob})
 	return err
 }
 
@@ -365,9 +391,9 @@ func (r *cellRun) followOnce(ctx context.Context) (ok bool, took time.Duration, 
 		before = c
 		return listed && c > 1
 	}); !ok {
-		return false, 0, fmt.Errorf("CSINode %s lists no count above 1 (seen %d)", target, before)
+		return false, 0, fmt.Errorf("CSINode %s lists no count above 1 (seen %d)", r.target, before)
 	}
-	in, err := r.cloud.GetInstance(ctx, target)
+	in, err := r.cloud.GetInstance(ctx, r.target)
 	if err != nil {
 		return false, 0, err
 	}
@@ -415,7 +441,7 @@ func (r *cellRun) reregister(ctx context.Context) error {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
-	err := r.c.RestartNodePlugin(ctx, target, localcluster.NodePluginRestart{Reregister: true})
+	err := r.plugins.restart(ctx, r.target)
 	if err == nil {
 		waitFor(ctx, reregWindow, func() bool {
 			mu.Lock()
@@ -444,10 +470,11 @@ func (r *cellRun) reregister(ctx context.Context) error {
 	return nil
 }
 
-func claim(name string) *corev1.PersistentVolumeClaim {
+// claim is a 1 GiB claim name in namespace of the driver's StorageClass.
+func claim(namespace, name string) *corev1.PersistentVolumeClaim {
 	sc := scName
 	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			StorageClassName: &sc,
@@ -484,7 +511,7 @@ func (r *cellRun) reject(ctx context.Context) error {
 			return err
 		}
 	}
-	in, err := r.cloud.GetInstance(ctx, target)
+	in, err := r.cloud.GetInstance(ctx, r.target)
 	if err != nil {
 		return err
 	}
@@ -499,12 +526,12 @@ func (r *cellRun) reject(ctx context.Context) error {
 	}
 	defer fw.stop()
 	created := time.Now()
-	if _, err := r.cs.AppsV1().StatefulSets(ns).Create(ctx, staleStatefulSet(in.Zone), metav1.CreateOptions{}); err != nil {
+	if _, err := r.cs.AppsV1().StatefulSets(r.ns).Create(ctx, r.staleStatefulSet(in.Zone), metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	firstUID, onTarget, took, ok := r.waitErrorCode8(ctx)
 	if !onTarget {
-		return fmt.Errorf("pod stale-0 was not scheduled to %s (the count was not stale?)", target)
+		return fmt.Errorf("pod stale-0 was not scheduled to %s (the count was not stale?)", r.target)
 	}
 	if ok {
 		r.row.ErrorCode8Seconds = seconds(took)
@@ -515,66 +542,67 @@ func (r *cellRun) reject(ctx context.Context) error {
 		r.measureReplacement(ctx, fw.failedAt().Sub(attachFailed), attachFailed, firstUID)
 		return nil
 	}
-	p, err := r.cs.CoreV1().Pods(ns).Get(ctx, "stale-0", metav1.GetOptions{})
+	p, err := r.cs.CoreV1().Pods(r.ns).Get(ctx, "stale-0", metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	r.row.StuckContainerCreating = p.UID == firstUID && p.Spec.NodeName == target && p.Status.Phase == corev1.PodPending
+	r.row.StuckContainerCreating = p.UID == firstUID && p.Spec.NodeName == r.target && p.Status.Phase == corev1.PodPending
 	r.logf("pod not failed within %s; stuck in ContainerCreating: %v (phase %s, created %s ago)", rejectWindow, r.row.StuckContainerCreating, p.Status.Phase, time.Since(created).Round(time.Second))
 	return nil
 }
 
-// startHolder creates the namespace and the pod "holder" with one volume on the target node,
+// startHolder creates the namespace and the pod "holder" with one volume on the r.target node,
 // and waits up to 2 minutes for it to run.
 func (r *cellRun) startHolder(ctx context.Context) error {
-	if _, err := r.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	if _, err := r.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ns}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
+	r.createdNS = true
 	zero := int64(0)
-	if _, err := r.cs.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim("holder"), metav1.CreateOptions{}); err != nil {
+	if _, err := r.cs.CoreV1().PersistentVolumeClaims(r.ns).Create(ctx, claim(r.ns, "holder"), metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	holder := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "holder", Namespace: ns}, Spec: corev1.PodSpec{
-		TerminationGracePeriodSeconds: &zero, NodeSelector: map[string]string{hostKey: target},
-		Containers: []corev1.Container{{Name: "app", Image: podImage, VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/data"}}}},
+	holder := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "holder", Namespace: r.ns}, Spec: corev1.PodSpec{
+		TerminationGracePeriodSeconds: &zero, NodeSelector: map[string]string{hostKey: r.target},
+		Containers: []corev1.Container{{Name: "app", Image: r.podImage, VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/data"}}}},
 		Volumes:    []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "holder"}}}},
 	}}
-	if _, err := r.cs.CoreV1().Pods(ns).Create(ctx, holder, metav1.CreateOptions{}); err != nil {
+	if _, err := r.cs.CoreV1().Pods(r.ns).Create(ctx, holder, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	if _, ok := waitFor(ctx, 2*time.Minute, func() bool {
-		p, err := r.cs.CoreV1().Pods(ns).Get(ctx, "holder", metav1.GetOptions{})
+		p, err := r.cs.CoreV1().Pods(r.ns).Get(ctx, "holder", metav1.GetOptions{})
 		return err == nil && running(p)
 	}); !ok {
-		return fmt.Errorf("pod holder not running on %s within 2 min", target)
+		return fmt.Errorf("pod holder not running on %s within 2 min", r.target)
 	}
 	return nil
 }
 
 // staleStatefulSet is the StatefulSet "stale": one replica with one volume, required in zone
-// and preferring the target node.
-func staleStatefulSet(zone string) *appsv1.StatefulSet {
+// and preferring the r.target node.
+func (r *cellRun) staleStatefulSet(zone string) *appsv1.StatefulSet {
 	zero := int64(0)
 	labels := map[string]string{"app": "stale"}
 	replicas := int32(1)
 	return &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "stale", Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: "stale", Namespace: r.ns},
 		Spec: appsv1.StatefulSetSpec{
 			Replicas: &replicas, PodManagementPolicy: appsv1.ParallelPodManagement,
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
 				TerminationGracePeriodSeconds: &zero,
-				Containers:                    []corev1.Container{{Name: "app", Image: podImage, VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+				Containers:                    []corev1.Container{{Name: "app", Image: r.podImage, VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
 				Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 						MatchExpressions: []corev1.NodeSelectorRequirement{{Key: zoneKey, Operator: corev1.NodeSelectorOpIn, Values: []string{zone}}},
 					}}},
 					PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{Weight: 100, Preference: corev1.NodeSelectorTerm{
-						MatchExpressions: []corev1.NodeSelectorRequirement{{Key: hostKey, Operator: corev1.NodeSelectorOpIn, Values: []string{target}}},
+						MatchExpressions: []corev1.NodeSelectorRequirement{{Key: hostKey, Operator: corev1.NodeSelectorOpIn, Values: []string{r.target}}},
 					}}},
 				}},
 			}},
-			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{*claim("data")},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{*claim(r.ns, "data")},
 		},
 	}
 }
@@ -589,7 +617,7 @@ type limitFailureWatch struct {
 
 // watchLimitFailures starts watching; stop ends the watch.
 func (r *cellRun) watchLimitFailures(ctx context.Context) (*limitFailureWatch, error) {
-	w, err := r.cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "app=stale"})
+	w, err := r.cs.CoreV1().Pods(r.ns).Watch(ctx, metav1.ListOptions{LabelSelector: "app=stale"})
 	if err != nil {
 		return nil, err
 	}
@@ -618,23 +646,29 @@ func (fw *limitFailureWatch) failedAt() time.Time {
 func (fw *limitFailureWatch) stop() { fw.w.Stop() }
 
 // waitErrorCode8 waits up to errorCodeWindow for pod stale-0 to be scheduled and a
-// VolumeAttachment on the target node to carry attach error code 8 (RESOURCE_EXHAUSTED),
+// VolumeAttachment on the r.target node to carry attach error code 8 (RESOURCE_EXHAUSTED),
 // noting the first code seen in the row. It returns the pod's UID and whether it was
-// scheduled to the target, as last seen, and how long the wait took and whether code 8 came.
+// scheduled to the r.target, as last seen, and how long the wait took and whether code 8 came.
 func (r *cellRun) waitErrorCode8(ctx context.Context) (firstUID types.UID, onTarget bool, took time.Duration, ok bool) {
 	took, ok = waitFor(ctx, errorCodeWindow, func() bool {
-		p, err := r.cs.CoreV1().Pods(ns).Get(ctx, "stale-0", metav1.GetOptions{})
+		p, err := r.cs.CoreV1().Pods(r.ns).Get(ctx, "stale-0", metav1.GetOptions{})
 		if err != nil || p.Spec.NodeName == "" {
 			return false
 		}
-		firstUID, onTarget = p.UID, p.Spec.NodeName == target
+		firstUID, onTarget = p.UID, p.Spec.NodeName == r.target
+		// The claim's volume: on a user's cluster other VolumeAttachments may carry errors.
+		pvc, err := r.cs.CoreV1().PersistentVolumeClaims(r.ns).Get(ctx, "data-stale-0", metav1.GetOptions{})
+		if err != nil || pvc.Spec.VolumeName == "" {
+			return false
+		}
 		vas, err := r.cs.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false
 		}
 		for i := range vas.Items {
 			va := &vas.Items[i]
-			if va.Spec.NodeName != target || va.Status.AttachError == nil {
+			pv := va.Spec.Source.PersistentVolumeName
+			if va.Spec.NodeName != r.target || pv == nil || *pv != pvc.Spec.VolumeName || va.Status.AttachError == nil {
 				continue
 			}
 			if code := va.Status.AttachError.ErrorCode; code != nil {
@@ -653,8 +687,8 @@ func (r *cellRun) waitErrorCode8(ctx context.Context) (firstUID types.UID, onTar
 func (r *cellRun) measureReplacement(ctx context.Context, failedAfter time.Duration, attachFailed time.Time, firstUID types.UID) {
 	r.row.PodFailedSeconds = seconds(failedAfter)
 	_, ok := waitFor(ctx, replaceWindow, func() bool {
-		p, err := r.cs.CoreV1().Pods(ns).Get(ctx, "stale-0", metav1.GetOptions{})
-		return err == nil && p.UID != firstUID && p.Spec.NodeName != target && running(p)
+		p, err := r.cs.CoreV1().Pods(r.ns).Get(ctx, "stale-0", metav1.GetOptions{})
+		return err == nil && p.UID != firstUID && p.Spec.NodeName != r.target && running(p)
 	})
 	if ok {
 		r.row.ReplacedSeconds = seconds(time.Since(attachFailed))

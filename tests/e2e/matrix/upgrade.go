@@ -413,7 +413,8 @@ func (run *walkRun) connect() error {
 	for _, n := range run.cl.Nodes {
 		run.u.Nodes = append(run.u.Nodes, n.Name)
 	}
-	run.r = &cellRun{o: run.o, c: run.cl, cs: run.cs, cloud: run.cc, row: &Row{Cell: Cell{Name: "upgrade"}}, period: upgradeCSIDriverPeriod}
+	run.r = &cellRun{o: run.o, plugins: localPlugins{run.cl}, cs: run.cs, cloud: run.cc, row: &Row{Cell: Cell{Name: "upgrade"}}, period: upgradeCSIDriverPeriod,
+		target: target, ns: ns, podImage: podImage}
 	return nil
 }
 
@@ -765,7 +766,7 @@ func readDecisionOf(ctx context.Context, r *cellRun, node string) (string, strin
 			Decision, Reason string
 		} `json:"decision"`
 	}
-	if err := r.getJSONOf(ctx, node, "/debug/capacity", &d); err != nil {
+	if err := r.plugins.getJSON(ctx, node, "/debug/capacity", &d); err != nil {
 		return "", "", err
 	}
 	return d.Decision.Decision, d.Decision.Reason, nil
@@ -810,7 +811,7 @@ func upgradeWorkload(ctx context.Context, cs kubernetes.Interface, nodes []strin
 	for _, n := range nodes {
 		for i := range perNode {
 			name := fmt.Sprintf("%s-%d", n, i)
-			if _, err := cs.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim(name), metav1.CreateOptions{}); err != nil {
+			if _, err := cs.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim(ns, name), metav1.CreateOptions{}); err != nil {
 				return nil, err
 			}
 			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: corev1.PodSpec{

@@ -7,6 +7,8 @@
 //	go run ./cmd/matrix doc                      # the table again from the results file
 //	go run ./cmd/matrix which --kubeconfig=K     # which cell each node of a cluster is in, and its result
 //	go run ./cmd/matrix upgrade [--keep-plugins] # the upgrade walk: kubelets 1.35 → 1.36 → 1.37, node by node
+//	go run ./cmd/matrix check --kubeconfig=K --cloud-url=U --cloud-token-file=T [--node=N] [--cluster=kind]
+//	                                             # the cell checks on a cluster where the driver runs (make e2e-matrix-kind)
 //
 // Ctrl-C stops the cell under way; its row is written with what was measured.
 package main
@@ -53,8 +55,8 @@ type options struct {
 	Only string
 	// KeepPlugins (upgrade) leaves the node plugins running through the kubelets' upgrades.
 	KeepPlugins bool
-	// Kubeconfig (which, required) is the cluster's kubeconfig; Namespace that of the
-	// driver's controller Deployment.
+	// Kubeconfig (which, check: required) is the cluster's kubeconfig; Namespace that of the
+	// driver's controller Deployment (and, for check, its node plugin DaemonSet).
 	Kubeconfig, Namespace string
 }
 
@@ -74,8 +76,8 @@ func (o *options) Validate(verb string) error {
 			errs = append(errs, fmt.Errorf("%s must not be empty", name))
 		}
 	}
-	if verb == "which" && o.Kubeconfig == "" {
-		errs = append(errs, errors.New("which: --kubeconfig is required"))
+	if (verb == "which" || verb == "check") && o.Kubeconfig == "" {
+		errs = append(errs, errors.New(verb+": --kubeconfig is required"))
 	}
 	return errors.Join(errs...)
 }
@@ -93,7 +95,7 @@ func newCommand(o *options, stdout, stderr io.Writer) *cobra.Command {
 		Use:   "matrix",
 		Short: "Run the KEP-4876 compatibility matrix (docs/compatibility.md) on the local cluster",
 		Args:  cobra.NoArgs,
-		RunE:  cli.NeedSubcommand(stderr, "usage: matrix run|doc|which|upgrade [flags]"),
+		RunE:  cli.NeedSubcommand(stderr, "usage: matrix run|doc|which|upgrade|check [flags]"),
 	}, stdout, stderr)
 	o.AddFlags(root.PersistentFlags())
 	sub := func(use, short string, do func(ctx context.Context, e env) error) *cobra.Command {
@@ -134,7 +136,14 @@ func newCommand(o *options, stdout, stderr io.Writer) *cobra.Command {
 		return upgrade(ctx, o2, w, toolsDir, o.Upgrades, e.doc, stdout)
 	})
 	upgradeCmd.Flags().BoolVar(&o.KeepPlugins, "keep-plugins", false, "upgrade: leave the node plugins running through the kubelets' upgrades (default: replace each node's plugin pod after its kubelet, as docs/upgrade.md's canary does)")
-	root.AddCommand(runCmd, docCmd, whichCmd, upgradeCmd)
+	var cf checkFlags
+	checkCmd := sub("check", "the cell checks on a cluster where the driver runs (make e2e-matrix-kind): a node's cell and its row", func(ctx context.Context, e env) error {
+		return runCheck(ctx, *o, cf, e, stdout)
+	})
+	checkCmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "check: the cluster's kubeconfig (cluster-admin rights, see matrix.CheckOptions)")
+	checkCmd.Flags().StringVar(&o.Namespace, "namespace", "fakecloud-csi", "check: the driver's namespace (its node plugin DaemonSet and controller Deployment)")
+	cf.AddFlags(checkCmd.Flags())
+	root.AddCommand(runCmd, docCmd, whichCmd, upgradeCmd, checkCmd)
 	return root
 }
 

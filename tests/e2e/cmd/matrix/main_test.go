@@ -45,7 +45,7 @@ func TestRefused(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "usage: matrix run|doc|which|upgrade [flags]"},
+		{nil, "usage: matrix run|doc|which|upgrade|check [flags]"},
 		{[]string{"walk"}, `unknown command "walk" for "matrix"`},
 		{[]string{"doc", "--only=a"}, "unknown flag: --only (matrix doc --help lists the flags)"},
 		{[]string{"upgrade", "--keep-plugins=maybe"}, `invalid argument "maybe" for "--keep-plugins" flag`},

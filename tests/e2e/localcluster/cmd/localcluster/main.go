@@ -92,7 +92,7 @@ func (o *options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Kind, "kind", false, "build: also kubelet, kubeadm, kubectl and kube-proxy for the offline kind node image")
 	fs.IntVarP(&o.Verbosity, "v", "v", 4, "component log verbosity")
 	fs.BoolVar(&o.Private, "private", false, "up: do not make this run the current one (the one down stops without --run-dir)")
-	fs.StringVar(&o.Components, "components", "", "build --version: only these components, comma separated (e.g. hollow-kubelet)")
+	fs.StringVar(&o.Components, "components", "", "build --version: only these components, comma separated (e.g. hollow-kubelet; kubelet: the real kubelet of that version, for a kind node)")
 	fs.StringVar(&o.Version, "version", "", "build: build this Kubernetes (v1.x.y) or external-attacher (v4.x.y) version instead of the pinned set")
 	fs.StringVar(&o.ControlPlaneVersion, "control-plane-version", "", "up, run: kube-apiserver, kube-controller-manager and kube-scheduler of this version (default: "+localcluster.KubeVersion+")")
 	fs.StringVar(&o.KubeletVersion, "kubelet-version", "", "up, run: hollow kubelets of this version (default: "+localcluster.KubeVersion+")")
