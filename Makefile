@@ -188,6 +188,15 @@ e2e-matrix-ci: e2e-local-build ## CI's skew cell, MATRIX_CI_CELL; results in _ou
 e2e-matrix-ci-build: localcluster ## Build MATRIX_CI_CELL's kubelet (.ci/run, in the background).
 	$(LOCALCLUSTER) build --version=$(MATRIX_CI_KUBELET) --components=hollow-kubelet
 
+# The kind cells (docs/compatibility.md): real kubelets on a kind worker, the node image's
+# v1.37.2, then MATRIX_KIND_OLD_KUBELET's (built from the module proxy, cached by version) with
+# its gate at the default and turned on by hand. OFFLINE=1 as for make e2e.
+MATRIX_KIND_OLD_KUBELET ?= v1.34.4
+
+.PHONY: e2e-matrix-kind
+e2e-matrix-kind: localcluster ## KEP-4876 cells on kind: real kubelets v1.37.2, v1.34.4 (docs/compatibility.md).
+	KEEP_CLUSTER=$(KEEP_CLUSTER) OLD_KUBELET=$(MATRIX_KIND_OLD_KUBELET) LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) hack/e2e-matrix-kind.sh
+
 .PHONY: e2e
 e2e: ## The e2e suite on kind: up, test, logs on failure, down.
 	KEEP_CLUSTER=$(KEEP_CLUSTER) E2E_ARGS='$(E2E_ARGS)' hack/e2e-kind.sh
