@@ -194,7 +194,7 @@ e2e-matrix-ci-build: localcluster ## Build MATRIX_CI_CELL's kubelet (.ci/run, in
 MATRIX_KIND_OLD_KUBELET ?= v1.34.4
 
 .PHONY: e2e-matrix-kind
-e2e-matrix-kind: localcluster ## KEP-4876 cells on kind: real kubelets v1.37.2, v1.34.4 (docs/compatibility.md).
+e2e-matrix-kind: localcluster ## KEP-4876 cells on kind, real kubelets 1.37 and 1.34 (docs/compatibility.md).
 	KEEP_CLUSTER=$(KEEP_CLUSTER) OLD_KUBELET=$(MATRIX_KIND_OLD_KUBELET) LOCALCLUSTER_BIN=$(LOCALCLUSTER_BIN) hack/e2e-matrix-kind.sh
 
 .PHONY: e2e
