@@ -77,10 +77,14 @@ kc() { docker exec "$control_plane" kubectl --kubeconfig=/etc/kubernetes/admin.c
 set_kubelet() {
   local bin=$1 version=$2 extra=$3 label=$4
   docker cp "$bin" "$NODE:/usr/bin/kubelet.matrix"
+  # The CPU, memory and DRA managers' checkpoints are written in the running kubelet's format;
+  # another version may refuse them at start. No pod here pins CPUs or memory or holds a
+  # ResourceClaim, so the restarted kubelet starts them afresh, as after a policy change.
   docker exec "$NODE" sh -euc '
     [ -e /usr/bin/kubelet.kind ] || cp /usr/bin/kubelet /usr/bin/kubelet.kind
     systemctl stop kubelet
     install -m 0755 /usr/bin/kubelet.matrix /usr/bin/kubelet
+    rm -f /var/lib/kubelet/cpu_manager_state /var/lib/kubelet/memory_manager_state /var/lib/kubelet/dra_manager_state
     printf "KUBELET_EXTRA_ARGS=%s\n" "$1" >/etc/default/kubelet
     systemctl start kubelet' sh "$extra"
   if [[ -n $label ]]; then
@@ -88,8 +92,11 @@ set_kubelet() {
   else
     kc label node "$NODE" fakecloud.dev/dynamic-capacity- 2>/dev/null || true
   fi
-  kc wait --for=jsonpath='{.status.nodeInfo.kubeletVersion}'="$version" "node/$NODE" --timeout=180s
-  kc wait --for=condition=Ready "node/$NODE" --timeout=180s
+  if ! kc wait --for=jsonpath='{.status.nodeInfo.kubeletVersion}'="$version" "node/$NODE" --timeout=180s ||
+    ! kc wait --for=condition=Ready "node/$NODE" --timeout=180s; then
+    docker exec "$NODE" journalctl -u kubelet --no-pager -n 80 >&2 || true
+    return 1
+  fi
   kc -n fakecloud-csi delete pod -l app.kubernetes.io/name=fakecloud-csi-node --field-selector "spec.nodeName=$NODE" --wait=true
   kc -n fakecloud-csi rollout status daemonset/fakecloud-csi-node --timeout=180s
   for _ in $(seq 1 120); do
