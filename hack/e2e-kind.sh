@@ -16,28 +16,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-export KIND_CLUSTER_NAME=${KIND_CLUSTER_NAME:-fakecloud-csi}
-export KIND_DIR=${KIND_DIR:-$root/_output/kind}
-export KUBECONFIG_FILE=${KUBECONFIG_FILE:-$KIND_DIR/kubeconfig}
-export IMAGES_DIR=${IMAGES_DIR:-$root/_output/images}
-export CLOUD_URL=${CLOUD_URL:-http://127.0.0.1:30080}
-KEEP_CLUSTER=${KEEP_CLUSTER:-0}
-export OFFLINE=${OFFLINE:-0}
-# The scenarios' pods only hold volumes: the node image's sandbox image serves (kind v0.33.0's
-# containerd config names pause:3.10; the offline node image's is in its own file).
-POD_IMAGE=${POD_IMAGE:-registry.k8s.io/pause:3.10}
+# The cluster's name and files, CLOUD_URL, OFFLINE, KEEP_CLUSTER, POD_IMAGE (the scenarios' pods
+# only hold volumes), kind, kind_pod_image, kind_teardown.
+# shellcheck source=hack/lib/kind.sh
+source hack/lib/kind.sh
 E2E_ARGS=${E2E_ARGS:-}
 E2E_UPSTREAM=${E2E_UPSTREAM:-}
 ARTIFACTS=${ARTIFACTS:-$KIND_DIR/artifacts-$(date +%Y%m%d-%H%M%S)}
-kind=(go tool -modfile="$root/tools/go.mod" kind)
-
-teardown() {
-  if [[ "$KEEP_CLUSTER" == 1 ]]; then
-    echo "KEEP_CLUSTER=1: cluster $KIND_CLUSTER_NAME kept (KUBECONFIG=$KUBECONFIG_FILE); make kind-down removes it"
-  else
-    hack/kind-down.sh || true
-  fi
-}
 
 collect() {
   mkdir -p "$ARTIFACTS"
@@ -47,14 +32,12 @@ collect() {
   echo "e2e on kind FAILED; kind logs and the fake cloud's /v1/events are in $ARTIFACTS"
 }
 
-trap teardown EXIT
+trap kind_teardown EXIT
 if ! hack/kind-up.sh; then
   collect
   exit 1
 fi
-if [[ $OFFLINE == 1 ]]; then
-  POD_IMAGE=$(sed -n 's/^POD_IMAGE=//p' "$IMAGES_DIR/kind-node-image.env")
-fi
+kind_pod_image
 
 printf '\n== 7. e2e suite\n'
 mkdir -p "$ARTIFACTS"

@@ -23,19 +23,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-export KIND_CLUSTER_NAME=${KIND_CLUSTER_NAME:-fakecloud-csi}
-export KIND_DIR=${KIND_DIR:-$root/_output/kind}
-export KUBECONFIG_FILE=${KUBECONFIG_FILE:-$KIND_DIR/kubeconfig}
-export IMAGES_DIR=${IMAGES_DIR:-$root/_output/images}
-export CLOUD_URL=${CLOUD_URL:-http://127.0.0.1:30080}
-export OFFLINE=${OFFLINE:-0}
-KEEP_CLUSTER=${KEEP_CLUSTER:-0}
+# The cluster's name and files, CLOUD_URL, OFFLINE, KEEP_CLUSTER, POD_IMAGE, kind_pod_image,
+# kind_teardown.
+# shellcheck source=hack/lib/kind.sh
+source hack/lib/kind.sh
 OLD_KUBELET=${OLD_KUBELET:-v1.34.4}
 NODE=${NODE:-$KIND_CLUSTER_NAME-worker}
 MATRIX_KIND_STEPS=${MATRIX_KIND_STEPS:-newest oldest oldest-gate-on}
 LOCALCLUSTER_BIN=${LOCALCLUSTER_BIN:-$root/bin/localcluster}
 CLOUD_TOKEN=${CLOUD_TOKEN:-demo-admin-token}
-POD_IMAGE=${POD_IMAGE:-registry.k8s.io/pause:3.10}
 control_plane=$KIND_CLUSTER_NAME-control-plane
 gate=MutableCSINodeAllocatableCount
 
@@ -45,11 +41,7 @@ step() { printf '\n== [%ds] %s\n' "$((SECONDS - start))" "$*"; }
 workdir=$(mktemp -d)
 teardown() {
   rm -rf "$workdir"
-  if [[ "$KEEP_CLUSTER" == 1 ]]; then
-    echo "KEEP_CLUSTER=1: cluster $KIND_CLUSTER_NAME kept (KUBECONFIG=$KUBECONFIG_FILE); make kind-down removes it"
-  else
-    hack/kind-down.sh || true
-  fi
+  kind_teardown
 }
 trap teardown EXIT
 
@@ -63,9 +55,7 @@ printf '%s\n' "$CLOUD_TOKEN" >"$workdir/token"
 
 step "2. kind cluster"
 hack/kind-up.sh
-if [[ $OFFLINE == 1 ]]; then
-  POD_IMAGE=$(sed -n 's/^POD_IMAGE=//p' "$IMAGES_DIR/kind-node-image.env")
-fi
+kind_pod_image
 
 # kc ARGS...: kubectl of the control plane's node container (the node images carry it).
 kc() { docker exec "$control_plane" kubectl --kubeconfig=/etc/kubernetes/admin.conf "$@"; }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"os"
@@ -34,15 +35,24 @@ func TestReadToken(t *testing.T) {
 	}
 }
 
-// The check refuses to start without its cluster, cloud and token; nothing is contacted.
-func TestRunCheckFlags(t *testing.T) {
-	for _, args := range [][]string{
-		{},
-		{"--kubeconfig=k", "--cloud-url=http://127.0.0.1:1"},
-		{"--kubeconfig=k", "--cloud-url=http://127.0.0.1:1", "--cloud-token-file=t", "extra"},
+// The check refuses to start without its cluster, cloud and token, before anything is
+// contacted, saying what is missing.
+func TestCheckRefused(t *testing.T) {
+	cells := "--cells=../../matrix/cells.json"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"check"}, "check: --kubeconfig is required"},
+		{[]string{"check", cells, "--kubeconfig=k", "--cloud-url=http://127.0.0.1:1"}, "--cloud-url and --cloud-token-file are required"},
+		{[]string{"check", cells, "--kubeconfig=k", "--cloud-url=http://127.0.0.1:1", "--cloud-token-file=/nonexistent/token"}, "check: cloud token"},
+		{[]string{"check", cells, "--kubeconfig=k", "--cloud-url=http://127.0.0.1:1", "--cloud-token-file=t", "extra"}, `unknown command "extra"`},
+		{[]string{"check", "--record=maybe"}, `invalid argument "maybe" for "--record" flag`},
 	} {
-		if err := runCheck(context.Background(), args, io.Discard, io.Discard); err == nil {
-			t.Errorf("runCheck(%q): want an error", args)
+		var out bytes.Buffer
+		err := run(context.Background(), tc.args, &out, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || out.Len() > 0 {
+			t.Errorf("%q: %v, stdout %q; want an error containing %q", tc.args, err, out.String(), tc.want)
 		}
 	}
 }
