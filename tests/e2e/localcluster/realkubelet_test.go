@@ -17,7 +17,7 @@ func TestRealKubeletGoMod(t *testing.T) {
 		t.Errorf("the hollow module's go.mod changed:\n%s", hollow)
 	}
 	kubelet := kubeGoModTools("v1.34.4", staging, []string{kubeletComponent().pkg})
-	head := func(s string) string { return s[:strings.Index(s, "tool (")] }
+	head := func(s string) string { h, _, _ := strings.Cut(s, "tool ("); return h }
 	if head(kubelet) != head(hollow) {
 		t.Errorf("the kubelet's module pins otherwise than the hollow one's:\n%s\n---\n%s", kubelet, hollow)
 	}

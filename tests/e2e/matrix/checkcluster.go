@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -96,7 +97,11 @@ func (k kubePlugins) restart(ctx context.Context, node string) error {
 		last = k.getJSON(ctx, node, "/debug/capacity", &d)
 		return last == nil
 	}); !ok {
-		return fmt.Errorf("the node plugin pod replacing %s on %s did not serve /debug/capacity within %s (last: %v)", old.Name, node, pluginRestartWindow, last)
+		msg := fmt.Sprintf("the node plugin pod replacing %s on %s did not serve /debug/capacity within %s", old.Name, node, pluginRestartWindow)
+		if last == nil {
+			return errors.New(msg + " (the old pod still listed)")
+		}
+		return fmt.Errorf("%s: %w", msg, last)
 	}
 	return nil
 }
