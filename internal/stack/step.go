@@ -9,19 +9,24 @@ import (
 // once Start returns).
 type Step struct {
 	// Name says what the step starts, in progress lines and errors ("fake cloud").
-	Name  string
+	Name string
+	// Start starts the component and returns without waiting for it to serve.
 	Start func(ctx context.Context) error
+	// Ready returns nil once the component serves, or an error when ctx ends first.
 	Ready func(ctx context.Context) error
 }
 
 // StepError is Run's error: the step that failed, and whether its Start or its Ready did.
 type StepError struct {
+	// Step is the failed step's Name.
 	Step string
 	// Ready is true when the step started but did not turn ready.
 	Ready bool
-	Err   error
+	// Err is what Start or Ready returned.
+	Err error
 }
 
+// Error reads "<step>: <err>", or "<step> not ready: <err>" when Ready failed.
 func (e *StepError) Error() string {
 	if e.Ready {
 		return e.Step + " not ready: " + e.Err.Error()
@@ -29,6 +34,7 @@ func (e *StepError) Error() string {
 	return e.Step + ": " + e.Err.Error()
 }
 
+// Unwrap returns Err, so errors.Is and errors.As see the step's own error.
 func (e *StepError) Unwrap() error { return e.Err }
 
 // Run runs steps in order, each Start then its Ready, and stops at the first error, a
