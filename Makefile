@@ -46,7 +46,7 @@ SCALE_ARGS ?=
 SCENARIO ?= examples/scenarios/quota-squeeze.yaml
 # A bare name (stale-count, or stale-count.yaml) is one of examples/scenarios when no such file is here.
 SCENARIO_FILE = $(if $(wildcard $(SCENARIO)),$(SCENARIO),$(if $(findstring /,$(SCENARIO)),$(SCENARIO),examples/scenarios/$(SCENARIO:.yaml=).yaml))
-# The admin token make scenario passes; SCENARIO_TOKEN= (empty) with SCENARIO_ARGS=--token-file=F uses a file instead.
+# The admin token make scenario passes; SCENARIO_TOKEN= (empty) with SCENARIO_ARGS=--cloud-token-file=F uses a file instead.
 SCENARIO_TOKEN ?= demo-admin-token
 SCENARIO_ARGS ?=
 FAKECLOUD_PORT ?= 8080
@@ -82,7 +82,7 @@ run: ## Main job: fake cloud, controller, a node plugin per instance; no Kuberne
 
 .PHONY: scenario
 scenario: build ## Run timeline SCENARIO (examples/scenarios) on `make run`'s fake cloud.
-	$(BIN)/fakecloud scenario --cloud-url=http://127.0.0.1:$(FAKECLOUD_PORT) $(if $(SCENARIO_TOKEN),--token=$(SCENARIO_TOKEN)) $(SCENARIO_ARGS) $(SCENARIO_FILE)
+	$(BIN)/fakecloud scenario --cloud-url=http://127.0.0.1:$(FAKECLOUD_PORT) $(if $(SCENARIO_TOKEN),--cloud-token=$(SCENARIO_TOKEN)) $(SCENARIO_ARGS) $(SCENARIO_FILE)
 
 .PHONY: scenario-local
 scenario-local: ## Run SCENARIO on `make up-local`'s cluster; plot in _output/scenario.

@@ -64,5 +64,5 @@ info=$(cat "$run_dir/cluster.json")
 cloud_url=$(grep -o '"cloudURL":"[^"]*"' <<<"$info" | cut -d'"' -f4)
 token_file=$(grep -o '"adminTokenFile":"[^"]*"' <<<"$info" | cut -d'"' -f4)
 [[ -n $cloud_url && -n $token_file ]] || { echo "no cloudURL or adminTokenFile in $run_dir/cluster.json" >&2; exit 1; }
-"$kindctl" check --kubeconfig "$KUBECONFIG" --cloud-url "$cloud_url" --token-file "$token_file" --timeout 90s
+"$kindctl" check --kubeconfig "$KUBECONFIG" --cloud-url "$cloud_url" --cloud-token-file "$token_file" --timeout 90s
 say "deploy/base, deploy/kind, deploy/kind-offline: accepted by a v1.37.2 API server; deploy/base applied and checked end to end"

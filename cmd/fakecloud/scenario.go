@@ -70,8 +70,14 @@ func scenarioCommand(stdout io.Writer) *cobra.Command {
 	cmd.SetUsageFunc(cobraUsage())
 	fs := cmd.Flags()
 	fs.StringVar(&o.CloudURL, "cloud-url", "http://127.0.0.1:8080", "the fake cloud to drive")
-	fs.StringVar(&o.Token, "token", "", "admin bearer token (make run's: demo-admin-token)")
-	fs.StringVar(&o.TokenFile, "token-file", "", "file holding the admin bearer token (make up-local prints it)")
+	fs.StringVar(&o.Token, "cloud-token", "", "admin bearer token (make run's: demo-admin-token)")
+	fs.StringVar(&o.TokenFile, "cloud-token-file", "", "file holding the admin bearer token (make up-local prints it)")
+	// The names before every flag about the fake cloud began with --cloud- (as the driver's
+	// --cloud-url and --cloud-token-file do): still read, with a warning.
+	fs.StringVar(&o.Token, "token", "", "")
+	fs.StringVar(&o.TokenFile, "token-file", "", "")
+	_ = fs.MarkDeprecated("token", "use --cloud-token")
+	_ = fs.MarkDeprecated("token-file", "use --cloud-token-file")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "print the timeline, quota noise expanded, and call nothing")
 	fs.DurationVar(&o.ProgressEvery, "progress-every", scenario.DefaultProgressEvery, "how often to say what the run waits for")
 	_ = fs.MarkHidden("progress-every")
@@ -92,7 +98,7 @@ func (o scenarioOptions) Validate() error {
 		errs = append(errs, fmt.Errorf("--cloud-url: %w", err))
 	}
 	if o.Token != "" && o.TokenFile != "" {
-		errs = append(errs, errors.New("--token and --token-file are exclusive"))
+		errs = append(errs, errors.New("--cloud-token and --cloud-token-file are exclusive"))
 	}
 	if o.SettleTimeout < 0 || o.SettleTimeout > scenario.MaxOffset {
 		errs = append(errs, fmt.Errorf("--settle-timeout must be in [0, %v], got %v", scenario.MaxOffset, o.SettleTimeout))
@@ -188,7 +194,7 @@ func loadScenario(file string, mapInstance []string) (*scenario.Scenario, error)
 	return sc, nil
 }
 
-// client is the fake cloud client of o, with its token (--token, or --token-file's content).
+// client is the fake cloud client of o, with its token (--cloud-token, or --cloud-token-file's content).
 func (o scenarioOptions) client() (*admin.Client, string, error) {
 	token := o.Token
 	if o.TokenFile != "" {
@@ -267,10 +273,10 @@ func checkCloud(ctx context.Context, c *admin.Client, cloudURL, token string) er
 	case !errors.As(err, &ce):
 		return fmt.Errorf("cannot reach a fake cloud at %s (--cloud-url; is it running? make run prints its URL): %w", cloudURL, err)
 	case (ce.Code == cloud.CodeUnauthenticated || ce.Code == cloud.CodeAccessDenied) && token == "":
-		return fmt.Errorf("no token given, and the fake cloud at %s wants one (%d %s): pass an admin token with --token or --token-file (make run's is demo-admin-token)",
+		return fmt.Errorf("no token given, and the fake cloud at %s wants one (%d %s): pass an admin token with --cloud-token or --cloud-token-file (make run's is demo-admin-token)",
 			cloudURL, ce.HTTPStatus, ce.Code)
 	case ce.Code == cloud.CodeUnauthenticated || ce.Code == cloud.CodeAccessDenied:
-		return fmt.Errorf("token rejected (%d %s: %s) by the fake cloud at %s: pass an admin token of its tokens file with --token or --token-file",
+		return fmt.Errorf("token rejected (%d %s: %s) by the fake cloud at %s: pass an admin token of its tokens file with --cloud-token or --cloud-token-file",
 			ce.HTTPStatus, ce.Code, ce.Message, cloudURL)
 	default:
 		return fmt.Errorf("%s does not answer GET /v1/quotas as a fake cloud (%d %w); check --cloud-url", cloudURL, ce.HTTPStatus, ce)

@@ -71,7 +71,7 @@ steps:
 		wantOut []string
 	}{
 		{"no file", []string{"scenario"}, "exactly one FILE", nil},
-		{"both tokens", []string{"scenario", "--token=a", "--token-file=b", file}, "exclusive", nil},
+		{"both tokens (the second by its deprecated name)", []string{"scenario", "--cloud-token=a", "--token-file=b", file}, "exclusive", nil},
 		{"missing file", []string{"scenario", filepath.Join(dir, "gone.yaml")}, "no such file", nil},
 		{"bad scenario", []string{"scenario", "../../examples/seed.yaml"}, "unknown field", nil},
 		{"bad instance map", []string{"scenario", "--map-instance=x", file}, "want FROM=TO", nil},
@@ -79,14 +79,14 @@ steps:
 		{"a settle timeout past a day", []string{"scenario", "--settle-timeout=25h", file}, "--settle-timeout must be in [0, 24h0m0s]", nil},
 		{"progress lines too often", []string{"scenario", "--progress-every=10ms", file}, "--progress-every must be at least 100ms", nil},
 		// The cloud's URL is checked before anything is read or called, in the flag's terms.
-		{"a cloud url without a scheme", []string{"scenario", "--cloud-url=localhost:18080", "--token=adm", file},
+		{"a cloud url without a scheme", []string{"scenario", "--cloud-url=localhost:18080", "--cloud-token=adm", file},
 			`scenario: --cloud-url: "localhost:18080" has no scheme: want an http:// or https:// URL, e.g. http://127.0.0.1:8080 (did you mean "http://localhost:18080"?)`, nil},
-		{"a cloud url with a slash, no scheme", []string{"scenario", "--cloud-url=127.0.0.1:18080/", "--token=adm", file},
+		{"a cloud url with a slash, no scheme", []string{"scenario", "--cloud-url=127.0.0.1:18080/", "--cloud-token=adm", file},
 			`scenario: --cloud-url: "127.0.0.1:18080/" has no scheme: want an http:// or https:// URL`, nil},
-		{"a cloud url of another scheme", []string{"scenario", "--cloud-url=ftp://127.0.0.1:18080", "--token=adm", file},
+		{"a cloud url of another scheme", []string{"scenario", "--cloud-url=ftp://127.0.0.1:18080", "--cloud-token=adm", file},
 			`scenario: --cloud-url: "ftp://127.0.0.1:18080" has the scheme "ftp": want an http:// or https:// URL`, nil},
-		{"every flag problem at once", []string{"scenario", "--cloud-url=http://", "--token=a", "--token-file=b", "--progress-every=1ms", file},
-			"scenario: --cloud-url: \"http://\" has no host: want an http:// or https:// URL, e.g. http://127.0.0.1:8080\n--token and --token-file are exclusive\n--progress-every must be at least 100ms", nil},
+		{"every flag problem at once", []string{"scenario", "--cloud-url=http://", "--cloud-token=a", "--cloud-token-file=b", "--progress-every=1ms", file},
+			"scenario: --cloud-url: \"http://\" has no host: want an http:// or https:// URL, e.g. http://127.0.0.1:8080\n--cloud-token and --cloud-token-file are exclusive\n--progress-every must be at least 100ms", nil},
 		{"dry run with a map", []string{"scenario", "--dry-run", "--map-instance=node-a2=node-1", "../../examples/scenarios/stale-count.yaml"}, "",
 			[]string{"+10s  PATCH /v1/instances/node-1 {\"outOfBandSlots\":5}"}},
 		{"dry run calls nothing", []string{"scenario", "--dry-run", "../../examples/scenarios/noisy-quota.yaml"}, "",
@@ -94,18 +94,18 @@ steps:
 		// The cloud and the token are checked before the first step, each failure named.
 		{"without a token nothing runs", []string{"scenario", "--cloud-url=" + ts.URL, file}, "no token given, and the fake cloud at " + ts.URL + " wants one (401 Unauthenticated)",
 			nil},
-		{"a wrong token is rejected, not missing", []string{"scenario", "--cloud-url=" + ts.URL, "--token=nope", file},
+		{"a wrong token is rejected, not missing", []string{"scenario", "--cloud-url=" + ts.URL, "--cloud-token=nope", file},
 			"token rejected (401 Unauthenticated: unknown token) by the fake cloud at " + ts.URL, nil},
-		{"nothing listening", []string{"scenario", "--cloud-url=" + deadURL, "--token=adm", file}, "cannot reach a fake cloud at " + deadURL, nil},
-		{"not a fake cloud", []string{"scenario", "--cloud-url=" + ts.URL + "/elsewhere", "--token=adm", file}, "does not answer GET /v1/quotas as a fake cloud (404", nil},
+		{"nothing listening", []string{"scenario", "--cloud-url=" + deadURL, "--cloud-token=adm", file}, "cannot reach a fake cloud at " + deadURL, nil},
+		{"not a fake cloud", []string{"scenario", "--cloud-url=" + ts.URL + "/elsewhere", "--cloud-token=adm", file}, "does not answer GET /v1/quotas as a fake cloud (404", nil},
 		// A reader's token passes the GET; the first step's 403 stops the run there.
-		{"a reader's token stops at the first step", []string{"scenario", "--cloud-url=" + ts.URL, "--token=rdr", file},
+		{"a reader's token stops at the first step", []string{"scenario", "--cloud-url=" + ts.URL, "--cloud-token=rdr", file},
 			"token rejected (403 AccessDenied) by the step at +0s", []string{"FAILED: PATCH /v1/quotas: AccessDenied"}},
 		// A file out of time order was sorted silently (issue 26's newcomer trial): the dry
 		// run and the run both say which step runs before a step listed above it.
 		{"a dry run says which steps are out of time order", []string{"scenario", "--dry-run", unordered}, "",
 			[]string{"scenario unordered (3 steps over 300ms)\n" + outOfOrder, "     +0s  PATCH /v1/quotas {\"attachments\":3}\n  +300ms  PATCH /v1/quotas {\"attachments\":4}\n"}},
-		{"a run says which steps are out of time order before it starts", []string{"scenario", "--cloud-url=" + ts.URL, "--token=adm", "--settle-timeout=0", unordered}, "",
+		{"a run says which steps are out of time order before it starts", []string{"scenario", "--cloud-url=" + ts.URL, "--cloud-token=adm", "--settle-timeout=0", unordered}, "",
 			[]string{"scenario unordered (3 steps over 300ms)\n" + outOfOrder + "driving ", "+0s  PATCH /v1/quotas {\"attachments\":3}  ok"}},
 		{"a bad scenario names the YAML line and step, not JSON", []string{"scenario", "--dry-run", bad}, `line 4, steps[0] (at 1s): unknown field "quotaz"`, nil},
 	}
@@ -129,7 +129,7 @@ steps:
 
 	// With the token: the quota step lands, the patch of an unknown instance fails alone.
 	var out bytes.Buffer
-	err = run(context.Background(), []string{"scenario", "--cloud-url=" + ts.URL, "--token-file=" + tokenFile, file}, &out, &out)
+	err = run(context.Background(), []string{"scenario", "--cloud-url=" + ts.URL, "--cloud-token-file=" + tokenFile, file}, &out, &out)
 	if err == nil || !strings.Contains(err.Error(), "1 of 2 steps failed") || !strings.Contains(out.String(), "+0s  PATCH /v1/quotas {\"attachments\":3}  ok") {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
@@ -171,7 +171,7 @@ steps:
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"scenario", "--cloud-url=" + ts.URL, "--token=adm", "--progress-every=400ms", file}, &out, &out); err != nil {
+	if err := run(context.Background(), []string{"scenario", "--cloud-url=" + ts.URL, "--cloud-token=adm", "--progress-every=400ms", file}, &out, &out); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	lines := strings.Split(out.String(), "\n")
@@ -247,7 +247,7 @@ func TestScenarioCommandWaitsForASettledFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := func(extra ...string) []string {
-		return append([]string{"scenario", "--cloud-url=" + ts.URL, "--token=adm", "--progress-every=300ms"}, append(extra, file)...)
+		return append([]string{"scenario", "--cloud-url=" + ts.URL, "--cloud-token=adm", "--progress-every=300ms"}, append(extra, file)...)
 	}
 	tests := []struct {
 		name    string

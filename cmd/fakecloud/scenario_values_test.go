@@ -43,7 +43,7 @@ steps:
 	wantLast := "line 8, steps[2].instance (at 0s): attachLimit must be >= 1, got -2"
 	for _, args := range [][]string{
 		{"scenario", "--dry-run", file},
-		{"scenario", "--cloud-url=" + ts.URL, "--token=adm", "--settle-timeout=0", file},
+		{"scenario", "--cloud-url=" + ts.URL, "--cloud-token=adm", "--settle-timeout=0", file},
 	} {
 		var out bytes.Buffer
 		err := run(context.Background(), args, &out, &out)
@@ -92,7 +92,7 @@ func TestScenarioCountsInTheSingular(t *testing.T) {
 		t.Errorf("dry run's header is not \"scenario one (1 step over 0s)\" (a file without a description):\n%s", out.String())
 	}
 	out.Reset()
-	err = run(context.Background(), []string{"scenario", "--cloud-url=" + ts.URL, "--token=adm", "--settle-timeout=0", file}, &out, &out)
+	err = run(context.Background(), []string{"scenario", "--cloud-url=" + ts.URL, "--cloud-token=adm", "--settle-timeout=0", file}, &out, &out)
 	if err == nil || !strings.Contains(err.Error(), `scenario "one": 1 of 1 step failed`) {
 		t.Errorf("run: %v, want \"1 of 1 step failed\"", err)
 	}

@@ -11,7 +11,7 @@
 //	kindctl wait [--kubeconfig=K] [--timeout=D] DIR...
 //	kindctl snapshotter --deploy=DIR --out=DIR
 //	kindctl get [--token=T] [--out=F] [--timeout=D] URL
-//	kindctl check [--kubeconfig=K] --cloud-url=URL --token-file=F [--node=N] [--namespace=NS]
+//	kindctl check [--kubeconfig=K] --cloud-url=URL --cloud-token-file=F [--node=N] [--namespace=NS]
 //	    [--name=N] [--storage-class=SC] [--pod-image=I] [--timeout=D]
 //	kindctl help (or -h, --help; no arguments print it too and fail)
 package main

@@ -319,7 +319,11 @@ func (o *checkOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.StorageClass, "storage-class", "fakecloud-disk", "the claim's StorageClass")
 	fs.StringVar(&s.PodImage, "pod-image", "registry.k8s.io/pause:3.10", "image of the pod's container")
 	fs.StringVar(&s.CloudURL, "cloud-url", "", "the fake cloud's URL, e.g. http://127.0.0.1:8080 (kubectl port-forward)")
-	fs.StringVar(&o.TokenFile, "token-file", "", "file holding a fake-cloud admin token")
+	fs.StringVar(&o.TokenFile, "cloud-token-file", "", "file holding a fake-cloud admin token")
+	// The name before every flag about the fake cloud began with --cloud-: still read, with
+	// a warning.
+	fs.StringVar(&o.TokenFile, "token-file", "", "")
+	_ = fs.MarkDeprecated("token-file", "use --cloud-token-file")
 	fs.DurationVar(&s.Timeout, "timeout", 2*time.Minute, "how long each waiting step may take")
 }
 
@@ -330,7 +334,7 @@ func (o *checkOptions) Validate() error {
 		errs = append(errs, errors.New("--kubeconfig (or KUBECONFIG) is required"))
 	}
 	if o.TokenFile == "" {
-		errs = append(errs, errors.New("--token-file is required"))
+		errs = append(errs, errors.New("--cloud-token-file is required"))
 	}
 	return errors.Join(errs...)
 }

@@ -112,11 +112,17 @@ func TestFlagsIntoOptions(t *testing.T) {
 	})
 	t.Run("check", func(t *testing.T) {
 		var o checkOptions
-		parse(t, o.AddFlags, "--cloud-url=http://c", "--token-file=/t", "--timeout=90s", "--node=n1")
+		parse(t, o.AddFlags, "--cloud-url=http://c", "--cloud-token-file=/t", "--timeout=90s", "--node=n1")
 		want := checkOptions{Kubeconfig: "/env/kubeconfig", TokenFile: "/t", Smoke: smoke.Options{Namespace: "default", Name: "fakecloud-csi-check",
 			Node: "n1", StorageClass: "fakecloud-disk", PodImage: "registry.k8s.io/pause:3.10", CloudURL: "http://c", Timeout: 90 * time.Second}}
 		if !reflect.DeepEqual(o, want) {
 			t.Errorf("options %+v, want %+v", o, want)
+		}
+		// The deprecated name fills the same field.
+		var old checkOptions
+		parse(t, old.AddFlags, "--cloud-url=http://c", "--token-file=/t", "--timeout=90s", "--node=n1")
+		if !reflect.DeepEqual(old, want) {
+			t.Errorf("with --token-file: options %+v, want %+v", old, want)
 		}
 	})
 	t.Run("get", func(t *testing.T) {
@@ -145,7 +151,7 @@ func TestRefused(t *testing.T) {
 		{[]string{"get"}, "get takes one URL"},
 		{[]string{"apply", "dir"}, "--kubeconfig (or KUBECONFIG) is required"},
 		{[]string{"wait", "--kubeconfig=k"}, "wait takes one or more kustomization directories"},
-		{[]string{"check", "--kubeconfig=k"}, "--token-file is required"},
+		{[]string{"check", "--kubeconfig=k"}, "--cloud-token-file is required"},
 		{[]string{"-dir=x"}, "unknown shorthand flag: 'd' in -dir=x"},
 	} {
 		var out, errOut bytes.Buffer
