@@ -29,6 +29,8 @@ import (
 	"k8s.io/component-base/version"
 	fakeremote "k8s.io/cri-client/pkg/fake"
 	"k8s.io/klog/v2"
+	kubeletoptions "k8s.io/kubernetes/cmd/kubelet/app/options"
+	kubeletconfig "k8s.io/kubernetes/pkg/kubelet/apis/config"
 	cadvisortest "k8s.io/kubernetes/pkg/kubelet/cadvisor/testing"
 	"k8s.io/kubernetes/pkg/kubelet/cm"
 	"k8s.io/kubernetes/pkg/kubemark"
@@ -146,19 +148,8 @@ func parseGates(s string) (map[string]bool, error) {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("hollow-kubelet", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	klog.InitFlags(fs)
-	var o options
-	o.addFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if o.Version {
-		fmt.Fprintln(stdout, version.Get().GitVersion)
-		return nil
-	}
-	if err := o.validate(); err != nil {
+	o, done, err := parseArgs(args, stdout, stderr)
+	if err != nil || done {
 		return err
 	}
 	labels, _ := parseLabels(o.Labels)
@@ -170,17 +161,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	klog.InfoS("Starting hollow kubelet", "version", version.Get().GitVersion, "node", o.NodeName, "rootDir", o.RootDir, "featureGates", gates)
 
-	restConfig, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
-	if err != nil {
-		return fmt.Errorf("load kubeconfig %s: %w", o.Kubeconfig, err)
-	}
-	restConfig.UserAgent = "hollow-kubelet/" + o.NodeName
-	restConfig.QPS, restConfig.Burst = 20, 40
-	client, err := clientset.NewForConfig(restConfig)
-	if err != nil {
-		return fmt.Errorf("client: %w", err)
-	}
-
 	f, c := kubemark.GetHollowKubeletConfig(&kubemark.HollowKubeletOptions{
 		NodeName:    o.NodeName,
 		KubeletPort: o.Port,
@@ -189,8 +169,57 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	})
 	// GetHollowKubeletConfig made a temporary root; the harness needs a known one
 	// (plugins_registry/ lives in it) and removes it with the run folder.
-	tmpRoot := f.RootDirectory
-	defer os.RemoveAll(tmpRoot)
+	defer os.RemoveAll(f.RootDirectory)
+	if err := placeKubelet(f, c, o); err != nil {
+		return err
+	}
+	client, heartbeatClient, err := newClients(o, c)
+	if err != nil {
+		return err
+	}
+
+	endpoint := "unix://" + filepath.Join(o.RootDir, "fake-cri.sock")
+	_ = os.Remove(strings.TrimPrefix(endpoint, "unix://"))
+	runtime := fakeremote.NewFakeRemoteRuntime()
+	if err := runtime.Start(endpoint); err != nil {
+		return fmt.Errorf("start fake runtime at %s: %w", endpoint, err)
+	}
+	defer runtime.Stop()
+	runtimeService, err := newRuntimeService(ctx, endpoint)
+	if err != nil {
+		return fmt.Errorf("runtime service %s: %w", endpoint, err)
+	}
+
+	hk := kubemark.NewHollowKubelet(f, c, client, heartbeatClient,
+		&cadvisortest.Fake{NodeName: o.NodeName},
+		runtime.ImageService, runtimeService, cm.NewStubContainerManager())
+	go hk.Run(ctx)
+	<-ctx.Done()
+	klog.InfoS("Stopping hollow kubelet", "node", o.NodeName)
+	return nil
+}
+
+// parseArgs reads the flags (klog's among them) into options and validates them. done is
+// true when the run is over already: --version printed the version to stdout.
+func parseArgs(args []string, stdout, stderr io.Writer) (o options, done bool, err error) {
+	fs := flag.NewFlagSet("hollow-kubelet", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	klog.InitFlags(fs)
+	o.addFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return o, false, err
+	}
+	if o.Version {
+		fmt.Fprintln(stdout, version.Get().GitVersion)
+		return o, true, nil
+	}
+	return o, false, o.validate()
+}
+
+// placeKubelet moves the kubemark configuration f and c onto the node's known root
+// directory (creating its folders) and sets what a node of the local cluster needs that
+// kubemark's defaults do not give.
+func placeKubelet(f *kubeletoptions.KubeletFlags, c *kubeletconfig.KubeletConfiguration, o options) error {
 	f.RootDirectory = o.RootDir
 	f.CertDirectory = filepath.Join(o.RootDir, "pki")
 	c.StaticPodPath = filepath.Join(o.RootDir, "static-pods")
@@ -213,35 +242,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// pods; a hollow kubelet has neither, and the chains would outlive the cluster in the
 	// host's ip and ip6 filter, nat and mangle tables.
 	c.MakeIPTablesUtilChains = false
+	return nil
+}
 
+// newClients builds the kubelet's two API clients from o's kubeconfig: the main one (20
+// QPS, burst 40) and the heartbeat one, unthrottled and with a timeout no longer than a
+// node status update period or the node lease, as the real kubelet's.
+func newClients(o options, c *kubeletconfig.KubeletConfiguration) (client, heartbeatClient *clientset.Clientset, err error) {
+	restConfig, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load kubeconfig %s: %w", o.Kubeconfig, err)
+	}
+	restConfig.UserAgent = "hollow-kubelet/" + o.NodeName
+	restConfig.QPS, restConfig.Burst = 20, 40
+	if client, err = clientset.NewForConfig(restConfig); err != nil {
+		return nil, nil, fmt.Errorf("client: %w", err)
+	}
 	heartbeat := *restConfig
 	heartbeat.Timeout = c.NodeStatusUpdateFrequency.Duration
 	if lease := time.Duration(c.NodeLeaseDurationSeconds) * time.Second; heartbeat.Timeout > lease {
 		heartbeat.Timeout = lease
 	}
 	heartbeat.QPS = -1
-	heartbeatClient, err := clientset.NewForConfig(&heartbeat)
-	if err != nil {
-		return fmt.Errorf("heartbeat client: %w", err)
+	if heartbeatClient, err = clientset.NewForConfig(&heartbeat); err != nil {
+		return nil, nil, fmt.Errorf("heartbeat client: %w", err)
 	}
-
-	endpoint := "unix://" + filepath.Join(o.RootDir, "fake-cri.sock")
-	_ = os.Remove(strings.TrimPrefix(endpoint, "unix://"))
-	runtime := fakeremote.NewFakeRemoteRuntime()
-	if err := runtime.Start(endpoint); err != nil {
-		return fmt.Errorf("start fake runtime at %s: %w", endpoint, err)
-	}
-	defer runtime.Stop()
-	runtimeService, err := newRuntimeService(ctx, endpoint)
-	if err != nil {
-		return fmt.Errorf("runtime service %s: %w", endpoint, err)
-	}
-
-	hk := kubemark.NewHollowKubelet(f, c, client, heartbeatClient,
-		&cadvisortest.Fake{NodeName: o.NodeName},
-		runtime.ImageService, runtimeService, cm.NewStubContainerManager())
-	go hk.Run(ctx)
-	<-ctx.Done()
-	klog.InfoS("Stopping hollow kubelet", "node", o.NodeName)
-	return nil
+	return client, heartbeatClient, nil
 }
