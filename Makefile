@@ -56,8 +56,9 @@ FAKECLOUD_PORT ?= 8080
 # failed test, a DONE line with the run's counts; its events go to _output/gotest/NAME.json and
 # JUnit to NAME.xml. hack/heartbeat.sh adds a line after 25 s without one (go test prints nothing
 # while it compiles), and hack/testsummary ends with one line for all of them: packages, tests
-# passed, failed, skipped and why. The runs pass -vet=off: hack/verify.sh has just run the full
-# go vet (a superset of go test's vet checks) on the same packages.
+# passed, failed, skipped and why. The runs pass -vet=off: hack/verify.sh has just run go vet's
+# analyzers (a superset of go test's vet checks; go vet, or golangci-lint's govet) on the same
+# packages, or CI's background make lint does (LINT=later).
 GOTEST_OUT := $(CURDIR)/_output/gotest
 # $(call gotest,NAME,LABEL) GO_TEST_ARGS: one go test run, NAME for its files, LABEL for its lines.
 gotest = echo "== go test: $(2)" && $(CURDIR)/$(BIN)/gotestsum --format=standard-quiet --hide-summary=skipped \
@@ -128,7 +129,7 @@ lint: ## golangci-lint of every module (.golangci.yml); make verify: the main on
 	hack/lint.sh $$(hack/lint.sh -list)
 
 .PHONY: verify-all
-verify-all: ## make verify, then go vet and go.mod tidiness of every other module.
+verify-all: ## make verify, then golangci-lint and go.mod tidiness of every other module.
 	hack/verify.sh all
 
 .PHONY: test-rules

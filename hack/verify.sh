@@ -7,8 +7,13 @@
 #        docs/packages.md and the matrix of docs/errors.md current; golangci-lint (.golangci.yml).
 #   modules: go vet and go mod tidy -diff of every other module (hack/kind, tests/e2e,
 #        tests/browser, the tool modules, ...), and golangci-lint of those with packages:
-#        make test-all, which CI runs. LINT=0 leaves golangci-lint out (.ci/run lints every
-#        module in the background instead, under the kind suite); LINT=auto: see lint below.
+#        make test-all, which CI runs.
+#   LINT says who checks the code beyond gofmt, tidiness and logcheck (lint below):
+#        1 (default): golangci-lint, whose govet runs go vet's analyzers (and nilness), so no
+#          separate go vet; 0: go vet alone, no golangci-lint; auto (make test): golangci-lint
+#          when bin/golangci-lint is built, else go vet; later (.ci/run): neither here, because
+#          golangci-lint of every module runs after this in the same job (its background
+#          `make lint` under the kind suite, which fails the run on a finding).
 #   all (make verify-all): both.
 # Each long step goes through hack/progress.sh: a line every 30 s, never minutes of silence.
 set -euo pipefail
@@ -40,8 +45,12 @@ vet_tidy() {
   # it computes vet facts of its ~2,000 dependencies (10+ min on two cores); it is built (and
   # so type-checked) by make e2e-upstream.
   if [[ "$m" != tests/e2e/localcluster/tools && "$m" != tests/e2e/upstream ]] && (cd "$m" && go list ./... 2>/dev/null | grep -q .); then
-    echo "go vet ./... ($m)"
-    (cd "$m" && "$progress" "go vet ($m)" go vet -v ./...) || fail=1
+    if vet_here; then
+      echo "go vet ./... ($m)"
+      (cd "$m" && "$progress" "go vet ($m)" go vet -v ./...) || fail=1
+    else
+      echo "go vet ./... ($m): not run separately; golangci-lint's govet has go vet's analyzers ($(lint_when))"
+    fi
   fi
   # tidy loads the tests of dependencies too (for go.sum), so it may fetch a few more modules:
   # counted in one line instead of a `go: downloading` line each.
@@ -56,19 +65,40 @@ vet_tidy() {
   fi
 }
 
+# vet_here: whether go vet runs here, which is when golangci-lint does not (LINT above): its
+# govet runs go vet's default analyzers (golangci-lint's list follows cmd/vet's), so both would
+# only type-check and analyse every package and its dependencies twice (minutes, cold).
+vet_here() {
+  case ${LINT:-1} in
+  0) return 0 ;;
+  auto) [[ ! -x $root/bin/golangci-lint ]] ;;
+  *) return 1 ;;
+  esac
+}
+
+# lint_when: where golangci-lint runs, when it runs instead of go vet.
+lint_when() {
+  if [[ ${LINT:-1} == later ]]; then
+    echo "LINT=later: it runs after this, .ci/run's make lint"
+  else
+    echo "it runs below"
+  fi
+}
+
 # lint MODULE_DIR: golangci-lint (pinned in tools/golangci-lint/go.mod, built into bin/ on first
-# use) with the repo's .golangci.yml on the module's packages: hack/lint.sh. LINT=0 skips it;
-# LINT=auto (make test) lints only when bin/golangci-lint was built before, and otherwise says
-# it skipped: its first build (~1,200 packages) would not fit a newcomer's first make test.
+# use) with the repo's .golangci.yml on the module's packages: hack/lint.sh. LINT=0 and
+# LINT=later skip it; LINT=auto (make test) lints only when bin/golangci-lint was built
+# before, and otherwise says it skipped (go vet ran instead): its first build (~1,200
+# packages) would not fit a newcomer's first make test.
 lint() {
   case ${LINT:-1} in
-  0) ;;
+  0 | later) ;;
   auto)
     if [[ -x $root/bin/golangci-lint ]]; then
       "$root/hack/lint.sh" "$1" || fail=1
     else
-      echo "golangci-lint: not built yet, so SKIPPED here (make lint builds it, minutes the first" \
-        "time, then lints every module; make verify and make test-all never skip it)"
+      echo "golangci-lint: not built yet, so SKIPPED here, go vet ran instead (make lint builds it," \
+        "minutes the first time, then lints every module; make verify and make test-all never skip it)"
     fi
     ;;
   *) "$root/hack/lint.sh" "$1" || fail=1 ;;
