@@ -193,7 +193,7 @@ func Build(ctx context.Context, o BuildOptions) error {
 	if err != nil {
 		return err
 	}
-	prog.next(fmt.Sprintf("build %s (one go build; a cold cache takes 20-45 min on 2 cores)", strings.Join(names, ", ")))
+	prog.next(fmt.Sprintf("build %s (one go build; a cold cache takes about 10 min on 2 cores, more when other work shares them)", strings.Join(names, ", ")))
 	cmd := exec.CommandContext(ctx, "nice", args...)
 	cmd.Dir = o.ToolsDir
 	cmd.Env = buildEnv()
