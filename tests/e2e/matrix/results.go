@@ -57,6 +57,9 @@ type Row struct {
 	ReregistrationGapSeconds *float64 `json:"reregistrationGapSeconds,omitempty"`
 	DriverVanished           bool     `json:"driverVanished"`
 	ReregisteredSeconds      *float64 `json:"reregisteredSeconds,omitempty"`
+	// KubeletRestart is the kubelet restart check (issue 27): node-1's kubelet restarted in
+	// place after the cloud changed its count; absent in rows from before the check.
+	KubeletRestart *KubeletRestart `json:"kubeletRestart,omitempty"`
 	// PeriodChanges are the count checks after each of Cell.PeriodChanges, in order.
 	PeriodChanges []PeriodChangeResult `json:"periodChanges,omitempty"`
 	// Recheck is node-1's plugin's first cluster re-check (clustercheck.Watch, every
@@ -83,6 +86,38 @@ type PeriodChangeResult struct {
 	// CountFollowed, CountFollowSeconds: as Row's, measured after the change.
 	CountFollowed      bool     `json:"countFollowed"`
 	CountFollowSeconds *float64 `json:"countFollowSeconds,omitempty"`
+}
+
+// KubeletRestart is what node-1's CSINode listed after one more of its slots went out of band
+// and its kubelet restarted in place (the node plugin's registration socket still served), so
+// that the new kubelet registered the driver with a count other than its CSINode entry's,
+// which was not removed first. Counts are CSINode allocatable counts; durations seconds from
+// the start of the restart, absent when the event did not happen within WindowSeconds.
+type KubeletRestart struct {
+	// NotMeasured says why the check did not run ("" when it ran): never a pass.
+	NotMeasured string `json:"notMeasured,omitempty"`
+	// CountBefore is the count before the cloud change, CountNew the driver's answer after it,
+	// CountAtRestart the count listed when the restart began (0: not listed).
+	CountBefore    int32 `json:"countBefore,omitempty"`
+	CountNew       int32 `json:"countNew,omitempty"`
+	CountAtRestart int32 `json:"countAtRestart,omitempty"`
+	// Vanished: CSINode stopped listing the driver; VanishedAfterSeconds when; GapSeconds how
+	// long until it was listed again, with CountBack (absent: not back within the window).
+	Vanished             bool     `json:"vanished"`
+	VanishedAfterSeconds *float64 `json:"vanishedAfterSeconds,omitempty"`
+	GapSeconds           *float64 `json:"gapSeconds,omitempty"`
+	CountBack            *int32   `json:"countBack,omitempty"`
+	// NewCountSeconds is when CSINode first listed CountNew; CountEnd the count listed at the
+	// end of the wait (absent: the driver not listed then).
+	NewCountSeconds *float64 `json:"newCountSeconds,omitempty"`
+	CountEnd        *int32   `json:"countEnd,omitempty"`
+	// WindowSeconds is the wait for CountNew (kubeletRestartWindow).
+	WindowSeconds float64 `json:"windowSeconds,omitempty"`
+	// PutBackByPluginRestart: with the cloud put back, the driver was not listed at
+	// CountBefore (nor followed within 35 s), so the node plugin was restarted with
+	// re-registration to put it back; PutBackSeconds from that restart until it was.
+	PutBackByPluginRestart bool     `json:"putBackByPluginRestart,omitempty"`
+	PutBackSeconds         *float64 `json:"putBackSeconds,omitempty"`
 }
 
 // Recheck is what the node plugin's cluster re-check answered (its /debug/cluster).
@@ -231,8 +266,8 @@ func Table(cells []Cell, rows []Row) string {
 		}
 	}
 	var b bytes.Buffer
-	b.WriteString("| cell | control plane | kubelet (gates) | attacher | period | decision (reason), right? | count follows a cloud change | errorCode 8 on the VA | pod failed, replaced | stuck in ContainerCreating | re-registration gap | outcome | run |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| cell | control plane | kubelet (gates) | attacher | period | decision (reason), right? | count follows a cloud change | errorCode 8 on the VA | pod failed, replaced | stuck in ContainerCreating | re-registration gap | kubelet restart after a cloud change | outcome | run |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	listed := map[string]bool{}
 	for _, c := range cells {
 		listed[c.Name] = true
@@ -269,7 +304,7 @@ func tableRow(b *bytes.Buffer, c Cell, r *Row) {
 	}
 	lead := cellColumns(c)
 	if r == nil {
-		fmt.Fprintf(b, "%splanned (right: %s) | planned | planned | planned | planned | planned | planned (not run) | — |\n", lead, c.Expect.Decision)
+		fmt.Fprintf(b, "%splanned (right: %s) | planned | planned | planned | planned | planned | planned | planned (not run) | — |\n", lead, c.Expect.Decision)
 		return
 	}
 	ec := "no"
@@ -294,8 +329,8 @@ func tableRow(b *bytes.Buffer, c Cell, r *Row) {
 	if r.StuckContainerCreating {
 		stuck = fmt.Sprintf("yes (after %.0f s)", r.RejectWindowSeconds)
 	}
-	fmt.Fprintf(b, "%s%s | %s | %s | %s | %s | %s | %s | %s, %s |\n", lead, decisionColumn(c, r),
-		followsColumn(r), ec, failed, stuck, gap, r.Outcome,
+	fmt.Fprintf(b, "%s%s | %s | %s | %s | %s | %s | %s | %s | %s, %s |\n", lead, decisionColumn(c, r),
+		followsColumn(r), ec, failed, stuck, gap, kubeletRestartText(r.KubeletRestart), r.Outcome,
 		r.Date.UTC().Format("2006-01-02 15:04 UTC"), r.Commit)
 }
 
@@ -354,6 +389,42 @@ func followsColumn(r *Row) string {
 		follows += fmt.Sprintf("; after → %s: %s", periodText(ch.PeriodSeconds), yesNo(ch.CountFollowed, ch.CountFollowSeconds))
 	}
 	return follows
+}
+
+// kubeletRestartText is the kubelet restart column: the count change, whether and for how long
+// the driver was gone and the count it came back with, the count it ended at, and whether the
+// node had to be put back by a plugin re-registration; "—" for rows from before the check.
+func kubeletRestartText(k *KubeletRestart) string {
+	switch {
+	case k == nil:
+		return "—"
+	case k.NotMeasured != "":
+		return "not measured: " + k.NotMeasured
+	}
+	s := fmt.Sprintf("count %d → %d", k.CountBefore, k.CountNew)
+	if k.CountAtRestart != k.CountBefore {
+		s += fmt.Sprintf(" (%d at the restart)", k.CountAtRestart)
+	}
+	switch {
+	case !k.Vanished:
+		s += ": never gone"
+	case k.CountBack == nil:
+		s += fmt.Sprintf(": gone %s after the restart, not back within %.0f s", secs(k.VanishedAfterSeconds), k.WindowSeconds)
+	default:
+		s += fmt.Sprintf(": gone %s after the restart for %s, back with %d", secs(k.VanishedAfterSeconds), secs(k.GapSeconds), *k.CountBack)
+	}
+	switch {
+	case k.CountEnd == nil:
+		s += ", not listed at the end"
+	case *k.CountEnd == k.CountNew && k.NewCountSeconds != nil:
+		s += ", new count " + secs(k.NewCountSeconds) + " after the restart"
+	default:
+		s += fmt.Sprintf(", ended at %d (not the new count) after %.0f s", *k.CountEnd, k.WindowSeconds)
+	}
+	if k.PutBackByPluginRestart {
+		s += "; put back by a plugin re-registration (" + secs(k.PutBackSeconds) + ")"
+	}
+	return s
 }
 
 // WriteDoc replaces the text between the markers of the doc at path with Table(cells, rows).

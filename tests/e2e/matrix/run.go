@@ -110,9 +110,14 @@ type plugins interface {
 type cellRun struct {
 	o       Options
 	plugins plugins
-	cs      kubernetes.Interface
-	cloud   *admin.Client
-	row     *Row
+	// kubelets restarts a node's kubelet in place; nil where the harness cannot (the
+	// kubeconfig mode): the kubelet restart check is then not measured.
+	kubelets kubeletRestarter
+	// kubeletWindow, when set (tests), replaces kubeletRestartWindow.
+	kubeletWindow time.Duration
+	cs            kubernetes.Interface
+	cloud         *admin.Client
+	row           *Row
 	// target is the node every check acts on (node-1 on the local cluster); ns the namespace
 	// of the checks' claims and pods; podImage their container image.
 	target, ns, podImage string
@@ -162,7 +167,7 @@ func RunCell(ctx context.Context, o Options, c Cell) (row Row) {
 		return row
 	}
 	defer cl.Stop()
-	r := &cellRun{o: o, plugins: localPlugins{cl}, row: &row, period: c.PeriodSeconds, target: target, ns: ns, podImage: podImage}
+	r := &cellRun{o: o, plugins: localPlugins{cl}, kubelets: localPlugins{cl}, row: &row, period: c.PeriodSeconds, target: target, ns: ns, podImage: podImage}
 	fmt.Fprintf(o.Out, "matrix %s: cluster up in %s (logs %s)\n", c.Name, time.Since(start).Round(time.Second), cl.LogDir)
 	cfg, err := clientcmd.BuildConfigFromFlags("", cl.Kubeconfig)
 	if err != nil {
@@ -189,7 +194,7 @@ func (r *cellRun) runChecks(ctx context.Context) {
 		f    func(context.Context) error
 	}{
 		{"decision", r.decision}, {"count follows", r.follow}, {"period changes", r.periodChanges},
-		{"re-registration", r.reregister}, {"stale count rejection", r.reject},
+		{"re-registration", r.reregister}, {"kubelet restart", r.kubeletRestart}, {"stale count rejection", r.reject},
 	} {
 		r.logf("check: %s", ch.name)
 		if err := ch.f(ctx); err != nil {
@@ -415,44 +420,17 @@ func (r *cellRun) followOnce(ctx context.Context) (ok bool, took time.Duration, 
 // reregister restarts node-1's plugin with re-registration and measures how long CSINode did
 // not list the driver and when it was back with a count.
 func (r *cellRun) reregister(ctx context.Context) error {
-	var mu sync.Mutex
-	var goneAt, backAt time.Time
-	vanished := false
-	stop := make(chan struct{})
-	done := make(chan struct{})
+	w := r.watchCSINode(ctx, -1)
 	start := time.Now()
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			_, listed, _ := r.count(ctx)
-			mu.Lock()
-			switch {
-			case !listed && goneAt.IsZero():
-				goneAt, vanished = time.Now(), true
-			case listed && vanished && backAt.IsZero():
-				backAt = time.Now()
-			}
-			mu.Unlock()
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
 	err := r.plugins.restart(ctx, r.target)
 	if err == nil {
 		waitFor(ctx, reregWindow, func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return !vanished || !backAt.IsZero()
+			s := w.now()
+			return s.goneAt.IsZero() || !s.backAt.IsZero()
 		})
 	}
-	close(stop)
-	<-done
-	mu.Lock()
-	defer mu.Unlock()
+	s := w.end()
+	goneAt, backAt, vanished := s.goneAt, s.backAt, !s.goneAt.IsZero()
 	r.row.DriverVanished = vanished
 	if vanished && !backAt.IsZero() {
 		r.row.ReregistrationGapSeconds = seconds(backAt.Sub(goneAt))
