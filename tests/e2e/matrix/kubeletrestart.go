@@ -9,15 +9,20 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fakecloud/fakecloud-csi/tests/e2e/localcluster"
 )
 
-// The kubelet restart check (issue 27): the cloud changes node-1's count, then node-1's
-// kubelet restarts in place while the node plugin keeps serving its registration socket, so
-// the new kubelet registers the driver with a count that differs from CSINode's entry, which
-// was not removed first. The kubelet's RegisterPlugin calls InstallCSIDriver, which updates
-// the entry in place; an API server whose MutableCSINodeAllocatableCount gate is off refuses
-// that as immutable, and the kubelet then unregisters the driver (UninstallCSIDriver removes
-// the entry) and tells the registrar the registration failed.
+// The kubelet restart check (issue 27): the cloud changes node-1's count, node-1's driver
+// process restarts alone (its registration socket stays served, as when only the driver
+// container of the pod restarts: the kubelet keeps the registration and CSINode its entry),
+// so that the driver answers the new count (a static count is read from the cloud once, at
+// start), then node-1's kubelet restarts in place: the new kubelet registers the driver with a
+// count that differs from CSINode's entry, which was not removed first. The kubelet's
+// RegisterPlugin calls InstallCSIDriver, which updates the entry in place; an API server whose
+// MutableCSINodeAllocatableCount gate is off refuses that as immutable, and the kubelet then
+// unregisters the driver (UninstallCSIDriver removes the entry) and tells the registrar the
+// registration failed.
 
 // kubeletRestartWindow bounds the wait for node-1's CSINode to list the driver at the new
 // count after the kubelet restart began: the old kubelet's stop (SIGTERM, SIGKILL after 10 s),
@@ -32,11 +37,15 @@ const nodeReadyWindow = 2 * time.Minute
 // notHere is why the kubeconfig mode does not measure the kubelet restart.
 const notHere = "the cluster was not started by the harness: it cannot restart a kubelet in place"
 
-// kubeletRestarter restarts a node's kubelet in place (same root dir, flags and Node name):
-// only a cluster the harness started can (the local cluster's hollow kubelets).
+// kubeletRestarter restarts a node's kubelet in place (same root dir, flags and Node name),
+// and its driver process alone: only a cluster the harness started can (the local cluster's
+// hollow kubelets and plugin processes).
 type kubeletRestarter interface {
 	// restartKubelet returns once the new kubelet process runs.
 	restartKubelet(ctx context.Context, node string) error
+	// restartDriver restarts node's driver process, its registration socket kept served, and
+	// returns once the new one is ready.
+	restartDriver(ctx context.Context, node string) error
 }
 
 // restartKubelet restarts node's hollow kubelet from the binary it runs now.
@@ -44,8 +53,13 @@ func (l localPlugins) restartKubelet(ctx context.Context, node string) error {
 	return l.c.RestartKubelet(ctx, node, "")
 }
 
-// kubeletRestart takes one more of node-1's slots out of band, restarts node-1's kubelet in
-// place and measures what CSINode lists (KubeletRestart), then gives the slot back and puts
+// restartDriver restarts node's plugin process without re-registration.
+func (l localPlugins) restartDriver(ctx context.Context, node string) error {
+	return l.c.RestartNodePlugin(ctx, node, localcluster.NodePluginRestart{})
+}
+
+// kubeletRestart takes one more of node-1's slots out of band, restarts node-1's driver alone
+// until it answers the new count, restarts node-1's kubelet in place and measures what CSINode lists (KubeletRestart), then gives the slot back and puts
 // the driver back at its count when it is not (a plugin re-registration). Without a
 // restarter it records the check as not measured.
 func (r *cellRun) kubeletRestart(ctx context.Context) error {
@@ -67,7 +81,10 @@ func (r *cellRun) kubeletRestart(ctx context.Context) error {
 	if err := r.setOOB(ctx, in.OutOfBandSlots+1); err != nil {
 		return err
 	}
-	err = r.measureKubeletRestart(ctx, res)
+	err = r.driverAnswers(ctx, res.CountNew)
+	if err == nil {
+		err = r.measureKubeletRestart(ctx, res)
+	}
 	return errors.Join(err, r.putBackKubeletRestart(ctx, in.OutOfBandSlots, res))
 }
 
@@ -91,6 +108,26 @@ func (r *cellRun) countAbove1(ctx context.Context) (int32, error) {
 		return 0, fmt.Errorf("CSINode %s lists no count above 1 (seen %d)", r.target, c)
 	}
 	return c, nil
+}
+
+// driverAnswers restarts node-1's driver process alone and waits up to followWindow for it
+// to answer want (/debug/capacity's "reported": a static count is read at start, the capacity
+// policy's within a lookup interval).
+func (r *cellRun) driverAnswers(ctx context.Context, want int32) error {
+	if err := r.kubelets.restartDriver(ctx, r.target); err != nil {
+		return err
+	}
+	var d struct {
+		Reported int64 `json:"reported"`
+	}
+	var last error
+	if _, ok := waitFor(ctx, followWindow, func() bool {
+		last = r.getJSON(ctx, "/debug/capacity", &d)
+		return last == nil && d.Reported == int64(want)
+	}); !ok {
+		return fmt.Errorf("the restarted driver of %s does not answer count %d within %s (reported %d; last error %v)", r.target, want, followWindow, d.Reported, last)
+	}
+	return nil
 }
 
 // measureKubeletRestart restarts node-1's kubelet, polls its CSINode every 100 ms until it
@@ -136,8 +173,9 @@ func (r *cellRun) waitNodeReady(ctx context.Context, since time.Time) error {
 // putBackKubeletRestart gives node-1 its out-of-band slots oob back and waits (followWindow)
 // for CSINode to list the driver at res.CountBefore again; when it does not (the driver not
 // listed, or a count the kubelet cannot change in place), it restarts node-1's plugin with
-// re-registration, which removes the entry before adding it with the driver's count, as a
-// node-driver-registrar does by exiting after a refused registration, and waits reregWindow.
+// re-registration (the driver reads the cloud again; the entry is removed before it is added
+// with the driver's count), as a node-driver-registrar's exit after a refused registration
+// and its container's restart do, and waits reregWindow.
 func (r *cellRun) putBackKubeletRestart(ctx context.Context, oob int, res *KubeletRestart) error {
 	if err := r.setOOB(ctx, oob); err != nil {
 		return fmt.Errorf("put back %s's out-of-band slots (%d): %w", r.target, oob, err)

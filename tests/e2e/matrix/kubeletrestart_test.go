@@ -3,7 +3,9 @@ package matrix
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -135,16 +137,18 @@ func TestKubeletRestartText(t *testing.T) {
 }
 
 // fakeNode is node "a" of a fake cluster: its CSINode lists the driver with the count its
-// kubelet last registered (4 slots minus the cloud's out-of-band ones); onKubeletRestart is
-// what the new kubelet does with the entry; a plugin re-registration removes the entry and
-// adds it with the cloud's count now.
+// kubelet last registered; the driver answers the cloud's count (4 slots minus the
+// out-of-band ones) read at its start (answer); onKubeletRestart is what the new kubelet does
+// with the entry; a plugin re-registration restarts the driver and replaces the entry.
 type fakeNode struct {
 	t                *testing.T
 	cs               *fake.Clientset
 	fc               *fakeCloud
 	onKubeletRestart func(f *fakeNode)
 	mu               sync.Mutex
+	answer           int32
 	kubelets         int
+	drivers          int
 	plugins          int
 }
 
@@ -174,13 +178,27 @@ func (f *fakeNode) restartKubelet(ctx context.Context, node string) error {
 func (f *fakeNode) restart(context.Context, string) error {
 	f.mu.Lock()
 	f.plugins++
+	f.answer = *f.truth()
 	f.mu.Unlock()
 	f.setCount(f.truth())
 	return nil
 }
 
-func (f *fakeNode) getJSON(context.Context, string, string, any) error {
-	return errors.New("no debug endpoint")
+func (f *fakeNode) restartDriver(context.Context, string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.drivers++
+	f.answer = *f.truth()
+	return nil
+}
+
+func (f *fakeNode) getJSON(_ context.Context, _, path string, v any) error {
+	if path != "/debug/capacity" {
+		return errors.New("no such debug endpoint")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return json.Unmarshal(fmt.Appendf(nil, `{"reported":%d}`, f.answer), v)
 }
 
 // The check on a fake node: the kubelet changes the entry in place (API server gate on), or
@@ -195,7 +213,7 @@ func TestKubeletRestartCheck(t *testing.T) {
 		want             string
 		wantPlugins      int
 	}{
-		{name: "gate on: changed in place", onKubeletRestart: func(f *fakeNode) { f.setCount(f.truth()) }, follows: true,
+		{name: "gate on: changed in place", onKubeletRestart: func(f *fakeNode) { f.setCount(ptr(f.answer)) }, follows: true,
 			want: "count 3 → 2: never gone, new count"},
 		{name: "gate off: refused, unregistered", onKubeletRestart: func(f *fakeNode) { f.setCount(nil) },
 			want: "count 3 → 2: gone", wantPlugins: 1},
@@ -204,7 +222,7 @@ func TestKubeletRestartCheck(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := &fakeCloud{in: cloud.Instance{ID: "a", Zone: "zone-a", AttachLimit: 4, OutOfBandSlots: 1}}
 			cs := fake.NewClientset(checkNode("a", "zone-a", "v1.35.4", false), csiNode("a", ptr[int32](3)))
-			f := &fakeNode{t: t, cs: cs, fc: fc, onKubeletRestart: tc.onKubeletRestart}
+			f := &fakeNode{t: t, cs: cs, fc: fc, onKubeletRestart: tc.onKubeletRestart, answer: 3}
 			if tc.follows {
 				// The restarted kubelet's refresh (not the old one's: the restart must see the
 				// change). afterPatch runs under the fake cloud's lock: read the slots directly.
@@ -234,8 +252,8 @@ func TestKubeletRestartCheck(t *testing.T) {
 			if k := r.row.KubeletRestart; k.PutBackByPluginRestart != (tc.wantPlugins > 0) || f.plugins != tc.wantPlugins {
 				t.Errorf("put back by a plugin restart %v after %d plugin restarts, want %d", k.PutBackByPluginRestart, f.plugins, tc.wantPlugins)
 			}
-			if wantKubelets := map[bool]int{true: 0, false: 1}[tc.noRestarter]; f.kubelets != wantKubelets {
-				t.Errorf("%d kubelet restarts, want %d", f.kubelets, wantKubelets)
+			if want := map[bool]int{true: 0, false: 1}[tc.noRestarter]; f.kubelets != want || f.drivers != want {
+				t.Errorf("%d kubelet and %d driver restarts, want %d each", f.kubelets, f.drivers, want)
 			}
 			if c, listed, _ := r.count(ctx); fc.oob() != 1 || !listed || c != 3 {
 				t.Errorf("after the check: out-of-band slots %d, CSINode count %d (listed %v); want 1 and 3 as found", fc.oob(), c, listed)
