@@ -31,6 +31,12 @@ import (
 // seconds; a minute, as reregWindow, covers the loaded 2-core machine.
 const kubeletRestartWindow = time.Minute
 
+// pluginWatcherSettle is three passes of the kubelet's plugin manager reconciler (its
+// loopSleepDuration, 1 s): a registration socket served again by an earlier check (the
+// re-registration check returns once the new socket is served) is unregistered and
+// registered again within it, so that it does not mix with this check's events.
+const pluginWatcherSettle = 3 * time.Second
+
 // nodeReadyWindow bounds the wait for the restarted kubelet's Ready heartbeat.
 const nodeReadyWindow = 2 * time.Minute
 
@@ -68,6 +74,11 @@ func (r *cellRun) kubeletRestart(ctx context.Context) error {
 		r.logf("kubelet restart: not measured (%s)", notHere)
 		return nil
 	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(r.settle()):
+	}
 	before, err := r.countAbove1(ctx)
 	if err != nil {
 		return err
@@ -86,6 +97,14 @@ func (r *cellRun) kubeletRestart(ctx context.Context) error {
 		err = r.measureKubeletRestart(ctx, res)
 	}
 	return errors.Join(err, r.putBackKubeletRestart(ctx, in.OutOfBandSlots, res))
+}
+
+// settle is pluginWatcherSettle unless a test set cellRun.kubeletWindow (then none).
+func (r *cellRun) settle() time.Duration {
+	if r.kubeletWindow > 0 {
+		return 0
+	}
+	return pluginWatcherSettle
 }
 
 // restartWindow is kubeletRestartWindow unless a test set cellRun.kubeletWindow.

@@ -113,7 +113,8 @@ type cellRun struct {
 	// kubelets restarts a node's kubelet in place; nil where the harness cannot (the
 	// kubeconfig mode): the kubelet restart check is then not measured.
 	kubelets kubeletRestarter
-	// kubeletWindow, when set (tests), replaces kubeletRestartWindow.
+	// kubeletWindow, when set (tests), replaces kubeletRestartWindow and drops
+	// pluginWatcherSettle.
 	kubeletWindow time.Duration
 	cs            kubernetes.Interface
 	cloud         *admin.Client
