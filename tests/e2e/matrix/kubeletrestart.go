@@ -144,7 +144,7 @@ func (r *cellRun) driverAnswers(ctx context.Context, want int32) error {
 		last = r.getJSON(ctx, "/debug/capacity", &d)
 		return last == nil && d.Reported == int64(want)
 	}); !ok {
-		return fmt.Errorf("the restarted driver of %s does not answer count %d within %s (reported %d; last error %v)", r.target, want, followWindow, d.Reported, last)
+		return fmt.Errorf("the restarted driver of %s does not answer count %d within %s (reported %d; last error %v)", r.target, want, followWindow, d.Reported, last) //nolint:errorlint // the wait is the failure; the last read error, often nil, is context
 	}
 	return nil
 }
