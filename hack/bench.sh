@@ -90,6 +90,19 @@ require _output/bench/driver.txt publishes/s
 require _output/bench/driver.txt publish-lag-p50-ms
 require _output/bench/driver.txt unpublish-lag-p99-ms
 echo
+echo "== node plugins: our NodeGetInfo vs csi-driver-host-path's (${HOSTPATH_VERSION:-v1.18.0}), each a process on its own unix socket, interleaved from one client: p99-ratio-hostpath is ours-p99-ns / hostpath-p99-ns (target <= 1), mean-ratio-hostpath the same for the means"
+section hostpath
+# The programs as real processes: ours built from this commit, host-path's from its own source
+# (hack/hostpath.sh, once per version); bench/hostpath is a module of its own. BENCH_REQUIRE=1
+# makes a missing program fail the run instead of skipping.
+mkdir -p _output/bench/bin
+go build -trimpath -o _output/bench/bin/ ./cmd/driver ./cmd/fakecloud
+HOSTPATH_PLUGIN=$(hack/hostpath.sh)
+(cd bench/hostpath && BENCH_REQUIRE=1 HOSTPATH_PLUGIN="$HOSTPATH_PLUGIN" DRIVER_BIN="$PWD/../../_output/bench/bin/driver" FAKECLOUD_BIN="$PWD/../../_output/bench/bin/fakecloud" \
+	go test -run '^$' -bench . -benchtime "$BENCHTIME" . 2>/dev/null) | rows | tee -a _output/bench/hostpath.txt
+require _output/bench/hostpath.txt p99-ratio-hostpath
+require _output/bench/hostpath.txt mean-ratio-hostpath
+echo
 echo "== capacity policy: static vs naive vs ours on the same traces (seeded, deterministic)"
 section policy
 go run ./bench/policy | tee -a _output/bench/policy.txt
