@@ -278,8 +278,8 @@ bench: ## Benchmarks and the capacity-policy comparison (docs/figures.md).
 	hack/bench.sh
 
 .PHONY: clean
-clean: ## Remove bin/, the image archives and the fetched snapshot release.
-	rm -rf $(BIN) _output/images _output/external-snapshotter
+clean: ## Remove bin/, the image archives, the fetched snapshot release and host-path's source.
+	rm -rf $(BIN) _output/images _output/external-snapshotter _output/hostpath
 
 .PHONY: help
 help: ## List the targets, by group.

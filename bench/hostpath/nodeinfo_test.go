@@ -67,7 +67,7 @@ func BenchmarkNodeGetInfoVsHostPath(b *testing.B) {
 	// Wait for both to answer; ours's first answer also warms its capacity cache.
 	for name, c := range map[string]csi.NodeClient{"driver": ours, "hostpathplugin": hostpath} {
 		if err := waitServing(ctx, c); err != nil {
-			b.Fatalf("%s does not serve NodeGetInfo (its log: %s): %v", name, filepath.Join(dir, name+".log"), err)
+			b.Fatalf("%s does not serve NodeGetInfo: %v; the end of its log:\n%s", name, err, logTail(filepath.Join(dir, name+".log")))
 		}
 	}
 
@@ -189,6 +189,20 @@ func waitServing(ctx context.Context, c csi.NodeClient) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// logTail is the last 2 KiB of the log at path: the log goes with the temporary directory
+// when the benchmark ends, so a failure quotes it.
+func logTail(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(log not read: %v)", err)
+	}
+	const tail = 2 << 10
+	if len(data) > tail {
+		data = data[len(data)-tail:]
+	}
+	return string(data)
 }
 
 func p99(d []time.Duration) time.Duration {
