@@ -278,7 +278,7 @@ bench: ## Benchmarks and the capacity-policy comparison (docs/figures.md).
 	hack/bench.sh
 
 .PHONY: clean
-clean: ## Remove bin/, the image archives, the fetched snapshot release and host-path's source.
+clean: ## Remove bin/, the image archives, the snapshot release, host-path's source.
 	rm -rf $(BIN) _output/images _output/external-snapshotter _output/hostpath
 
 .PHONY: help
