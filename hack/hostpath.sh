@@ -25,7 +25,7 @@ if [[ -z $src ]]; then
 	if [[ ! -f $src/go.mod ]]; then
 		echo "hack/hostpath.sh: $module@$HOSTPATH_VERSION not served by the module proxy; cloning $HOSTPATH_GIT at $HOSTPATH_VERSION" >&2
 		rm -rf "$src"
-		git -c advice.detachedHead=false clone --quiet --depth 1 --branch "$HOSTPATH_VERSION" "$HOSTPATH_GIT" "$src" >&2
+		GIT_TERMINAL_PROMPT=0 timeout 120 git -c advice.detachedHead=false clone --quiet --depth 1 --branch "$HOSTPATH_VERSION" "$HOSTPATH_GIT" "$src" >&2
 	fi
 fi
 echo "hack/hostpath.sh: go build $module/cmd/hostpathplugin@$HOSTPATH_VERSION (from $src) into $bin" >&2
