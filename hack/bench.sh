@@ -114,6 +114,34 @@ else
 	if [[ ${BENCH_REQUIRE_HOSTPATH:-0} == 1 ]]; then exit 1; fi
 fi
 echo
+echo "== memory and size: idle RSS (VmRSS) of the fake cloud and the controller plugin, the pair, started as make run starts them (examples/seed.yaml, durable store), 10 s after both answer; and make build's binaries (targets: the pair <= 40 MB, each binary <= 40 MB)"
+section memory
+make -s build >/dev/null
+mem=$(mktemp -d)
+port=${BENCH_CLOUD_PORT:-18481}
+bin/fakecloud --listen="127.0.0.1:$port" --data-dir="$mem/data" --seed=examples/seed.yaml --auth=none >"$mem/fakecloud.log" 2>&1 &
+cloud_pid=$!
+bin/driver --mode=controller --endpoint="unix://$mem/ctrl.sock" --cloud-url="http://127.0.0.1:$port" >"$mem/driver.log" 2>&1 &
+ctrl_pid=$!
+stop_pair() { kill "$cloud_pid" "$ctrl_pid" 2>/dev/null || true; wait "$cloud_pid" "$ctrl_pid" 2>/dev/null || true; rm -rf "$mem"; }
+trap stop_pair EXIT
+for _ in $(seq 1 100); do # up to 10 s for both to be up
+	if curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && [[ -S $mem/ctrl.sock ]]; then break; fi
+	sleep 0.1
+done
+if ! [[ -S $mem/ctrl.sock ]] || ! kill -0 "$cloud_pid" "$ctrl_pid" 2>/dev/null; then
+	echo "bench.sh: the fake cloud or the controller did not start (BENCH_CLOUD_PORT=$port taken?); their logs:" >&2
+	tail -n 5 "$mem/fakecloud.log" "$mem/driver.log" >&2
+	exit 1
+fi
+sleep 10
+rss() { awk '/^VmRSS:/ { printf "%.2f", $2 / 1024 }' "/proc/$1/status"; }
+size() { awk -v b="$(stat -c %s "$1")" 'BEGIN { printf "%.1f", b / 1048576 }'; }
+c=$(rss "$cloud_pid") d=$(rss "$ctrl_pid")
+echo "idle RSS: fakecloud $c MB + controller $d MB = $(awk -v a="$c" -v b="$d" 'BEGIN { printf "%.2f", a + b }') MB pair-rss-mb; bin/driver $(size bin/driver) MB, bin/fakecloud $(size bin/fakecloud) MB" | tee -a _output/bench/memory.txt
+stop_pair
+trap - EXIT
+echo
 echo "== capacity policy: static vs naive vs ours on the same traces (seeded, deterministic)"
 section policy
 go run ./bench/policy | tee -a _output/bench/policy.txt
