@@ -112,6 +112,7 @@ test-all: build ## Everything CI tests (.ci/run calls it, as root); ~20 min cold
 	hack/sanity.sh
 	hack/readme-check.sh
 	.ci/steps_test.sh
+	hack/bench_args_test.sh
 	RULES_GO_TEST=0 hack/promtool-test.sh
 	hack/verify.sh modules
 	@cd hack/kind && $(call gotest,hack-kind,hack/kind) -count=1 ./... | $(HEARTBEAT) 'go test (hack/kind)'

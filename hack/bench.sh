@@ -11,6 +11,18 @@ BENCHTIME=${BENCHTIME:-2s}
 # The fleet simulation's size: docs/fleet-scale.md's tables are FLEET_NODES=10000 (18-25 CPU-s per
 # run on the development machine); 1000 keeps `make bench` to a minute or two.
 FLEET_NODES=${FLEET_NODES:-1000}
+# NodeGetInfo's runs (the median of them is the figure) and the memory section's fake cloud port:
+# checked before anything runs.
+NODEINFO_COUNT=${NODEINFO_COUNT:-5}
+BENCH_CLOUD_PORT=${BENCH_CLOUD_PORT:-18481}
+if ! [[ $NODEINFO_COUNT =~ ^[0-9]+$ ]] || ((NODEINFO_COUNT < 1 || NODEINFO_COUNT > 50)); then
+	echo "bench.sh: NODEINFO_COUNT must be a number of runs in 1..50, got '$NODEINFO_COUNT'" >&2
+	exit 2
+fi
+if ! [[ $BENCH_CLOUD_PORT =~ ^[0-9]+$ ]] || ((BENCH_CLOUD_PORT < 1024 || BENCH_CLOUD_PORT > 65535)); then
+	echo "bench.sh: BENCH_CLOUD_PORT must be a port in 1024..65535, got '$BENCH_CLOUD_PORT'" >&2
+	exit 2
+fi
 
 mkdir -p _output/bench
 
@@ -75,7 +87,6 @@ section driver
 # NodeGetInfo's p99 is the 1% slowest of a few thousand calls per side, so one scheduler hiccup
 # or GC cycle on one side moves a single run's ratio by 5-10% (quiet machine, 2 cores: 0.95-1.09
 # in six runs): it runs NODEINFO_COUNT times and the figure is the median, with the range.
-NODEINFO_COUNT=${NODEINFO_COUNT:-5}
 go test -run '^$' -bench 'NodeGetInfoVsEcho' -count "$NODEINFO_COUNT" -benchtime "$BENCHTIME" ./bench/driver/ 2>/dev/null | rows | tee -a _output/bench/driver.txt
 median_of() { # METRIC [FILE BENCHMARK]: the median and range of METRIC over BENCHMARK's rows in FILE (default: NodeGetInfoVsEcho's in driver.txt)
 	awk -v m="$1" -v b="^${3:-BenchmarkNodeGetInfoVsEcho}" '$1 ~ b { for (i = 2; i < NF; i++) if ($(i + 1) == m) print $i }' "${2:-_output/bench/driver.txt}" |
@@ -118,7 +129,7 @@ echo "== memory and size: idle RSS (VmRSS) of the fake cloud and the controller 
 section memory
 make -s build >/dev/null
 mem=$(mktemp -d)
-port=${BENCH_CLOUD_PORT:-18481}
+port=$BENCH_CLOUD_PORT
 bin/fakecloud --listen="127.0.0.1:$port" --data-dir="$mem/data" --seed=examples/seed.yaml --auth=none >"$mem/fakecloud.log" 2>&1 &
 cloud_pid=$!
 bin/driver --mode=controller --endpoint="unix://$mem/ctrl.sock" --cloud-url="http://127.0.0.1:$port" >"$mem/driver.log" 2>&1 &

@@ -10,6 +10,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 HOSTPATH_VERSION=${HOSTPATH_VERSION:-v1.18.0}
 HOSTPATH_GIT=${HOSTPATH_GIT:-https://github.com/kubernetes-csi/csi-driver-host-path}
+# The version names a tag, a module version and two paths: a release tag only.
+if ! [[ $HOSTPATH_VERSION =~ ^v[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]]; then
+	echo "hack/hostpath.sh: HOSTPATH_VERSION must be a release tag like v1.18.0, got '$HOSTPATH_VERSION'" >&2
+	exit 2
+fi
 module=github.com/kubernetes-csi/csi-driver-host-path
 bin=$PWD/bin/hostpathplugin-$HOSTPATH_VERSION
 
